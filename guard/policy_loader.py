@@ -1,0 +1,120 @@
+"""Reading policy files: one loader per format, key-path → line maps, readable errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from guard.errors import PolicyError
+
+KeyLines = dict[tuple[str, ...], int]
+MAX_POLICY_BYTES = 2_000_000
+
+
+def read_policy_mapping(path: Path) -> tuple[Any, KeyLines]:
+    """Parse ``path`` by its suffix; return the data and, for YAML, a key-path → line map."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror or exc}") from None
+    if len(raw) > MAX_POLICY_BYTES:
+        raise PolicyError(f"{path}: policy file is {len(raw)} bytes; the limit is {MAX_POLICY_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: policy file is not UTF-8 ({exc})") from None
+    suffix = path.suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return _read_yaml(text, path)
+    if suffix == ".toml":
+        return _read_toml(text, path), {}
+    if suffix == ".json":
+        return _read_json(text, path), {}
+    raise PolicyError(f"{path}: unknown policy format {suffix!r}; use .yaml, .yml, .toml or .json")
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A safe loader that refuses anchors and aliases (no recursive or exploding documents)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise PolicyError(
+                f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in policy files"
+            )
+        return super().compose_node(parent, index)
+
+
+def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
+    try:
+        node = yaml.compose(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
+    except PolicyError as exc:
+        raise PolicyError(f"{path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
+        raise PolicyError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    lines: KeyLines = {}
+    if node is not None:
+        _collect_lines(node, (), lines)
+    return data, lines
+
+
+def _collect_lines(node: yaml.Node, prefix: tuple[str, ...], lines: KeyLines) -> None:
+    lines[prefix] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            child = (*prefix, str(key.value))
+            lines[child] = key.start_mark.line + 1
+            _collect_lines_children(value, child, lines)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _collect_lines(item, (*prefix, str(i)), lines)
+
+
+def _collect_lines_children(node: yaml.Node, prefix: tuple[str, ...], lines: KeyLines) -> None:
+    if isinstance(node, yaml.MappingNode | yaml.SequenceNode):
+        saved = lines.get(prefix)
+        _collect_lines(node, prefix, lines)
+        if saved is not None:
+            lines[prefix] = saved
+
+
+def _read_toml(text: str, path: Path) -> Any:
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise PolicyError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _read_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from None
+
+
+def format_validation_error(exc: ValidationError, source: str, lines: KeyLines) -> str:
+    """Every validation problem on its own line, with key path and (when known) file line."""
+    out = [f"{source}: {exc.error_count()} problem(s) in policy"]
+    for err in exc.errors(include_url=False):
+        loc = tuple(str(p) for p in err["loc"])
+        line = _nearest_line(loc, lines)
+        where = ".".join(loc) or "<top level>"
+        at = f" (line {line})" if line is not None else ""
+        out.append(f"  - {where}{at}: {err['msg']}")
+    return "\n".join(out)
+
+
+def _nearest_line(loc: tuple[str, ...], lines: KeyLines) -> int | None:
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None

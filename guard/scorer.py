@@ -1,0 +1,75 @@
+"""The frozen weighted scorer (METHOD §6): binary features of (selection, proposal), no LLM call.
+
+Only ``provenance_path`` needs a retained source-to-sink path; the other features can fire on
+disconnected records, which is why the selector changes decisions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from guard.graph import E4, PrefixGraph
+from guard.policy import Effect, Policy, ToolKind
+from guard.records import Trust
+
+FEATURES: tuple[str, ...] = (
+    "provenance_path",
+    "private_in_context",
+    "canary",
+    "injection_text",
+    "untrusted_payload",
+    "irreversible_sink",
+)
+
+
+class WeightedScorer:
+    """Score = Σ weight·feature over the policy's weights."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.weights = policy.scorer.weights.model_dump()
+        self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+
+    def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
+        """The binary feature values of the proposal at ``node`` given ``selected``."""
+        record = graph.records[node]
+        spec = self.policy.tool(record.tool or "")
+        is_sink = spec is not None and spec.kind is ToolKind.SINK
+        facts = [graph.facts[n] for n in selected]
+        private = {f.index for f in facts if f.private}
+        return {
+            "provenance_path": is_sink and bool(private) and bool(private & graph.private_ancestors(node)),
+            "private_in_context": bool(private),
+            "canary": any(f.canary for f in facts) or self._payload_canary(graph, node),
+            "injection_text": any(f.injection for f in facts),
+            "untrusted_payload": self._untrusted_payload(graph, node, selected),
+            "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
+        }
+
+    def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
+        """The weighted sum and the features that made it."""
+        values = self.features(graph, node, selected)
+        total = sum(self.weights[name] for name, on in values.items() if on)
+        return round(total, 12), MappingProxyType(values)
+
+    def _payload_args(self, graph: PrefixGraph, node: int) -> set[str]:
+        spec = self.policy.tool(graph.records[node].tool or "")
+        return set(spec.payload_args) | set(spec.identifier_args) if spec else set()
+
+    def _payload_canary(self, graph: PrefixGraph, node: int) -> bool:
+        names = self._payload_args(graph, node)
+        values = [v for name, v in graph.records[node].arg_values() if name in names]
+        return any(p.search(v) for p in self._canary for v in values)
+
+    def _untrusted_payload(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
+        names = self._payload_args(graph, node)
+        untrusted: set[str] = set()
+        from_user: set[str] = set()
+        for source, etype, _types, args in graph.edges_into(node):
+            if etype == E4:
+                from_user |= args
+            elif source in selected and graph.facts[source].trust is Trust.TOOL_UNTRUSTED:
+                untrusted |= args
+        return bool((untrusted - from_user) & names)

@@ -1,0 +1,269 @@
+"""The stages of one decision (METHOD §1), each a small function; :func:`run_pipeline` reads top down."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from guard.decision import Decision, ProbeCall, Reason, Verdict
+from guard.errors import InputError
+from guard.policy import Effect, Policy, ToolKind, ToolSpec
+from guard.records import Record, RecordKind, Trust, proposal
+
+if TYPE_CHECKING:
+    from guard.runtime import Session
+
+MAX_ARG_CHARS = 200_000
+MAX_DEPTH = 32
+_TRUST = {
+    ToolKind.PRIVATE_SOURCE: Trust.TOOL_PRIVATE,
+    ToolKind.PUBLIC_SOURCE: Trust.TOOL_PUBLIC,
+    ToolKind.UNTRUSTED_SOURCE: Trust.TOOL_UNTRUSTED,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Certification:
+    """What the certify stage says about a side-effectful proposal under the threshold."""
+
+    verdict: Verdict
+    reason: Reason
+    message: str
+    probes: tuple[ProbeCall, ...] = ()
+    log: Mapping[str, Any] | None = None
+
+
+class Certifier(Protocol):
+    """The SafeCommit stage (METHOD §10) as the runtime sees it."""
+
+    def certify(self, session: Session, node: int, spec: ToolSpec) -> Certification:
+        """Certify the proposal at ``node`` or refuse it."""
+        ...
+
+
+class PassThroughCertifier:
+    """Used when a policy configures no SafeCommit: side-effectful proposals under λ̂ execute."""
+
+    def certify(self, session: Session, node: int, spec: ToolSpec) -> Certification:
+        """Always ``execute``."""
+        return Certification(Verdict.EXECUTE, Reason.UNDER_THRESHOLD, "score under the threshold")
+
+
+def default_certifier(policy: Policy) -> Certifier:
+    """The certifier a policy configures."""
+    if policy.safecommit is None:
+        return PassThroughCertifier()
+    from guard.safecommit.runtime import PolicyCertifier  # type: ignore[import-not-found,unused-ignore]
+
+    certifier: Certifier = PolicyCertifier(policy)
+    return certifier
+
+
+def result_trust(policy: Policy, tool: str) -> Trust:
+    """Trust of a tool's results, from the policy (unknown tools count as untrusted)."""
+    spec = policy.tool(tool)
+    if spec is None:
+        return Trust.TOOL_UNTRUSTED
+    return _TRUST.get(spec.source_kind, Trust.TOOL_PUBLIC)
+
+
+# --------------------------------------------------------------------------- pipeline
+
+
+def run_pipeline(session: Session, tool: Any, args: Any, call_id: Any) -> Decision:
+    """normalize → extend → select → score → gate → certify; one short loop of stages."""
+    guard = session.guard
+    refusal = normalize(session, tool, args, call_id)
+    if refusal is not None:
+        return refusal
+    node = extend(session, tool, args, call_id)
+    selected = select(session, node)
+    score, features = score_proposal(session, node, selected)
+    base = Decision(
+        verdict=Verdict.EXECUTE,
+        reason=Reason.UNDER_THRESHOLD,
+        message="score under the threshold",
+        score=score,
+        threshold=guard.threshold,
+        features=features,
+        selected=tuple(sorted(selected)),
+        proposal_index=node,
+        tool=tool,
+        call_id=call_id,
+    )
+    if score > guard.threshold:
+        return dataclasses.replace(
+            base,
+            verdict=Verdict.ESCALATE,
+            reason=Reason.RISK_BUDGET,
+            message=f"risk score {score:.3f} exceeds the calibrated threshold {guard.threshold:.3f}",
+        )
+    return certify(session, node, base)
+
+
+def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision | None:
+    """Refuse what the guard does not understand; None when the proposal is well-formed."""
+    policy = session.guard.policy
+    if not isinstance(call_id, str) or not call_id:
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, "call id must be a non-empty string", tool, call_id)
+    if not isinstance(tool, str) or policy.tool(tool) is None:
+        return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, f"tool {tool!r} is not in policy {policy.name!r}", tool, call_id)
+    problem = _args_problem(args)
+    if problem is not None:
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
+    seen = session._proposals.get(call_id)
+    if seen is not None and (seen.tool != tool or dict(seen.args) != json.loads(json.dumps(args))):
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, f"call id {call_id!r} reused for another call", tool, call_id)
+    return None
+
+
+def _args_problem(args: Any) -> str | None:
+    if not isinstance(args, Mapping):
+        return f"arguments must be a JSON object, got {type(args).__name__}"
+    try:
+        text = json.dumps(args, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"arguments are not valid JSON: {exc}"
+    if len(text) > MAX_ARG_CHARS:
+        return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}"
+    if _depth(args) > MAX_DEPTH:
+        return f"arguments nest deeper than {MAX_DEPTH} levels"
+    return None
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, Mapping):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -> int:
+    """Add the proposal as a node (once per call id; a re-decision after probes reuses it)."""
+    seen = session._proposals.get(call_id)
+    if seen is not None:
+        return seen.index
+    record = proposal(session.next_index, tool, args, call_id)
+    session.graph.add(record)
+    session._proposals[call_id] = record
+    return record.index
+
+
+def select(session: Session, node: int) -> frozenset[int]:
+    """The selector's evidence, checked: a subset of the earlier records."""
+    selected = session.guard.selector.select(session.graph, node, session.session_id)
+    if not isinstance(selected, frozenset | set) or any(
+        not isinstance(n, int) or n >= node or n not in session.graph.records for n in selected
+    ):
+        raise TypeError(f"selector returned {type(selected).__name__} that is not a subset of the prefix")
+    return frozenset(selected)
+
+
+def score_proposal(session: Session, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
+    """The scorer's number, checked to be finite."""
+    out = session.guard.scorer.score(session.graph, node, selected)
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], int | float)):
+        raise TypeError(f"scorer returned {type(out).__name__}, expected (float, features)")
+    score, features = out
+    if not math.isfinite(score):
+        raise ValueError(f"scorer returned a non-finite score {score!r}")
+    return float(score), features
+
+
+def certify(session: Session, node: int, base: Decision) -> Decision:
+    """SafeCommit for side-effectful tools; read-only tools execute."""
+    spec = session.guard.policy.tools[base.tool]
+    if spec.effect is Effect.NONE:
+        return base
+    cert = session.guard.certifier.certify(session, node, spec)
+    if not isinstance(cert, Certification):
+        raise TypeError(f"certifier returned {type(cert).__name__}, expected Certification")
+    return dataclasses.replace(
+        base, verdict=cert.verdict, reason=cert.reason, message=cert.message, probes=cert.probes, safecommit=cert.log
+    )
+
+
+# --------------------------------------------------------------------------- refusals and audit
+
+
+def _refusal(verdict: Verdict, reason: Reason, message: str, tool: Any, call_id: Any) -> Decision:
+    return Decision(
+        verdict=verdict,
+        reason=reason,
+        message=message,
+        score=None,
+        threshold=None,
+        tool=tool if isinstance(tool, str) else repr(tool)[:200],
+        call_id=call_id if isinstance(call_id, str) else repr(call_id)[:200],
+    )
+
+
+def internal_error(tool: Any, call_id: Any, exc: BaseException, threshold: float | None) -> Decision:
+    """The fail-closed decision for any error inside the pipeline."""
+    message = f"internal error, failing closed: {type(exc).__name__}: {str(exc)[:500]}"
+    return dataclasses.replace(
+        _refusal(Verdict.ESCALATE, Reason.INTERNAL_ERROR, message, tool, call_id), threshold=threshold
+    )
+
+
+def with_latency(decision: Decision, latency_us: float) -> Decision:
+    """The decision with its measured latency."""
+    return dataclasses.replace(decision, latency_us=latency_us)
+
+
+def hash_value(value: Any) -> str:
+    """A short, stable hash of a value for the audit log."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
+    """Argument values hashed, except for names the policy allows raw."""
+    if not isinstance(args, Mapping):
+        return hash_value(repr(args))
+    return {str(k): (v if k in raw_names else hash_value(v)) for k, v in args.items()}
+
+
+def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:
+    """The audit entry of METHOD §12 (argument values hashed unless allowed raw)."""
+    guard = session.guard
+    return {
+        "ts": time.time(),
+        "session": session.session_id,
+        "proposal_index": decision.proposal_index,
+        "call_id": decision.call_id,
+        "tool": decision.tool,
+        "args": redact_args(args, guard.policy.audit.raw_args),
+        "verdict": decision.verdict.value,
+        "reason": decision.reason.value,
+        "message": decision.message,
+        "score": decision.score,
+        "threshold": _finite_or_text(decision.threshold),
+        "artifact": guard.artifact_id,
+        "selected": list(decision.selected),
+        "features": dict(decision.features),
+        "safecommit": dict(decision.safecommit) if decision.safecommit is not None else None,
+        "probes": [p.name or p.tool for p in decision.probes],
+        "latency_us": round(decision.latency_us, 1),
+        "error": error,
+    }
+
+
+def _finite_or_text(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return "inf" if value > 0 else "-inf"
+
+
+def is_proposal(record: Record) -> bool:
+    """Whether ``record`` is a proposal."""
+    return record.kind is RecordKind.PROPOSAL
