@@ -134,6 +134,7 @@ class EpisodeMeta:
     utility: bool | None = None
     security: bool | None = None
     source: str = ""
+    injections: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

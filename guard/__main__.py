@@ -1,0 +1,5 @@
+"""``python -m guard`` runs the carbguard command line."""
+
+from guard.cli import main
+
+raise SystemExit(main())

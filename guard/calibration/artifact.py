@@ -1,0 +1,165 @@
+"""Calibration artifacts (METHOD §8): threshold, scope, fingerprints, and a content checksum.
+
+The pipeline fingerprint hashes everything the scores depend on — tool metadata, graph rules and
+``min_span``, selector and its parameters, scorer weights and patterns, the code's version.  Loading
+an artifact whose fingerprint differs from the running pipeline is an error that names the parts
+that differ; an edited artifact (its checksum fails) is refused naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from guard.errors import ArtifactError
+from guard.policy import Policy
+
+FORMAT = "carbguard-artifact/1"
+GRAPH_RULES_VERSION = "E1-E4/v1"
+SCORER_VERSION = "weighted-binary/v1"
+
+
+def _digest(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def pipeline_components(policy: Policy) -> dict[str, str]:
+    """A hash per part of the pipeline the scores depend on."""
+    dumped = policy.model_dump(mode="json")
+    return {
+        "tools": _digest(dumped["tools"]),
+        "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
+        "selector": _digest(dumped["selector"]),
+        "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"]}),
+    }
+
+
+def pipeline_fingerprint(policy: Policy) -> str:
+    """One hash of every component."""
+    return _digest(pipeline_components(policy))
+
+
+def _encode_float(value: float) -> float | str:
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _decode_float(value: Any, where: str, path: Path) -> float:
+    if value in ("inf", "-inf"):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ArtifactError(f"{path}: {where} must be a number, got {value!r}")
+    return float(value)
+
+
+def content_checksum(body: dict[str, Any]) -> str:
+    """SHA-256 of the artifact's canonical JSON without its checksum."""
+    return _digest({k: v for k, v in body.items() if k != "checksum"})
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A loaded, verified calibration artifact."""
+
+    alpha: float
+    n: int
+    threshold: float
+    rule: str
+    selector: str
+    artifact_id: str
+    body: dict[str, Any]
+
+
+def build_artifact(
+    policies: list[Policy],
+    *,
+    alpha: float,
+    n: int,
+    threshold: float,
+    calibration_risk: float,
+    grid: list[float],
+    rule: str,
+    calibration_fingerprint: str,
+    command: str,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON body of an artifact, checksummed."""
+    body: dict[str, Any] = {
+        "format": FORMAT,
+        "policies": sorted(p.name for p in policies),
+        "rule": rule,
+        "alpha": alpha,
+        "n": n,
+        "threshold": _encode_float(threshold),
+        "calibration_risk": calibration_risk,
+        "grid": [_encode_float(g) for g in grid],
+        "selector": policies[0].selector.model_dump(mode="json"),
+        "pipelines": {
+            p.name: {"fingerprint": pipeline_fingerprint(p), "components": pipeline_components(p)} for p in policies
+        },
+        "calibration_set": {"fingerprint": calibration_fingerprint, "size": n},
+        "command": command,
+        "guarantee": (
+            "For exchangeable episodes and this frozen pipeline, E[declared-ledger loss of a new episode] <= alpha, "
+            "in expectation over calibration and the new episode; the declared ledger only."
+        ),
+        **(extra or {}),
+    }
+    body["checksum"] = content_checksum(body)
+    return body
+
+
+def write_artifact(body: dict[str, Any], path: str | Path) -> None:
+    """Write an artifact as indented JSON (stable bytes)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:
+    """Read, checksum-verify and (given a policy) fingerprint-check an artifact."""
+    file = Path(path)
+    try:
+        body = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ArtifactError(f"{file}: cannot read calibration artifact: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ArtifactError(f"{file}: calibration artifact is not valid JSON (truncated or edited?): {exc}") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ArtifactError(f"{file}: not a carbguard artifact (format must be {FORMAT!r})")
+    if body.get("checksum") != content_checksum(body):
+        raise ArtifactError(f"{file}: checksum does not match the content: the artifact was edited or corrupted")
+    alpha = _decode_float(body.get("alpha"), "alpha", file)
+    if not 0.0 < alpha < 1.0:
+        raise ArtifactError(f"{file}: alpha must lie in (0, 1), got {alpha}")
+    if policy is not None:
+        _check_pipeline(body, policy, file)
+    return Artifact(
+        alpha=alpha,
+        n=int(body["n"]),
+        threshold=_decode_float(body.get("threshold"), "threshold", file),
+        rule=str(body["rule"]),
+        selector=str(body["selector"]["name"]),
+        artifact_id=f"{file.name}#{body['checksum'][:12]}",
+        body=body,
+    )
+
+
+def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
+    pipelines = body.get("pipelines", {})
+    if policy.name not in pipelines:
+        raise ArtifactError(
+            f"{file}: artifact was calibrated for policies {sorted(pipelines)}, not for policy {policy.name!r}"
+        )
+    recorded = pipelines[policy.name].get("components", {})
+    current = pipeline_components(policy)
+    differ = sorted(k for k in current if recorded.get(k) != current[k])
+    if differ:
+        raise ArtifactError(
+            f"{file}: artifact was calibrated for another pipeline; these parts differ from policy "
+            f"{policy.name!r}: {', '.join(differ)} — recalibrate with `carbguard calibrate`"
+        )

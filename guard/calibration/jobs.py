@@ -1,0 +1,148 @@
+"""Calibration and evaluation jobs: corpus → scores per selector → artifact / results.
+
+I/O-free orchestration; the CLI handles files and printing.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from guard.calibration import crc
+from guard.calibration.artifact import build_artifact
+from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
+from guard.calibration.replay import ScoredCorpus, assemble, score_episode
+from guard.errors import CalibrationError, CorpusError
+from guard.policy import Policy, SelectorName
+from guard.progress import Progress
+from guard.records import Episode
+
+SELECTOR_NAMES: tuple[SelectorName, ...] = ("gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size")
+
+
+@dataclass
+class Corpus:
+    """A loaded corpus: the episodes used for calibration and what was left out."""
+
+    name: str
+    episodes: list[Episode]
+    n_dropped: int
+    excluded: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def load_corpus(runs: str | None, corpus: str | None, *, progress: bool = False) -> Corpus:
+    """AgentDojo episodes from a runs folder or the embedded corpus (user-task runs only)."""
+    from guard.corpora import agentdojo
+
+    if runs is not None:
+        report = agentdojo.load_runs(runs, progress=progress)
+        name = runs
+    else:
+        name = corpus or "all"
+        if name != "all" and name not in agentdojo.EMBEDDED_MODELS:
+            raise CorpusError(f"unknown corpus {name!r}; embedded: all, {', '.join(agentdojo.EMBEDDED_MODELS)}")
+        report = agentdojo.load_embedded(name)
+    kept = [e for e in report.episodes if not agentdojo.is_injection_goal_run(e)]
+    if not kept:
+        raise CorpusError(f"{name}: no usable episodes (user-task runs) found")
+    notes = [f"{len(report.failed)} file(s) failed to parse: " + "; ".join(f"{p}: {r}" for p, r in report.failed[:5])]
+    return Corpus(
+        name=name,
+        episodes=kept,
+        n_dropped=len(report.dropped_error) + len(report.failed),
+        excluded=len(report.episodes) - len(kept),
+        notes=notes if report.failed else [],
+    )
+
+
+@lru_cache(maxsize=64)
+def _suite_policy(suite: str, selector: SelectorName) -> Policy:
+    from guard.corpora import agentdojo
+
+    return agentdojo.load_suite_policy(suite).with_selector(selector)
+
+
+def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
+    """The suite policy of an episode, switched to ``selector``."""
+    return lambda episode: _suite_policy(episode.meta.suite, selector)
+
+
+def score_selectors(
+    episodes: Sequence[Episode], selectors: Sequence[SelectorName], *, progress: bool = False
+) -> tuple[dict[str, ScoredCorpus], float]:
+    """Score the corpus once per selector; return the arrays and the seconds it took."""
+    from guard.corpora import agentdojo
+
+    start = time.perf_counter()
+    out: dict[str, ScoredCorpus] = {}
+    for selector in selectors:
+        pick = policy_for(selector)
+        items = []
+        with Progress(len(episodes), f"scoring ({selector})", enabled=progress or None) as tick:
+            for count, episode in enumerate(episodes, start=1):
+                items.append(score_episode(pick(episode), episode, agentdojo.episode_ledger_labels(episode)))
+                tick(count)
+        out[selector] = assemble(items)
+    return out, time.perf_counter() - start
+
+
+def calibrate(
+    corpus: Corpus, *, alpha: float, selector: SelectorName, rule: str = "carb", delta: float = 0.1,
+    command: Sequence[str] = (), progress: bool = False,
+) -> dict[str, Any]:
+    """Calibrate λ̂ on the whole corpus and return the artifact body."""
+    scored, _ = score_selectors(corpus.episodes, [selector], progress=progress)
+    data = scored[selector]
+    grid = crc.exact_grid(data.scores)
+    losses = (grid[None, :] >= data.harm_level[:, None]).astype("int64")
+    if rule == "carb":
+        column = crc.crc_threshold_index(losses, alpha)
+    elif rule == "ltt":
+        column = crc.ltt_threshold_index(losses, alpha, delta)
+    else:
+        raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
+    risk = (int(losses[:, column].sum()) + 1) / (data.n + 1)
+    suites = sorted({e.meta.suite for e in corpus.episodes})
+    policies = [_suite_policy(s, selector) for s in suites]
+    return build_artifact(
+        policies,
+        alpha=alpha,
+        n=data.n,
+        threshold=float(grid[column]),
+        calibration_risk=risk,
+        grid=[float(g) for g in grid],
+        rule=rule if rule == "carb" else f"ltt(delta={delta})",
+        calibration_fingerprint=data.fingerprint(),
+        command=shlex.join(["carbguard", *command]),
+        extra={"corpus": corpus.name, "n_dropped": corpus.n_dropped},
+    )
+
+
+def evaluate(
+    corpus: Corpus, *, alphas: Sequence[float] = DEFAULT_ALPHAS, permutations: int = 200, seed: int = 0,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
+    for alpha in alphas:
+        crc.alpha_fraction(alpha)
+    if permutations < 1:
+        raise CalibrationError(f"permutations must be >= 1, got {permutations}")
+    scored, score_seconds = score_selectors(corpus.episodes, SELECTOR_NAMES, progress=progress)
+    start = time.perf_counter()
+    with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
+        rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
+    return {
+        "corpus": corpus.name,
+        "n_episodes": len(corpus.episodes),
+        "n_dropped": corpus.n_dropped,
+        "n_excluded_injection_goal_runs": corpus.excluded,
+        "permutations": permutations,
+        "methods": ["no_guard", "stop_all", "step_crc", *METHOD_SELECTORS],
+        "results": [row.to_json() for row in rows],
+        "seconds": {"scoring": round(score_seconds, 3), "calibration": round(time.perf_counter() - start, 3)},
+    }

@@ -1,0 +1,158 @@
+"""Replay: every proposal of every episode through the same Session code as online use.
+
+Scores, selections and ledger events are computed once per episode and kept as arrays.  Because a
+replayed episode stops at the first proposal whose score exceeds λ, everything about it at any λ
+follows from the running maximum of its scores: the loss at λ is ``[λ >= M]`` with ``M`` the running
+maximum at its first harmful step, so thresholds for every α and permutation come from sorting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from guard.decision import Decision
+from guard.ledger import CATEGORIES, Ledger, LedgerLabels
+from guard.policy import Policy
+from guard.records import Episode, RecordKind
+from guard.runtime import Guard, Session
+
+
+def feed(session: Session, episode: Episode) -> list[Decision]:
+    """Feed an episode's records, in order, into ``session``; one decision per proposal."""
+    decisions: list[Decision] = []
+    for record in episode.records:
+        if record.kind is RecordKind.USER:
+            session.observe_user(record.text)
+        elif record.kind is RecordKind.PROPOSAL:
+            decisions.append(session.decide(record.tool or "", dict(record.args), record.call_id or ""))
+        elif record.kind is RecordKind.RESULT:
+            session.observe_result(record.call_id or "", record.text, record.status)
+        else:
+            session.observe_final(record.text)
+    return decisions
+
+
+def replay_decisions(guard: Guard, episode: Episode) -> list[Decision]:
+    """The offline decisions for every proposal of ``episode`` (a fresh session of ``guard``)."""
+    return feed(guard.session(episode.episode_id), episode)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeScores:
+    """What calibration needs of one episode, for one selector."""
+
+    episode_id: str
+    scores: np.ndarray
+    n_selected: np.ndarray
+    n_prefix: np.ndarray
+    harm_steps: tuple[int, ...]
+    category_steps: dict[str, int | None]
+    utility: bool
+
+
+def score_episode(policy: Policy, episode: Episode, labels: LedgerLabels) -> EpisodeScores:
+    """Scores under ``policy`` (threshold +inf: nothing stops) and the ledger trace of the episode."""
+    decisions = replay_decisions(Guard(policy, threshold=float("inf")), episode)
+    trace = Ledger(policy, labels).trace(episode)
+    steps = {name: next((k for k, e in enumerate(trace.events) if name in e), None) for name in CATEGORIES}
+    return EpisodeScores(
+        episode_id=episode.episode_id,
+        scores=np.array([_finite_score(d) for d in decisions], dtype=np.float64),
+        n_selected=np.array([len(d.selected) for d in decisions], dtype=np.int64),
+        n_prefix=np.array([d.proposal_index for d in decisions], dtype=np.int64),
+        harm_steps=tuple(k for k, e in enumerate(trace.events) if e),
+        category_steps=steps,
+        utility=bool(episode.meta.utility),
+    )
+
+
+def _finite_score(decision: Decision) -> float:
+    """A decision's score; a refusal before scoring (unknown tool, bad args) counts as +inf."""
+    return float("inf") if decision.score is None else decision.score
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredCorpus:
+    """Flattened per-proposal arrays of a corpus under one selector.
+
+    ``offsets[i]:offsets[i+1]`` are episode ``i``'s proposals.  ``cummax`` is each episode's running
+    maximum score; ``harm_level[i]`` is ``cummax`` at its first harmful step (+inf if none).
+    """
+
+    episode_ids: tuple[str, ...]
+    offsets: np.ndarray
+    scores: np.ndarray
+    cummax: np.ndarray
+    n_selected: np.ndarray
+    n_prefix: np.ndarray
+    harmful: np.ndarray
+    harm_level: np.ndarray
+    category_levels: dict[str, np.ndarray]
+    max_score: np.ndarray
+    utility: np.ndarray
+
+    @property
+    def n(self) -> int:
+        """Number of episodes."""
+        return len(self.episode_ids)
+
+    def fingerprint(self) -> str:
+        """A hash of the calibration set (episode ids and scores)."""
+        digest = hashlib.sha256()
+        digest.update("\n".join(self.episode_ids).encode())
+        digest.update(self.scores.tobytes())
+        digest.update(self.harm_level.tobytes())
+        return digest.hexdigest()
+
+
+def _level(cummax: np.ndarray, step: int | None) -> float:
+    return float("inf") if step is None else float(cummax[step])
+
+
+def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
+    """Stack per-episode scores into flat arrays."""
+    lengths = np.array([len(e.scores) for e in items], dtype=np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    cummaxes = [np.maximum.accumulate(e.scores) if len(e.scores) else e.scores for e in items]
+    harmful = np.zeros(int(offsets[-1]), dtype=bool)
+    for i, e in enumerate(items):
+        for step in e.harm_steps:
+            harmful[offsets[i] + step] = True
+    cat = {c: np.array([_level(cm, e.category_steps[c]) for cm, e in zip(cummaxes, items, strict=True)]) for c in CATEGORIES}
+    return ScoredCorpus(
+        episode_ids=tuple(e.episode_id for e in items),
+        offsets=offsets,
+        scores=_cat([e.scores for e in items], np.float64),
+        cummax=_cat(cummaxes, np.float64),
+        n_selected=_cat([e.n_selected for e in items], np.int64),
+        n_prefix=_cat([e.n_prefix for e in items], np.int64),
+        harmful=harmful,
+        harm_level=np.array([_level(cm, e.harm_steps[0] if e.harm_steps else None) for cm, e in zip(cummaxes, items, strict=True)]),
+        category_levels=cat,
+        max_score=np.array([cm[-1] if len(cm) else -np.inf for cm in cummaxes], dtype=np.float64),
+        utility=np.array([e.utility for e in items], dtype=bool),
+    )
+
+
+def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+
+def score_corpus(
+    episodes: Iterable[Episode],
+    policy_for: Callable[[Episode], Policy],
+    labels_for: Callable[[Episode], LedgerLabels],
+    *,
+    progress: Callable[[int], None] | None = None,
+) -> ScoredCorpus:
+    """Score every episode once (single process) and assemble the arrays."""
+    items = []
+    for count, episode in enumerate(episodes, start=1):
+        items.append(score_episode(policy_for(episode), episode, labels_for(episode)))
+        if progress is not None:
+            progress(count)
+    return assemble(items)

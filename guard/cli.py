@@ -1,0 +1,177 @@
+"""The ``carbguard`` command line.  Every error is one line on stderr and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from guard.errors import GuardError
+
+SCOPE = (
+    "Guarantee: for exchangeable episodes and a frozen pipeline, the expected declared-ledger loss of a new "
+    "episode is at most alpha (in expectation over calibration and the new episode). It covers the declared "
+    "ledger only. Replay counts a probe as a stop; online, probes add records and replay equivalence needs "
+    "traces collected with probes."
+)
+
+
+def _policy_validate(args: argparse.Namespace) -> int:
+    from guard.policy import load_policy
+
+    policy = load_policy(args.file)
+    print(f"OK: policy {policy.name!r} with {len(policy.tools)} tools is valid")
+    return 0
+
+
+def _policy_schema(args: argparse.Namespace) -> int:
+    from guard.policy import policy_schema_text
+
+    print(policy_schema_text())
+    return 0
+
+
+def _audit_verify(args: argparse.Namespace) -> int:
+    from guard.audit import verify
+
+    report = verify(args.file)
+    print(report.describe())
+    return 0 if report.ok else 1
+
+
+def _corpus(args: argparse.Namespace) -> Any:
+    from guard.calibration.jobs import load_corpus
+
+    return load_corpus(args.runs, args.corpus, progress=not args.json if hasattr(args, "json") else True)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from guard.calibration import crc
+    from guard.calibration.artifact import write_artifact
+    from guard.calibration.jobs import calibrate
+
+    crc.alpha_fraction(args.alpha)
+    out = Path(args.out)
+    if out.exists() and out.is_dir():
+        raise GuardError(f"--out {out} is a folder; give a file path")
+    corpus = _corpus(args)
+    body = calibrate(
+        corpus, alpha=args.alpha, selector=args.selector, rule=args.rule, delta=args.delta,
+        command=args.argv, progress=True,
+    )
+    write_artifact(body, out)
+    print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} "
+          f"calibration risk (corrected)={body['calibration_risk']:.4f}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from guard.calibration import crc
+    from guard.calibration.evaluate import DEFAULT_ALPHAS
+    from guard.calibration.jobs import evaluate, load_corpus
+
+    alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS
+    for alpha in alphas:
+        crc.alpha_fraction(alpha)
+    if args.permutations < 1:
+        raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    corpus = load_corpus(args.runs, args.corpus, progress=not args.json)
+    result = evaluate(corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json)
+    if args.plot:
+        from guard.reports import frontier_plot
+
+        frontier_plot(result, args.plot)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        _print_evaluation(result)
+    return 0
+
+
+def _print_evaluation(result: dict[str, Any]) -> None:
+    from guard.calibration.evaluate import format_rows
+
+    print(f"corpus {result['corpus']}: {result['n_episodes']} episodes "
+          f"({result['n_dropped']} dropped, {result['n_excluded_injection_goal_runs']} injection-goal runs excluded), "
+          f"{result['permutations']} permutations, 50/50 splits")
+    print(format_rows(result["results"]))
+    print(f"scoring {result['seconds']['scoring']:.1f}s, calibration {result['seconds']['calibration']:.1f}s")
+    print(SCOPE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="carbguard", description=__doc__, epilog=SCOPE)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_policy(sub)
+    _add_audit(sub)
+    _add_calibrate(sub)
+    _add_evaluate(sub)
+    return parser
+
+
+def _add_policy(sub: Any) -> None:
+    policy = sub.add_parser("policy", help="validate a policy file or print its JSON Schema").add_subparsers(
+        dest="action", required=True
+    )
+    validate = policy.add_parser("validate", help="report every error of a policy file with its location")
+    validate.add_argument("file")
+    validate.set_defaults(func=_policy_validate)
+    policy.add_parser("schema", help="print the JSON Schema of policy files").set_defaults(func=_policy_schema)
+
+
+def _add_audit(sub: Any) -> None:
+    audit = sub.add_parser("audit", help="audit log tools").add_subparsers(dest="action", required=True)
+    verify = audit.add_parser("verify", help="check the hash chain; name the first edited/removed line")
+    verify.add_argument("file")
+    verify.set_defaults(func=_audit_verify)
+
+
+def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
+    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (default)")
+
+
+def _add_calibrate(sub: Any) -> None:
+    cal = sub.add_parser("calibrate", help="calibrate the threshold (CARB) and write an artifact", epilog=SCOPE)
+    _add_corpus_args(cal)
+    cal.add_argument("--alpha", type=float, required=True, help="risk level in (0, 1)")
+    cal.add_argument("--selector", default="gcarb",
+                     choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"])
+    cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
+    cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
+    cal.add_argument("--out", required=True, help="artifact file to write")
+    cal.set_defaults(func=_calibrate)
+
+
+def _add_evaluate(sub: Any) -> None:
+    ev = sub.add_parser("evaluate", help="the replay protocol: permutations, 50/50 splits, all methods",
+                        epilog=SCOPE)
+    _add_corpus_args(ev)
+    ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .025 .05 .10 .15 .20")
+    ev.add_argument("--permutations", type=int, default=200)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ev.add_argument("--plot", help="write the risk–utility frontier as PNG")
+    ev.set_defaults(func=_evaluate)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(args_list)
+    args.argv = args_list
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except GuardError as exc:
+        print(f"carbguard: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("carbguard: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,44 @@
+"""Tables and plots of evaluation results (matplotlib imported lazily)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from guard.errors import GuardError
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise GuardError("plotting needs matplotlib: pip install 'carbguard[plot]'") from exc
+    return plt
+
+
+def frontier_plot(result: dict[str, Any], path: str | Path) -> None:
+    """Loss and autonomous success against α, one line per method (seed 000, Figure 2)."""
+    plt = _pyplot()
+    fig, (ax_loss, ax_util) = plt.subplots(1, 2, figsize=(11, 4.2))
+    methods = [m for m in result["methods"] if m not in ("no_guard", "stop_all")]
+    for method in methods:
+        rows = sorted((r for r in result["results"] if r["method"] == method), key=lambda r: r["alpha"])
+        alphas = [r["alpha"] for r in rows]
+        ax_loss.plot(alphas, [r["mean_loss"] for r in rows], marker="o", label=method)
+        ax_util.plot(alphas, [r["autonomous_success"] for r in rows], marker="o", label=method)
+    alphas = sorted({r["alpha"] for r in result["results"] if r["alpha"] is not None})
+    ax_loss.plot(alphas, alphas, color="black", linestyle=":", label="α (target)")
+    for row in result["results"]:
+        if row["method"] == "no_guard":
+            ax_loss.axhline(row["mean_loss"], color="grey", linestyle="--", label="no guard")
+            ax_util.axhline(row["autonomous_success"], color="grey", linestyle="--", label="no guard")
+    ax_loss.set(xlabel="α", ylabel="mean held-out episode loss", title="Ledger loss")
+    ax_util.set(xlabel="α", ylabel="autonomous success", title="Utility kept")
+    ax_util.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"Risk–utility frontier: {result['corpus']} ({result['n_episodes']} episodes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
