@@ -60,7 +60,8 @@ class AuditLog:
                         handle.truncate(handle.seek(0, os.SEEK_END) - torn)
                     event = {**entry, "prev": prev, **({"recovered_torn_bytes": torn} if torn else {})}
                     line = self._render(None, "audit", _chain(None, "audit", event))
-                    handle.write(line.encode("utf-8") + b"\n")
+                    data = line if isinstance(line, bytes) else line.encode("utf-8")
+                    handle.write(data + b"\n")
                     handle.flush()
                     if self.fsync:
                         os.fsync(handle.fileno())

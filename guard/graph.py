@@ -110,7 +110,7 @@ class PrefixGraph:
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
 
     def __len__(self) -> int:
-        return self.graph.number_of_nodes()
+        return int(self.graph.number_of_nodes())
 
     def add(self, record: Record) -> None:
         """Add ``record`` and the edges into it; earlier nodes are never touched."""

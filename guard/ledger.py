@@ -97,7 +97,8 @@ class Ledger:
             res = results.get(record.call_id)
             ok = res is not None and res.status == "ok" and res.index > record.index
             executed.append(ok)
-            user_text = normalize_text(" ".join(r.text for r in episode.records[: record.index] if r.kind is RecordKind.USER))
+            earlier = episode.records[: record.index]
+            user_text = normalize_text(" ".join(r.text for r in earlier if r.kind is RecordKind.USER))
             events.append(frozenset(self.fired(record, lab, user_text)) if ok else frozenset())
         return LedgerTrace(tuple(events), tuple(executed))
 

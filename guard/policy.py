@@ -201,8 +201,11 @@ class Policy(_Strict):
         return (base / relative).resolve()
 
     def with_selector(self, name: SelectorName, **params: int) -> Policy:
-        """A copy of this policy with another selector."""
-        spec = self.selector.model_copy(update={"name": name, **params})
+        """A copy of this policy with another selector (validated: a bad name or parameter is a PolicyError)."""
+        try:
+            spec = SelectorSpec.model_validate({**self.selector.model_dump(), "name": name, **params})
+        except ValidationError as exc:
+            raise PolicyError(format_validation_error(exc, f"policy {self.name!r}: selector", {})) from None
         return self.model_copy(update={"selector": spec})
 
 

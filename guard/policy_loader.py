@@ -42,7 +42,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]
             raise PolicyError(
                 f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not allowed in policy files"
             )
@@ -51,7 +51,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
     try:
-        node = yaml.compose(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
+        node = yaml.compose(text, Loader=_NoAliasLoader)
         data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
     except PolicyError as exc:
         raise PolicyError(f"{path}: {exc}") from None

@@ -13,13 +13,12 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from guard import stages
 from guard.audit import AuditLog
-from guard.decision import Decision, Reason, Verdict
+from guard.decision import Decision
 from guard.errors import InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
@@ -124,28 +123,26 @@ class Session:
     def decide(self, tool: str, args: Any, call_id: str) -> Decision:
         """Decide on one proposal; never raises, never executes on error."""
         decision, entry = self._core(tool, args, call_id)
-        return self._write(decision, entry)
+        return self._remember(call_id, self._write(decision, entry))
 
     async def adecide(self, tool: str, args: Any, call_id: str) -> Decision:
         """The async twin of :meth:`decide`: the same core, the audit write off the event loop."""
         decision, entry = self._core(tool, args, call_id)
-        if self.guard.audit is None:
-            return decision
-        return await asyncio.to_thread(self._write, decision, entry)
+        if self.guard.audit is not None:
+            decision = await asyncio.to_thread(self._write, decision, entry)
+        return self._remember(call_id, decision)
 
     def _core(self, tool: str, args: Any, call_id: str) -> tuple[Decision, dict[str, Any]]:
         start = time.perf_counter_ns()
+        entry_error: str | None = None
         with self._lock:
             try:
                 decision = stages.run_pipeline(self, tool, args, call_id)
             except Exception as exc:  # noqa: BLE001 - fail closed on anything
                 decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
                 entry_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-            else:
-                entry_error = None
             latency = (time.perf_counter_ns() - start) / 1000.0
             decision = stages.with_latency(decision, latency)
-            self.decisions[call_id if isinstance(call_id, str) else repr(call_id)] = decision
         try:
             entry = stages.audit_entry(self, decision, args, entry_error)
         except Exception as exc:  # noqa: BLE001 - fail closed on anything
@@ -161,6 +158,12 @@ class Session:
             sink.write(entry)
         except Exception as exc:  # noqa: BLE001 - an unwritten audit entry means no execution
             return stages.internal_error(decision.tool, decision.call_id, exc, self.guard.threshold)
+        return decision
+
+    def _remember(self, call_id: Any, decision: Decision) -> Decision:
+        """Keep the decision that was returned (after any audit failure), keyed by call id."""
+        with self._lock:
+            self.decisions[call_id if isinstance(call_id, str) else repr(call_id)] = decision
         return decision
 
 

@@ -10,6 +10,7 @@ import hashlib
 import random
 from collections import deque
 
+from guard.errors import PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import SelectorSpec
 from guard.protocols import Selector
@@ -103,4 +104,8 @@ def make_selector(spec: SelectorSpec) -> Selector:
         return FixedWindowSelector(spec.window)
     if spec.name == "ledger_current":
         return LedgerCurrentSelector()
-    return RandomEqualSizeSelector(spec.seed)
+    if spec.name == "random_equal_size":
+        return RandomEqualSizeSelector(spec.seed)
+    raise PolicyError(
+        f"unknown selector {spec.name!r}; use gcarb, full_prefix, fixed_window, ledger_current or random_equal_size"
+    )

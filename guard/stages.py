@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from guard.decision import Decision, ProbeCall, Reason, Verdict
-from guard.errors import InputError
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import Record, RecordKind, Trust, proposal
 
@@ -110,26 +109,45 @@ def run_pipeline(session: Session, tool: Any, args: Any, call_id: Any) -> Decisi
 def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision | None:
     """Refuse what the guard does not understand; None when the proposal is well-formed."""
     policy = session.guard.policy
-    if not isinstance(call_id, str) or not call_id:
-        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, "call id must be a non-empty string", tool, call_id)
+    if not isinstance(call_id, str) or not call_id or not _is_text(call_id):
+        message = "call id must be a non-empty string of valid Unicode"
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
     if not isinstance(tool, str) or policy.tool(tool) is None:
-        return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, f"tool {tool!r} is not in policy {policy.name!r}", tool, call_id)
+        message = f"tool {_clip(tool)} is not in policy {policy.name!r}"
+        return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, message, tool, call_id)
     problem = _args_problem(args)
     if problem is not None:
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
     seen = session._proposals.get(call_id)
     if seen is not None and (seen.tool != tool or dict(seen.args) != json.loads(json.dumps(args))):
-        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, f"call id {call_id!r} reused for another call", tool, call_id)
+        message = f"call id {_clip(call_id)} reused for another call"
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
     return None
+
+
+def _is_text(value: str) -> bool:
+    """False when ``value`` holds a lone surrogate (not valid Unicode, cannot be audited as UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _clip(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _args_problem(args: Any) -> str | None:
     if not isinstance(args, Mapping):
         return f"arguments must be a JSON object, got {type(args).__name__}"
     try:
-        text = json.dumps(args, allow_nan=False)
+        text = json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        return f"arguments are not valid JSON: {exc}"
+        return f"arguments are not valid JSON: {str(exc)[:200]}"
+    if not _is_text(text):
+        return "arguments hold invalid Unicode (a lone surrogate)"
     if len(text) > MAX_ARG_CHARS:
         return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}"
     if _depth(args) > MAX_DEPTH:
@@ -222,7 +240,13 @@ def with_latency(decision: Decision, latency_us: float) -> Decision:
 
 def hash_value(value: Any) -> str:
     """A short, stable hash of a value for the audit log."""
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):  # mixed key types, cycles, deep nesting
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = f"<{type(value).__name__} nested too deeply to hash>"
     return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -238,24 +262,37 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     guard = session.guard
     return {
         "ts": time.time(),
-        "session": session.session_id,
+        "session": _safe_text(session.session_id),
         "proposal_index": decision.proposal_index,
-        "call_id": decision.call_id,
-        "tool": decision.tool,
+        "call_id": _safe_text(decision.call_id),
+        "tool": _safe_text(decision.tool),
         "args": redact_args(args, guard.policy.audit.raw_args),
         "verdict": decision.verdict.value,
         "reason": decision.reason.value,
-        "message": decision.message,
+        "message": _safe_text(decision.message),
         "score": decision.score,
         "threshold": _finite_or_text(decision.threshold),
         "artifact": guard.artifact_id,
         "selected": list(decision.selected),
+        "edges_in": _edges_in(session, decision.proposal_index),
         "features": dict(decision.features),
         "safecommit": dict(decision.safecommit) if decision.safecommit is not None else None,
         "probes": [p.name or p.tool for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
         "error": error,
     }
+
+
+def _edges_in(session: Session, node: int) -> list[list[Any]]:
+    """``[source index, edge type]`` of every edge into the proposal (for reports)."""
+    if node < 0 or node not in session.graph.records:
+        return []
+    return sorted([source, etype] for source, etype, _, _ in session.graph.edges_into(node))
+
+
+def _safe_text(value: str) -> str:
+    """``value`` with lone surrogates escaped, so the entry encodes as UTF-8."""
+    return value if _is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _finite_or_text(value: float | None) -> float | str | None:

@@ -58,17 +58,10 @@ def alpha_fraction(alpha: float | Fraction, name: str = "alpha") -> Fraction:
     A :class:`~fractions.Fraction` is kept as it is (pass ``Fraction(1, 3)`` for exactly one
     third: the float ``1/3`` reads as ``0.3333333333333333``, slightly less).
     """
-    if isinstance(alpha, Fraction):
-        value = alpha
-    elif isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+    number = isinstance(alpha, (Fraction, int, float, np.integer, np.floating)) and not isinstance(alpha, bool)
+    if not number or not 0 < alpha < 1:  # also NaN and the infinities
         raise CalibrationError(f"{name} must be a number with 0 < {name} < 1, got {alpha!r}")
-    elif math.isnan(float(alpha)):
-        raise CalibrationError(f"{name} must satisfy 0 < {name} < 1, got NaN")
-    else:
-        value = Fraction(repr(float(alpha)))
-    if not 0 < value < 1:
-        raise CalibrationError(f"{name} must satisfy 0 < {name} < 1, got {alpha!r}")
-    return value
+    return alpha if isinstance(alpha, Fraction) else Fraction(repr(float(alpha)))
 
 
 def min_calibration_size(alpha: float | Fraction, bound: int = 1) -> int:
@@ -138,8 +131,8 @@ def crc_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, bound: i
     _check_range(table, bound)
     check_monotone(table)
     allowed = max_harmful_allowed(table.shape[0], alpha, bound)
-    if _is_integral(table):
-        first_bad = _first_violation_int(table.astype(np.int64), allowed)
+    if np.issubdtype(table.dtype, np.integer) or np.all(table == np.floor(table)):
+        first_bad = _first_true(table.astype(np.int64).sum(axis=0) > allowed)
     else:
         cap = alpha_fraction(alpha) * (table.shape[0] + 1) - bound
         first_bad = _first_violation_float(table.astype(np.float64), cap)
@@ -149,11 +142,6 @@ def crc_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, bound: i
             f"corrected calibration loss above alpha={alpha}"
         )
     return first_bad - 1
-
-
-def _first_violation_int(table: IntArray, allowed: int) -> int:
-    bad = np.flatnonzero(table.sum(axis=0) > allowed)
-    return int(bad[0]) if bad.size else table.shape[1]
 
 
 def _first_violation_float(table: FloatArray, cap: Fraction) -> int:
@@ -185,11 +173,7 @@ def _as_table(losses: npt.ArrayLike) -> npt.NDArray[np.int64] | FloatArray:
         return table.astype(np.int64)
     if not np.issubdtype(table.dtype, np.floating):
         raise CalibrationError(f"losses must be numeric, got dtype {table.dtype}")
-    table = table.astype(np.float64)
-    bad = np.argwhere(np.isnan(table))
-    if bad.size:
-        raise CalibrationError(f"losses[{bad[0][0]}, {bad[0][1]}] is NaN")
-    return table
+    return _reject_nan(table.astype(np.float64), "losses")
 
 
 def _check_range(table: npt.NDArray[np.int64] | FloatArray, bound: int) -> None:
@@ -198,10 +182,6 @@ def _check_range(table: npt.NDArray[np.int64] | FloatArray, bound: int) -> None:
     if bad.size:
         i, j = int(bad[0][0]), int(bad[0][1])
         raise CalibrationError(f"losses[{i}, {j}] = {table[i, j]} is outside [0, B={bound}]")
-
-
-def _is_integral(table: npt.NDArray[np.int64] | FloatArray) -> bool:
-    return bool(np.issubdtype(table.dtype, np.integer) or np.all(table == np.floor(table)))
 
 
 # --------------------------------------------------------------------------- binary fast path
@@ -213,14 +193,11 @@ def exact_grid(scores: Iterable[float] | npt.ArrayLike) -> FloatArray:
         flat = scores.astype(np.float64).ravel()
     else:
         flat = np.asarray(list(scores), dtype=np.float64).ravel()  # type: ignore[arg-type]
-    if np.isnan(flat).any():
-        raise CalibrationError(f"scores hold NaN at position {int(np.flatnonzero(np.isnan(flat))[0])}")
+    _reject_nan(flat, "scores")
     return np.concatenate(([-np.inf], np.unique(flat[np.isfinite(flat)])))
 
 
-def carb_threshold_from_harm_levels(
-    harm_levels: npt.ArrayLike, grid: npt.ArrayLike, alpha: float | Fraction
-) -> float:
+def carb_threshold_from_harm_levels(harm_levels: npt.ArrayLike, grid: npt.ArrayLike, alpha: float | Fraction) -> float:
     """Return lambda_hat for binary episode losses ``L_i(lam) = [lam >= M_i]``.
 
     ``harm_levels[i] = M_i`` is the running-max score at episode ``i``'s first harmful executed
@@ -261,9 +238,7 @@ def carb_thresholds_for_permutations(
     return grid_values[columns]
 
 
-def index_episode_scores(
-    scores: npt.ArrayLike, episode_ids: npt.ArrayLike, n_episodes: int
-) -> EpisodeScoreIndex:
+def index_episode_scores(scores: npt.ArrayLike, episode_ids: npt.ArrayLike, n_episodes: int) -> EpisodeScoreIndex:
     """Index a corpus's proposal scores (flat ``scores[k]`` of episode ``episode_ids[k]``).
 
     Non-finite scores are left out (they never form a grid point).  ``n_episodes`` counts the
@@ -275,8 +250,7 @@ def index_episode_scores(
         raise CalibrationError("scores and episode_ids must be flat arrays of equal length, ids integer")
     if owner.size and (owner.min() < 0 or owner.max() >= n_episodes):
         raise CalibrationError(f"episode_ids must lie in [0, {n_episodes}), got {owner.min()}..{owner.max()}")
-    if np.isnan(flat).any():
-        raise CalibrationError(f"scores hold NaN at position {int(np.flatnonzero(np.isnan(flat))[0])}")
+    _reject_nan(flat, "scores")
     finite = np.isfinite(flat)
     values, ranks = np.unique(flat[finite], return_inverse=True)
     stride = values.size + 1
@@ -287,14 +261,17 @@ def index_episode_scores(
 
 
 def carb_thresholds_for_permutations_exact(
-    harm_levels: npt.ArrayLike, score_index: EpisodeScoreIndex, calib_idx: npt.ArrayLike,
+    harm_levels: npt.ArrayLike,
+    score_index: EpisodeScoreIndex,
+    calib_idx: npt.ArrayLike,
     alpha: float | Fraction,
 ) -> FloatArray:
     """Like :func:`carb_thresholds_for_permutations`, each row on its own calibration grid.
 
     Row ``r``'s grid is :func:`exact_grid` of the scores of its calibration episodes only, so
     ``lambda_hat[r]`` = the largest calibration score strictly below the cut (``-inf`` if none).
-    Cost: ``R * n_cal`` binary searches in ``score_index.keys``, chunked.
+    Cost: ``R * n_cal`` binary searches in ``score_index.keys``, chunked: ~10 ms for R=200,
+    n_cal=500; ~15 s for 10**6 episodes, n_cal=5*10**5 (use the fixed-grid function there).
     """
     levels = _as_levels(harm_levels)
     if levels.size != score_index.n_episodes:
@@ -307,7 +284,7 @@ def carb_thresholds_for_permutations_exact(
     below = np.searchsorted(score_index.values, cuts, side="left").astype(np.int64)
     best = np.empty(index.shape[0], dtype=np.int64)
     for rows in _row_chunks(index.shape):
-        base = index[rows] * score_index.stride
+        base = np.sort(index[rows], axis=1) * score_index.stride  # sorted queries search faster
         pos = np.searchsorted(score_index.keys, base + below[rows, None], side="left") - 1
         found = score_index.keys[np.maximum(pos, 0)]
         ranks = np.where((pos >= 0) & (found >= base), found - base, -1)
@@ -341,9 +318,14 @@ def _as_levels(harm_levels: npt.ArrayLike) -> FloatArray:
     levels = np.asarray(harm_levels, dtype=np.float64)
     if levels.ndim != 1:
         raise CalibrationError(f"harm_levels must be 1-D, got shape {levels.shape}")
-    if np.isnan(levels).any():
-        raise CalibrationError(f"harm_levels[{int(np.flatnonzero(np.isnan(levels))[0])}] is NaN")
-    return levels
+    return _reject_nan(levels, "harm_levels")
+
+
+def _reject_nan(values: FloatArray, name: str) -> FloatArray:
+    bad = np.argwhere(np.isnan(values))
+    if bad.size:
+        raise CalibrationError(f"{name}[{', '.join(map(str, bad[0]))}] is NaN")
+    return values
 
 
 def _as_grid(grid: npt.ArrayLike) -> FloatArray:
@@ -369,9 +351,7 @@ def _as_index_matrix(calib_idx: npt.ArrayLike, n_episodes: int) -> IntArray:
 # --------------------------------------------------------------------------- heuristic baseline
 
 
-def step_crc_threshold_index(
-    harmful_exec: npt.ArrayLike, executed: npt.ArrayLike, alpha: float | Fraction
-) -> int:
+def step_crc_threshold_index(harmful_exec: npt.ArrayLike, executed: npt.ArrayLike, alpha: float | Fraction) -> int:
     """Executed-step CRC (METHOD §8 baseline): a HEURISTIC with NO guarantee of any kind.
 
     ``harmful_exec[i, j]`` / ``executed[i, j]`` count episode ``i``'s harmful / all executed
@@ -404,6 +384,13 @@ def _as_count_table(counts: npt.ArrayLike, name: str) -> IntArray:
     return table.astype(np.int64)
 
 
+def ltt_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, delta: float | Fraction) -> int:
+    """Learn-then-Test column (high-probability variant); see :mod:`guard.calibration.ltt`."""
+    from guard.calibration import ltt  # imported on use: ltt builds on this module
+
+    return ltt.ltt_threshold_index(losses, alpha, delta)
+
+
 __all__ = [
     "EpisodeScoreIndex",
     "alpha_fraction",
@@ -414,6 +401,7 @@ __all__ = [
     "crc_threshold_index",
     "exact_grid",
     "index_episode_scores",
+    "ltt_threshold_index",
     "max_harmful_allowed",
     "min_calibration_size",
     "monotonize",

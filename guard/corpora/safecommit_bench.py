@@ -28,6 +28,14 @@ than a margin (the median gap on the train split); ``safecommit_no_probe`` certi
 back; ``safecommit`` probes by expected certificate shrinkage.  A commit is *safe* if the chosen
 action is in Γ(true world); task success = safe commit.  Nothing here is tuned to a target
 number: the constants below were written down from the family descriptions, once.
+
+**Frozen splits** (``guard/data/safecommit_bench/{train,validation,calibration,test}.jsonl.gz``,
+protocol seed 0; ``python -m guard.corpora.safecommit_bench --write DIR`` regenerates them byte
+for byte).  One JSON object per line: ``id``, ``family``, ``actions`` (name, reward,
+severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weight), ``safe``
+(world -> safe action names), ``probes`` (name ``is_w<slot>``, cost, outcomes world -> yes/no),
+``true_world``.  Facts: every ``stale`` world has ``evidence = pending``; an
+``authorization_drift`` world where the first action is unsafe has ``authority = missing``.
 """
 
 from __future__ import annotations
@@ -154,7 +162,7 @@ def _facts(family: str, gamma_row: BoolArray) -> dict[str, str]:
 
 
 def episode_records(eps: Episodes, split: str) -> Iterator[Row]:
-    """One JSON-ready dict per episode (schema in ``guard/data/safecommit_bench/README``)."""
+    """One JSON-ready dict per episode (schema: see the module docstring)."""
     for i in range(len(eps)):
         family = FAMILIES[int(eps.family[i])]
         names = [f"w{j}" for j in np.flatnonzero(eps.present[i])]
@@ -164,7 +172,12 @@ def episode_records(eps: Episodes, split: str) -> Iterator[Row]:
             "id": f"{split}-{i:05d}",
             "family": family,
             "actions": [
-                {"name": a, "reward": float(REWARD[j]), "severity_penalty": float(PENALTY[j]), "reversible": REVERSIBLE[j]}
+                {
+                    "name": a,
+                    "reward": float(REWARD[j]),
+                    "severity_penalty": float(PENALTY[j]),
+                    "reversible": REVERSIBLE[j],
+                }
                 for j, a in enumerate(acts)
             ],
             "worlds": [
@@ -176,9 +189,12 @@ def episode_records(eps: Episodes, split: str) -> Iterator[Row]:
                 }
                 for name, j in zip(names, slots, strict=True)
             ],
-            "safe": {name: [acts[a] for a in range(3) if eps.gamma[i, j, a]] for name, j in zip(names, slots, strict=True)},
+            "safe": {
+                name: [acts[a] for a in range(3) if eps.gamma[i, j, a]] for name, j in zip(names, slots, strict=True)
+            },
             "probes": [
-                {"name": f"is_{p}", "cost": 1.0, "outcomes": {q: "yes" if q == p else "no" for q in names}} for p in names
+                {"name": f"is_{p}", "cost": 1.0, "outcomes": {q: "yes" if q == p else "no" for q in names}}
+                for p in names
             ],
             "true_world": f"w{int(eps.true[i])}",
         }
@@ -230,38 +246,20 @@ def episode_problem(record: Row) -> tuple[list[World], list[Action], dict[str, l
         raise CorpusError(f"episode {record.get('id')!r}: missing or malformed field {exc}") from exc
 
 
-def episodes_from_records(records: Sequence[Row]) -> Episodes:
-    """Rebuild the padded arrays from episode dicts (inverse of :func:`episode_records`)."""
-    n = len(records)
-    eps = Episodes(
-        family=np.zeros(n, np.intp),
-        present=np.zeros((n, MAX_WORLDS), np.bool_),
-        scores=np.full((n, MAX_WORLDS), np.inf),
-        weights=np.zeros((n, MAX_WORLDS)),
-        gamma=np.zeros((n, MAX_WORLDS, 3), np.bool_),
-        true=np.zeros(n, np.intp),
-    )
-    for i, rec in enumerate(records):
-        acts = ACTION_NAMES[rec["family"]]
-        eps.family[i] = FAMILIES.index(rec["family"])
-        eps.true[i] = int(rec["true_world"][1:])
-        for w in rec["worlds"]:
-            j = int(w["name"][1:])
-            eps.present[i, j], eps.scores[i, j], eps.weights[i, j] = True, w["score"], w["weight"]
-            eps.gamma[i, j] = [a in rec["safe"][w["name"]] for a in acts]
-    return eps
-
-
 # --- methods ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """Per-episode result of one method: committed?, unsafe commit?, probes used."""
+    """Per-episode result of one method: action committed (-1 = fallback), unsafe?, probes used."""
 
-    committed: BoolArray
+    action: IntArray
     unsafe: BoolArray
     probes: IntArray
+
+    @property
+    def committed(self) -> BoolArray:
+        return np.asarray(self.action >= 0, dtype=np.bool_)
 
 
 def _act_on(eps: Episodes, world: IntArray, commit: BoolArray, probes: IntArray) -> Outcome:
@@ -273,9 +271,12 @@ def _act_on(eps: Episodes, world: IntArray, commit: BoolArray, probes: IntArray)
 
 def _outcome(eps: Episodes, action: IntArray, probes: IntArray) -> Outcome:
     rows = np.arange(len(eps))
-    committed = action >= 0
-    unsafe = committed & ~eps.gamma[rows, eps.true, np.maximum(action, 0)]
-    return Outcome(committed, unsafe, np.asarray(probes, dtype=np.intp))
+    unsafe = (action >= 0) & ~eps.gamma[rows, eps.true, np.maximum(action, 0)]
+    return Outcome(np.asarray(action, dtype=np.intp), unsafe, np.asarray(probes, dtype=np.intp))
+
+
+def _argmin(scores: FloatArray) -> IntArray:
+    return np.asarray(np.argmin(scores, axis=1), dtype=np.intp)
 
 
 def _none(eps: Episodes) -> IntArray:
@@ -284,13 +285,13 @@ def _none(eps: Episodes) -> IntArray:
 
 def single_world(eps: Episodes) -> Outcome:
     """Act on the lowest-score world of the support."""
-    return _act_on(eps, np.argmin(eps.scores, axis=1), np.ones(len(eps), np.bool_), _none(eps))
+    return _act_on(eps, _argmin(eps.scores), np.ones(len(eps), np.bool_), _none(eps))
 
 
 def conflict_abstention(eps: Episodes, margin: float) -> Outcome:
     """Single-world, but fall back when the two best scores differ by less than ``margin``."""
     two = np.sort(eps.scores, axis=1)[:, :2]
-    return _act_on(eps, np.argmin(eps.scores, axis=1), (two[:, 1] - two[:, 0]) >= margin, _none(eps))
+    return _act_on(eps, _argmin(eps.scores), (two[:, 1] - two[:, 0]) >= margin, _none(eps))
 
 
 def conflict_margin(train: Episodes) -> float:
@@ -310,9 +311,8 @@ def generic_one_probe(eps: Episodes, kappa: float, rng: np.random.Generator) -> 
     left[rows, pick] &= ~asked
     pool = np.where(left.any(axis=1, keepdims=True), left, eps.present)
     pool[rows, pick] &= ~asked
-    best = np.argmin(np.where(pool, eps.scores, np.inf), axis=1)
-    world = np.where(confirmed, pick, best)
-    return _act_on(eps, world, np.ones(len(eps), np.bool_), asked.astype(np.intp))
+    world = np.where(confirmed, pick, _argmin(np.where(pool, eps.scores, np.inf)))
+    return _act_on(eps, world, np.ones(len(eps), np.bool_), np.asarray(asked, dtype=np.intp))
 
 
 def safecommit(eps: Episodes, kappa: float, budget: int, eta: float = DEFAULT_ETA) -> Outcome:
@@ -365,10 +365,12 @@ def metrics(out: Outcome, mask: BoolArray | None = None) -> dict[str, float]:
 
 
 def _concat(outs: Sequence[Outcome]) -> Outcome:
-    return Outcome(*(np.concatenate([getattr(o, f) for o in outs]) for f in ("committed", "unsafe", "probes")))
+    return Outcome(*(np.concatenate([getattr(o, f) for o in outs]) for f in ("action", "unsafe", "probes")))
 
 
-def _methods(eps: Episodes, kappa: float, margin: float, budget: int, eta: float, rng: np.random.Generator) -> dict[str, Outcome]:
+def _methods(
+    eps: Episodes, kappa: float, margin: float, budget: int, eta: float, rng: np.random.Generator
+) -> dict[str, Outcome]:
     return {
         "single_world": single_world(eps),
         "generic_one_probe": generic_one_probe(eps, kappa, rng),
@@ -376,6 +378,44 @@ def _methods(eps: Episodes, kappa: float, margin: float, budget: int, eta: float
         "safecommit_no_probe": safecommit(eps, kappa, 0, eta),
         "safecommit": safecommit(eps, kappa, budget, eta),
     }
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The settings of one :func:`run_bench` call (see its signature for the defaults)."""
+
+    n_cal: int
+    n_test: int
+    n_train: int
+    alpha: float
+    budget: int
+    eta: float
+    alphas: tuple[float, ...]
+    budgets: tuple[int, ...]
+    betas: tuple[float, ...]
+    base_seed: int
+
+
+def _seed_outcomes(seed: int, pr: Protocol) -> tuple[IntArray, dict[tuple[str, Any], Outcome]]:
+    """Every table's per-episode outcomes for one protocol seed, and the test families."""
+    cal = split_episodes("calibration", pr.n_cal, seed=seed, base_seed=pr.base_seed)
+    test = split_episodes("test", pr.n_test, seed=seed, base_seed=pr.base_seed)
+    margin = conflict_margin(split_episodes("train", pr.n_train, seed=seed, base_seed=pr.base_seed))
+    q = cal.scores[np.arange(len(cal)), cal.true]
+    kappa = {a: conformal_threshold(q, a) for a in {pr.alpha, *pr.alphas}}
+    probe_rng, miss_rng = _rng(pr.base_seed, seed, "generic_probe"), _rng(pr.base_seed, seed, "support_miss")
+    out: dict[tuple[str, Any], Outcome] = {}
+    for name, res in _methods(test, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
+        out["main", name] = res
+    for b in pr.budgets:
+        out["budget", b] = safecommit(test, kappa[pr.alpha], b, pr.eta)
+    for a in pr.alphas:
+        out["alpha", a] = safecommit(test, kappa[a], pr.budget, pr.eta)
+    for beta in pr.betas:
+        missed = drop_true_world(test, beta, miss_rng)
+        for name, res in _methods(missed, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
+            out["beta", (beta, name)] = res
+    return test.family, out
 
 
 def run_bench(
@@ -392,33 +432,19 @@ def run_bench(
     betas: Sequence[float] = (0.05, 0.10),
     base_seed: int = BASE_SEED,
 ) -> dict[str, list[Row]]:
-    """The full protocol: main, per-family, probe budget, α and support-miss tables."""
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    keys = [("main", m) for m in METHODS] + [("budget", b) for b in budgets] + [("alpha", a) for a in alphas]
-    keys += [("beta", (b, m)) for b in betas for m in METHODS]
-    pooled: dict[tuple[str, Any], list[Outcome]] = {key: [] for key in keys}
-    families: list[IntArray] = []
-    for seed in seed_list:
-        cal = split_episodes("calibration", n_cal, seed=seed, base_seed=base_seed)
-        test = split_episodes("test", n_test, seed=seed, base_seed=base_seed)
-        margin = conflict_margin(split_episodes("train", n_train, seed=seed, base_seed=base_seed))
-        q = cal.scores[np.arange(len(cal)), cal.true]
-        kappa = {a: conformal_threshold(q, a) for a in {alpha, *alphas}}
-        families.append(test.family)
-        probe_rng = _rng(base_seed, seed, "generic_probe")
-        for name, out in _methods(test, kappa[alpha], margin, budget, eta, probe_rng).items():
-            pooled["main", name].append(out)
-        for b in budgets:
-            pooled["budget", b].append(safecommit(test, kappa[alpha], b, eta))
-        for a in alphas:
-            pooled["alpha", a].append(safecommit(test, kappa[a], budget, eta))
-        miss_rng = _rng(base_seed, seed, "support_miss")
-        for beta in betas:
-            missed = drop_true_world(test, beta, miss_rng)
-            for name, out in _methods(missed, kappa[alpha], margin, budget, eta, probe_rng).items():
-                pooled["beta", (beta, name)].append(out)
-    out = {key: _concat(v) for key, v in pooled.items()}
-    fam = np.concatenate(families)
+    """The protocol of METHOD §14: main, per-family, probe-budget, α and support-miss tables.
+
+    Per seed: κ from the calibration split's true-world scores, the conflict margin from the train
+    split, every method on the same test split.  Rates are pooled over seeds (equal sizes, so
+    the pooled rate is the mean of the per-seed rates).
+    """
+    pr = Protocol(n_cal, n_test, n_train, alpha, budget, eta, tuple(alphas), tuple(budgets), tuple(betas), base_seed)
+    seed_list = list(range(seeds) if isinstance(seeds, int) else seeds)
+    if not seed_list:
+        raise CorpusError(f"run_bench needs at least one seed, got {seeds!r}")
+    runs = [_seed_outcomes(s, pr) for s in seed_list]
+    fam = np.concatenate([f for f, _ in runs])
+    out = {key: _concat([o[key] for _, o in runs]) for key in runs[0][1]}
     return {
         "main": [{"method": m, **metrics(out["main", m])} for m in METHODS],
         "families": [
@@ -428,9 +454,7 @@ def run_bench(
         ],
         "budget": [{"method": "safecommit", "budget": b, **metrics(out["budget", b])} for b in budgets],
         "alpha": [{"method": "safecommit", "alpha": a, **metrics(out["alpha", a])} for a in alphas],
-        "support_miss": [
-            {"beta": b, "method": m, **metrics(out["beta", (b, m)])} for b in betas for m in METHODS
-        ],
+        "support_miss": [{"beta": b, "method": m, **metrics(out["beta", (b, m)])} for b in betas for m in METHODS],
     }
 
 
@@ -440,9 +464,7 @@ _METRICS = ("ucr", "task_success", "commit_coverage", "fallback_rate", "mean_pro
 def _table(title: str, rows: Sequence[Row], lead: Sequence[str]) -> str:
     head = [*lead, "UCR", "TS", "CC", "FR", "probes"]
     body = [
-        [str(r[k]) for k in lead]
-        + [f"{100 * r[k]:.1f}%" for k in _METRICS[:4]]
-        + [f"{r['mean_probes']:.2f}"]
+        [str(r[k]) for k in lead] + [f"{100 * r[k]:.1f}%" for k in _METRICS[:4]] + [f"{r['mean_probes']:.2f}"]
         for r in rows
     ]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
@@ -465,7 +487,9 @@ def format_tables(result: Mapping[str, Sequence[Row]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m guard.corpora.safecommit_bench [--write DIR] [--seeds N] [--json]``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.corpora.safecommit_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m guard.corpora.safecommit_bench", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("--write", metavar="DIR", help="write the frozen JSONL splits into DIR and exit")
     parser.add_argument("--seeds", type=int, default=10, help="protocol seeds (default 10)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
@@ -490,12 +514,12 @@ __all__ = [
     "SPLIT_SIZES",
     "Episodes",
     "Outcome",
+    "Protocol",
     "conflict_abstention",
     "conflict_margin",
     "drop_true_world",
     "episode_problem",
     "episode_records",
-    "episodes_from_records",
     "format_tables",
     "generate",
     "generic_one_probe",

@@ -98,6 +98,8 @@ def uncertified_region(gamma: npt.ArrayLike, retained: npt.ArrayLike) -> BoolArr
 def choose_action(certified: npt.ArrayLike, utility: npt.ArrayLike) -> IntArray:
     """``[...]``: the certified action of largest utility (first on ties), -1 if none."""
     c = np.asarray(certified, dtype=np.bool_)
+    if c.shape[-1] == 0:
+        return np.full(c.shape[:-1], -1, dtype=np.intp)
     u = np.broadcast_to(np.asarray(utility, dtype=np.float64), c.shape)
     best = np.argmax(np.where(c, u, -np.inf), axis=-1)
     return np.asarray(np.where(c.any(axis=-1), best, -1), dtype=np.intp)

@@ -73,7 +73,10 @@ def _replay(
     """Apply the observed probe outcomes in order; unparseable ones leave the set unchanged."""
     index = {p.name: i for i, p in enumerate(probes)}
     records = []
-    for name, raw in history:
+    for entry in history:
+        if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+            raise InputError(f"a probe result must be a (probe name, outcome) pair, got {entry!r:.80}")
+        name, raw = entry
         if name not in index:
             raise InputError(f"probe result for unknown probe {name!r}; known: {sorted(index)}")
         probe = probes[index[name]]
@@ -132,10 +135,25 @@ def step(
     }
     if cert.chosen is not None:
         return _result("execute", "certified", log, action=cert.chosen)
+    return _probe_or_fall_back(worlds, actions, gamma, retained, probes, labels, budget - len(records), eta, log)
+
+
+def _probe_or_fall_back(
+    worlds: Sequence[World],
+    actions: Sequence[Action],
+    gamma: BoolArray,
+    retained: BoolArray,
+    probes: Sequence[ProbeSpec],
+    labels: npt.NDArray[np.intp],
+    budget_left: int,
+    eta: float,
+    log: dict[str, Any],
+) -> SafeCommitResult:
+    """Nothing is certified: the probe of best Δ/c for the best-blocked action, else a fallback."""
     weights = np.array([w.weight for w in worlds], dtype=np.float64)
     utility = np.array([a.utility for a in actions], dtype=np.float64)
     blocked = int(best_blocked_action(gamma, retained, weights, utility)) if actions else -1
-    stop = "budget_spent" if len(records) >= budget else "no_probes" if not probes else None
+    stop = "budget_spent" if budget_left <= 0 else "no_probes" if not probes else None
     if stop is None and blocked >= 0:
         shrink = expected_shrinkage(gamma, retained, weights, labels, blocked)
         pick = int(select_probe(shrink, [p.cost for p in probes], eta))

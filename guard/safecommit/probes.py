@@ -82,6 +82,8 @@ def select_probe(shrinkage: npt.ArrayLike, costs: npt.ArrayLike, eta: float) -> 
     d = np.asarray(shrinkage, dtype=np.float64)
     value = d / np.asarray(costs, dtype=np.float64)
     eligible = (d > _TINY) & (value >= eta)
+    if eligible.shape[-1] == 0:
+        return np.full(eligible.shape[:-1], -1, dtype=np.intp)
     best = np.argmax(np.where(eligible, value, -np.inf), axis=-1)
     return np.asarray(np.where(eligible.any(axis=-1), best, -1), dtype=np.intp)
 

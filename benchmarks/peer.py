@@ -1,0 +1,203 @@
+"""The same prefixes through invariant-ai's local analyzer: ``python -m benchmarks.peer [--json] [--quick]``.
+
+For every measured decision, the peer gets the whole prefix as an OpenAI-style message list plus
+the proposed call (``LOCAL_POLICY=1``, ``Policy.from_string(RULES).analyze(trace)``), with a rule
+set equivalent to the benchmark policy's private-source → sink check: one flow rule per
+private-source tool, ``(out: ToolOutput) -> (call: ToolCall)``, ``out is tool:<source>``,
+``call.function.name in [<sinks>]``, both lists read from the same policy file as ours.  Their
+``->`` is temporal order (the output came before the call), not value reuse: the rule fires on any
+private read before a sink, as our ``private_in_context`` does over a full prefix.
+
+The analyzer enumerates (output, call) pairs and stops with "Maximum checking cycles exceeded"
+once a trace has more pairs than its cap (``INVARIANT_MAX_ITERATIONS``, default 100).  The cap is
+left as shipped; where a decision fails, the T is reported as failed, its ratio is ``null``, and the
+largest prefix (in records) that completes is found by walking one episode's decisions in order.
+Our side (G-CARB on the incremental graph) is measured in the same run, on the same episodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks import latency
+from guard.policy import Policy, ToolKind
+from guard.records import Episode, Record, RecordKind
+
+PEER_T: tuple[int, ...] = (10, 100, 1000)
+CYCLES = "Maximum checking cycles exceeded"
+INSTALL_HINT = "the peer benchmark needs invariant-ai: pip install invariant-ai"
+
+
+def rules_for(policy: Policy) -> str:
+    """Invariant rules equivalent to ``policy``'s private-source → sink check."""
+    sources = sorted(n for n, s in policy.tools.items() if s.source_kind is ToolKind.PRIVATE_SOURCE)
+    sinks = json.dumps(sorted(n for n, s in policy.tools.items() if s.kind is ToolKind.SINK))
+    return "\n".join(
+        f'raise "private data from {src} may reach a sink" if:\n'
+        f"    (out: ToolOutput) -> (call: ToolCall)\n"
+        f"    out is tool:{src}\n"
+        f"    call.function.name in {sinks}\n"
+        for src in sources
+    )
+
+
+def to_messages(records: Sequence[Record]) -> list[dict[str, Any]]:
+    """Our records as the OpenAI-style message list the analyzer reads."""
+    out: list[dict[str, Any]] = []
+    for r in records:
+        if r.kind is RecordKind.USER:
+            out.append({"role": "user", "content": r.text})
+        elif r.kind is RecordKind.PROPOSAL:
+            call = {"id": r.call_id, "type": "function", "function": {"name": r.tool, "arguments": json.loads(r.args_json())}}
+            out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif r.kind is RecordKind.RESULT:
+            out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.text})
+        else:
+            out.append({"role": "assistant", "content": r.text})
+    return out
+
+
+def load_peer(policy: Policy) -> Any:
+    """``Policy.from_string(rules)`` of invariant's local analyzer (import deferred, hint if missing)."""
+    os.environ["LOCAL_POLICY"] = "1"  # must be set before invariant.analyzer is imported
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # its failed sub-tasks log on garbage collection
+    try:
+        from invariant.analyzer import Policy as PeerPolicy
+        from invariant.analyzer.policy import LocalPolicy
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SystemExit(f"{INSTALL_HINT} ({exc})") from None
+    if PeerPolicy is not LocalPolicy:
+        raise SystemExit("invariant.analyzer was imported before LOCAL_POLICY=1 was set; run in a fresh process")
+    return PeerPolicy.from_string(rules_for(policy))
+
+
+def analyze_once(peer: Any, messages: list[dict[str, Any]]) -> tuple[float, str | None]:
+    """Microseconds for one ``analyze`` and the error (None when it completed)."""
+    start = time.perf_counter_ns()
+    try:
+        peer.analyze(messages)
+    except RuntimeError as exc:
+        if CYCLES not in str(exc):
+            raise
+        return (time.perf_counter_ns() - start) / 1000.0, str(exc).split(" (")[0]
+    return (time.perf_counter_ns() - start) / 1000.0, None
+
+
+def _decision_points(episode: Episode, start: int) -> list[int]:
+    return [i for i, r in enumerate(episode.records) if r.kind is RecordKind.PROPOSAL and i >= start]
+
+
+def largest_completed(peer: Any, episode: Episode) -> tuple[int, int | None]:
+    """Walk the decisions of ``episode`` in order: (largest trace length in records that completed, first failing)."""
+    messages = to_messages(episode.records)
+    best = 0
+    for i in _decision_points(episode, 0):
+        _, error = analyze_once(peer, messages[: i + 1])
+        if error is not None:
+            return best, i + 1
+        best = i + 1
+    return best, None
+
+
+def measure(peer: Any, episodes: Sequence[Episode], t: int, want: int) -> dict[str, Any]:
+    """Per-decision analyze latency at T (same window as ours); stops at the first capped decision."""
+    start = latency.window(t)
+    values: list[float] = []
+    for episode in episodes:
+        messages = to_messages(episode.records)
+        for i in _decision_points(episode, start):
+            took, error = analyze_once(peer, messages[: i + 1])
+            if error is not None:
+                return {"T": t, "completed": False, "error": error, "n": len(values), "failed_after_us": round(took, 1)}
+            values.append(took)
+            if len(values) >= want:
+                break
+        if len(values) >= want:
+            break
+    return {"T": t, "completed": True, "p50_us": round(statistics.median(values), 1),
+            "p99_us": round(latency.percentile(values, 0.99), 1), "n": len(values)}
+
+
+def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progress: bool = True) -> dict[str, Any]:
+    """Peer latency at each T, our G-CARB latency (measured here unless given) and the ratios."""
+    policy = latency.bench_policy()
+    peer = load_peer(policy)
+    plan = latency.QUICK if quick else latency.FULL
+    want = 40 if quick else 200
+    if ours is None:
+        ours = latency.run(quick, t_values=PEER_T, progress=progress)["latency"]
+    rows: list[dict[str, Any]] = []
+    for t in PEER_T:
+        episodes = [latency.make_episode(t, seed, policy) for seed in range(plan.episodes[t])]
+        began = time.perf_counter()
+        rows.append(measure(peer, episodes, t, want))
+        latency._say(progress, f"T={t:>5} invariant          {rows[-1].get('p50_us', rows[-1].get('error'))}  ({time.perf_counter() - began:.1f} s)")
+    probe = latency.make_episode(200, 0, policy)
+    best, first_fail = largest_completed(peer, probe)
+    our_p50 = {r["T"]: r["p50_us"] for r in ours if r["method"] == "gcarb_incremental"}
+    ratio = {str(r["T"]): (round(our_p50[r["T"]] / r["p50_us"], 4) if r["completed"] and r["T"] in our_p50 else None) for r in rows}
+    return {
+        "peer": rows,
+        "peer_ratio": ratio,
+        "ours": [r for r in ours if r["method"] == "gcarb_incremental"],
+        "largest_T_completed": best,
+        "first_T_capped": first_fail,
+        "rules": rules_for(policy),
+        "invariant_version": _version(),
+        "cycle_cap": int(os.environ.get("INVARIANT_MAX_ITERATIONS", 100)),
+    }
+
+
+def latency_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The peer's rows in the latency contract (completed T only)."""
+    return [{"method": "invariant", "T": r["T"], "p50_us": r["p50_us"], "p99_us": r["p99_us"], "n": r["n"]}
+            for r in result["peer"] if r["completed"]]
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("invariant-ai")
+    except PackageNotFoundError:  # pragma: no cover
+        return "unknown"
+
+
+def format_peer(result: dict[str, Any]) -> str:
+    """The peer table: their latency, ours, the ratio; where they stop."""
+    ours = {r["T"]: r for r in result["ours"]}
+    lines = [f"Against invariant-ai {result['invariant_version']} (local analyzer, cycle cap {result['cycle_cap']}, not raised)",
+             f"{'T':>6} {'invariant p50':>14} {'p99':>11} {'G-CARB p50':>11} {'ours/theirs':>12}"]
+    for r in result["peer"]:
+        mine = ours.get(r["T"], {}).get("p50_us")
+        ratio = result["peer_ratio"].get(str(r["T"]))
+        if r["completed"]:
+            lines.append(f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>11.1f} {mine or float('nan'):>11.1f} {ratio:>12.4f}")
+        else:
+            lines.append(f"{r['T']:>6} {'failed':>14} {'':>11} {mine or float('nan'):>11.1f} {'null':>12}   {r['error']}")
+    lines.append(f"largest trace the peer completes: {result['largest_T_completed']} records "
+                 f"(first capped at {result['first_T_capped']} records)")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.peer [--json] [--quick]``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="small repeat counts")
+    args = parser.parse_args(argv)
+    out = run(args.quick, progress=not args.json)
+    print(json.dumps(out) if args.json else format_peer(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

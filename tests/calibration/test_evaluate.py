@@ -1,0 +1,85 @@
+"""Tests of the permutation protocol (guard.calibration.evaluate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from guard.calibration.evaluate import outcomes, run_protocol, split_indices, step_crc_lambdas
+from guard.calibration.replay import EpisodeScores, assemble
+from guard.ledger import CATEGORIES
+
+
+def _episode(i: int, scores: list[float], harm: tuple[int, ...], utility: bool = True) -> EpisodeScores:
+    steps = {c: (harm[0] if harm and c == "privacy_flow" else None) for c in CATEGORIES}
+    return EpisodeScores(
+        episode_id=f"e{i}",
+        scores=np.array(scores, dtype=float),
+        n_selected=np.ones(len(scores), dtype=np.int64),
+        n_prefix=np.arange(1, len(scores) + 1, dtype=np.int64) * 2,
+        harm_steps=harm,
+        category_steps=steps,
+        utility=utility,
+    )
+
+
+def _synthetic(n: int, seed: int) -> list[EpisodeScores]:
+    rng = np.random.default_rng(seed)
+    items = []
+    for i in range(n):
+        k = int(rng.integers(2, 7))
+        scores = np.round(rng.uniform(0, 0.5, size=k), 2)
+        harm: tuple[int, ...] = ()
+        if rng.random() < 0.3:
+            step = int(rng.integers(0, k))
+            scores[step] = np.round(rng.uniform(0.3, 1.0), 2)
+            harm = (step,)
+        items.append(_episode(i, list(scores), harm, utility=bool(rng.random() < 0.7)))
+    return items
+
+
+def test_outcomes_hand_case() -> None:
+    """Loss, intervention, success and CtxRed at one threshold match a hand computation."""
+    corpus = assemble([_episode(0, [0.1, 0.9], (1,)), _episode(1, [0.2, 0.3], ()), _episode(2, [0.6], (0,), False)])
+    test = np.array([[0, 1, 2]])
+    out = outcomes(corpus, np.array([0.5]), test)
+    assert out["loss"][0] == pytest.approx(0.0)
+    assert out["intervention"][0] == pytest.approx(2 / 3)
+    assert out["autonomous_success"][0] == pytest.approx(1 / 3)
+    # scored proposals: e0 both (stop at 2nd), e1 both, e2 its one; selected 5, prefix 2+4+2+4+2
+    assert out["ctx_red"][0] == pytest.approx(1 - 5 / 14)
+
+
+def test_split_indices_partition() -> None:
+    """Each permutation splits the episodes into disjoint halves covering all of them."""
+    calib, test = split_indices(11, 5, seed=3)
+    for c, t in zip(calib, test, strict=True):
+        assert sorted([*c, *t]) == list(range(11))
+
+
+def test_protocol_loss_within_alpha() -> None:
+    """Held-out CARB loss averaged over permutations stays near or below α on exchangeable data."""
+    corpus = assemble(_synthetic(400, seed=1))
+    rows = run_protocol({"gcarb": corpus}, alphas=(0.1, 0.2), permutations=200, seed=0)
+    for row in rows:
+        if row.method == "carb_gcarb":
+            se = row.metrics["loss"].std() / np.sqrt(len(row.metrics["loss"]))
+            assert row.metrics["loss"].mean() <= row.alpha + 3 * se + 0.01
+
+
+def test_no_guard_and_stop_all_rows() -> None:
+    """No guard stops nothing; stop-all stops every episode with a proposal and has zero loss."""
+    corpus = assemble(_synthetic(60, seed=2))
+    rows = {r.method: r for r in run_protocol({"gcarb": corpus}, alphas=(0.2,), permutations=10)}
+    assert rows["no_guard"].metrics["intervention"].max() == 0.0
+    assert rows["stop_all"].metrics["loss"].max() == 0.0
+    assert rows["stop_all"].metrics["intervention"].min() == 1.0
+
+
+def test_step_crc_is_looser_than_carb() -> None:
+    """The pooled step ratio allows thresholds at least as high as the episode rule (dilution)."""
+    corpus = assemble(_synthetic(300, seed=4))
+    calib, _ = split_indices(corpus.n, 20, seed=0)
+    from guard.calibration.evaluate import carb_lambdas
+
+    assert (step_crc_lambdas(corpus, calib, 0.1) >= carb_lambdas(corpus, calib, 0.1)).all()
