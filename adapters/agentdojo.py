@@ -635,8 +635,12 @@ def _compare(outcome: EpisodeOutcome, run: GuardedRun, recorder: _Recorder, epis
     except Exception as exc:  # noqa: BLE001 - a replay that cannot run is a disagreement, reported
         n = len(outcome.decisions)
         return dataclasses.replace(outcome, compared=n, equal=0, note=f"offline replay failed: {type(exc).__name__}: {exc}")
+    # Proposals of a turn the step limit cut off are in the transcript but were never gated online;
+    # every online decision must have its offline twin at the same position.
     equal = sum(_same(a, b) for a, b in zip(outcome.decisions, offline, strict=False))
-    return dataclasses.replace(outcome, offline=offline, compared=max(len(outcome.decisions), len(offline)), equal=equal)
+    extra = len(offline) - len(outcome.decisions)
+    note = f"{extra} proposal(s) after the step limit were never gated online" if extra > 0 else ""
+    return dataclasses.replace(outcome, offline=offline, compared=len(outcome.decisions), equal=equal, note=note)
 
 
 def _episodes_of(runs_or_report: Any, suite: str) -> list[Episode]:

@@ -42,6 +42,7 @@ class NodeFacts:
     private: bool
     injection: bool
     canary: bool
+    injection_at: tuple[int, ...] = ()
 
 
 class ValueIndex:
@@ -135,6 +136,7 @@ class PrefixGraph:
             trust=record.trust,
             private=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_PRIVATE,
             injection=any(p.search(text) for p in self._injection),
+            injection_at=tuple(sorted(m.start() for p in self._injection for m in p.finditer(text))),
             canary=any(p.search(text) for p in self._canary),
         )
 

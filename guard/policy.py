@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from guard.decision import Verdict
 from guard.errors import PolicyError
 from guard.policy_loader import KeyLines, format_validation_error, read_policy_mapping
+from guard.safecommit.policy_spec import SafeCommitSpec
 
 
 class ToolKind(StrEnum):
@@ -133,6 +134,11 @@ class FeatureWeights(_Strict):
     injection_text: float = 0.15
     untrusted_payload: float = 0.20
     irreversible_sink: float = 0.08
+    injected_value: float = Field(
+        default=0.0,
+        description="Not in METHOD §6's defaults (weight 0 there): a payload value of the proposal stands "
+        "inside injection-like text of an untrusted record in the selection.",
+    )
 
     @model_validator(mode="after")
     def _finite_non_negative(self) -> FeatureWeights:
@@ -148,6 +154,16 @@ class ScorerSpec(_Strict):
     weights: FeatureWeights = Field(default_factory=FeatureWeights)
     injection_patterns: tuple[str, ...] = DEFAULT_INJECTION_PATTERNS
     canary_patterns: tuple[str, ...] = ()
+    injection_window: int = Field(
+        default=1000, ge=0, le=100_000, description="Characters after an injection-pattern match that count as injected."
+    )
+    scope: Literal["all", "actions"] = Field(
+        default="all",
+        description=(
+            "all: every proposal is scored; actions: proposals of read-only tools that are not sinks score 0 "
+            "(their features are still reported), since the ledger charges only sinks and side effects."
+        ),
+    )
 
     @field_validator("injection_patterns", "canary_patterns")
     @classmethod
@@ -181,7 +197,7 @@ class Policy(_Strict):
     on_unknown: Verdict = Verdict.ESCALATE
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
     audit: AuditSpec = Field(default_factory=AuditSpec)
-    safecommit: dict[str, Any] | None = Field(default=None, description="SafeCommit settings (see docs).")
+    safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     base_dir: str | None = Field(default=None, exclude=True, description="Set by the loader; not a policy key.")
 
     @field_validator("on_unknown")
@@ -190,6 +206,13 @@ class Policy(_Strict):
         if value in (Verdict.EXECUTE, Verdict.PROBE):
             raise ValueError("on_unknown must be escalate, defer or abstain: unknown input never executes")
         return value
+
+    @model_validator(mode="after")
+    def _safecommit_tools(self) -> Policy:
+        if self.safecommit is not None:
+            declared = {n: (t.effect.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
+            self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
+        return self
 
     def tool(self, name: str) -> ToolSpec | None:
         """The metadata of ``name``, or None when the policy does not know it."""

@@ -15,7 +15,7 @@ class Progress:
         self.total = max(total, 1)
         self.label = label
         self.stream = stream or sys.stderr
-        self.enabled = self.stream.isatty() if enabled is None else enabled
+        self.enabled = bool(enabled) and self.stream.isatty()
         self._start = time.perf_counter()
         self._last = 0.0
 

@@ -21,6 +21,7 @@ FEATURES: tuple[str, ...] = (
     "injection_text",
     "untrusted_payload",
     "irreversible_sink",
+    "injected_value",
 )
 
 
@@ -46,13 +47,23 @@ class WeightedScorer:
             "injection_text": any(f.injection for f in facts),
             "untrusted_payload": self._untrusted_payload(graph, node, selected),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
+            "injected_value": self._injected_value(graph, node, selected),
         }
 
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         """The weighted sum and the features that made it."""
         values = self.features(graph, node, selected)
+        if not self._in_scope(graph, node):
+            return 0.0, MappingProxyType(values)
         total = sum(self.weights[name] for name, on in values.items() if on)
         return round(total, 12), MappingProxyType(values)
+
+    def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
+        """Whether the policy's scorer scope scores this proposal."""
+        if self.policy.scorer.scope == "all":
+            return True
+        spec = self.policy.tool(graph.records[node].tool or "")
+        return spec is not None and (spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE)
 
     def _payload_args(self, graph: PrefixGraph, node: int) -> set[str]:
         spec = self.policy.tool(graph.records[node].tool or "")
@@ -62,6 +73,20 @@ class WeightedScorer:
         names = self._payload_args(graph, node)
         values = [v for name, v in graph.records[node].arg_values() if name in names]
         return any(p.search(v) for p in self._canary for v in values)
+
+    def _injected_value(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
+        """A payload value of the proposal occurs inside injection-like text of a selected untrusted record."""
+        names = self._payload_args(graph, node)
+        values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
+        window = self.policy.scorer.injection_window
+        for source in selected:
+            facts = graph.facts[source]
+            if not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
+                continue
+            text = graph.records[source].text
+            if any(_inside(text, v, facts.injection_at, window) for v in values):
+                return True
+        return False
 
     def _untrusted_payload(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
         names = self._payload_args(graph, node)
@@ -73,3 +98,13 @@ class WeightedScorer:
             elif source in selected and graph.facts[source].trust is Trust.TOOL_UNTRUSTED:
                 untrusted |= args
         return bool((untrusted - from_user) & names)
+
+
+def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:
+    """Whether ``value`` occurs in ``text`` within ``window`` characters after one of ``starts``."""
+    position = text.find(value)
+    while position >= 0:
+        if any(0 <= position - start <= window for start in starts):
+            return True
+        position = text.find(value, position + 1)
+    return False

@@ -23,7 +23,6 @@ settings.register_profile(
     derandomize=True,
     database=None,
     deadline=None,
-    max_examples=60,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("carbguard")

@@ -15,7 +15,7 @@ from typing import Any
 from guard.calibration import crc
 from guard.calibration.artifact import build_artifact
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
-from guard.calibration.replay import ScoredCorpus, assemble, score_episode
+from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble, score_episode_selectors
 from guard.errors import CalibrationError, CorpusError
 from guard.policy import Policy, SelectorName
 from guard.progress import Progress
@@ -75,20 +75,19 @@ def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
 def score_selectors(
     episodes: Sequence[Episode], selectors: Sequence[SelectorName], *, progress: bool = False
 ) -> tuple[dict[str, ScoredCorpus], float]:
-    """Score the corpus once per selector; return the arrays and the seconds it took."""
+    """Score the corpus under every selector (one pass per episode); return the arrays and seconds."""
     from guard.corpora import agentdojo
 
     start = time.perf_counter()
-    out: dict[str, ScoredCorpus] = {}
-    for selector in selectors:
-        pick = policy_for(selector)
-        items = []
-        with Progress(len(episodes), f"scoring ({selector})", enabled=progress or None) as tick:
-            for count, episode in enumerate(episodes, start=1):
-                items.append(score_episode(pick(episode), episode, agentdojo.episode_ledger_labels(episode)))
-                tick(count)
-        out[selector] = assemble(items)
-    return out, time.perf_counter() - start
+    items: dict[str, list[EpisodeScores]] = {name: [] for name in selectors}
+    pick = policy_for(selectors[0])
+    with Progress(len(episodes), "scoring episodes", enabled=progress) as tick:
+        for count, episode in enumerate(episodes, start=1):
+            labels = agentdojo.episode_ledger_labels(episode)
+            for name, scores in score_episode_selectors(pick(episode), selectors, episode, labels).items():
+                items[name].append(scores)
+            tick(count)
+    return {name: assemble(rows) for name, rows in items.items()}, time.perf_counter() - start
 
 
 def calibrate(

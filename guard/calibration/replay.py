@@ -15,13 +15,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.decision import Decision
-from guard.ledger import CATEGORIES, Ledger, LedgerLabels
-from guard.policy import Policy
+from guard.ledger import CATEGORIES, Ledger, LedgerLabels, LedgerTrace
+from guard.policy import Policy, SelectorName
+from guard.protocols import Selector
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard, Session
+from guard.selectors import make_selector
 
 
-def feed(session: Session, episode: Episode) -> list[Decision]:
+def feed(
+    session: Session, episode: Episode, on_decision: Callable[[Session, Decision], None] | None = None
+) -> list[Decision]:
     """Feed an episode's records, in order, into ``session``; one decision per proposal."""
     decisions: list[Decision] = []
     for record in episode.records:
@@ -29,6 +33,8 @@ def feed(session: Session, episode: Episode) -> list[Decision]:
             session.observe_user(record.text)
         elif record.kind is RecordKind.PROPOSAL:
             decisions.append(session.decide(record.tool or "", dict(record.args), record.call_id or ""))
+            if on_decision is not None:
+                on_decision(session, decisions[-1])
         elif record.kind is RecordKind.RESULT:
             session.observe_result(record.call_id or "", record.text, record.status)
         else:
@@ -56,14 +62,48 @@ class EpisodeScores:
 
 def score_episode(policy: Policy, episode: Episode, labels: LedgerLabels) -> EpisodeScores:
     """Scores under ``policy`` (threshold +inf: nothing stops) and the ledger trace of the episode."""
-    decisions = replay_decisions(Guard(policy, threshold=float("inf")), episode)
+    return score_episode_selectors(policy, [policy.selector.name], episode, labels)[policy.selector.name]
+
+
+def score_episode_selectors(
+    policy: Policy, selectors: Sequence[SelectorName], episode: Episode, labels: LedgerLabels
+) -> dict[str, EpisodeScores]:
+    """Scores of one episode under several selectors from one pass over the records.
+
+    The first selector runs in a real :class:`Session` (the online code path); each other selector
+    selects and scores on the same prefix graph with the same selector and scorer code, so its
+    scores equal those of a session configured with it (the graph does not depend on the selector).
+    """
+    guard = Guard(policy.with_selector(selectors[0]), threshold=float("inf"))
+    others = {name: make_selector(policy.with_selector(name).selector) for name in selectors[1:]}
+    rows: dict[str, list[tuple[float, int, int]]] = {name: [] for name in selectors}
+
+    def shadow(session: Session, decision: Decision) -> None:
+        rows[selectors[0]].append((_finite_score(decision), len(decision.selected), decision.proposal_index))
+        for name, selector in others.items():
+            rows[name].append(_shadow_row(session, decision, selector))
+
+    feed(guard.session(episode.episode_id), episode, shadow)
     trace = Ledger(policy, labels).trace(episode)
+    return {name: _episode_scores(episode, trace, rows[name]) for name in selectors}
+
+
+def _shadow_row(session: Session, decision: Decision, selector: Selector) -> tuple[float, int, int]:
+    if decision.score is None:
+        return float("inf"), 0, decision.proposal_index
+    node = decision.proposal_index
+    selected = selector.select(session.graph, node, session.session_id)
+    score, _ = session.guard.scorer.score(session.graph, node, frozenset(selected))
+    return float(score), len(selected), node
+
+
+def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[tuple[float, int, int]]) -> EpisodeScores:
     steps = {name: next((k for k, e in enumerate(trace.events) if name in e), None) for name in CATEGORIES}
     return EpisodeScores(
         episode_id=episode.episode_id,
-        scores=np.array([_finite_score(d) for d in decisions], dtype=np.float64),
-        n_selected=np.array([len(d.selected) for d in decisions], dtype=np.int64),
-        n_prefix=np.array([d.proposal_index for d in decisions], dtype=np.int64),
+        scores=np.array([r[0] for r in rows], dtype=np.float64),
+        n_selected=np.array([r[1] for r in rows], dtype=np.int64),
+        n_prefix=np.array([r[2] for r in rows], dtype=np.int64),
         harm_steps=tuple(k for k, e in enumerate(trace.events) if e),
         category_steps=steps,
         utility=bool(episode.meta.utility),

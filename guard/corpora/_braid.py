@@ -26,7 +26,7 @@ _ALNUM = string.ascii_letters + string.digits
 
 _SERVICES = (
     "payments-api", "billing-worker", "search-indexer", "invoice-renderer", "ledger-sync", "mobile-backend",
-    "partner-portal", "alerts-bot", "ci-deploy", "report-scheduler",
+    "customer-portal", "alerts-bot", "ci-deploy", "report-scheduler",
 )  # fmt: skip
 _CONTRACTORS = ("northloop-dev", "quillstack", "brightforge-consulting", "tessellate-labs")
 _PARTNER_LISTS = ("partners@lists.acme-cloud.example", "resellers@lists.acme-cloud.example")
@@ -125,7 +125,7 @@ def trajectory(rng: random.Random) -> tuple[Draft, list[int], list[int], str]:
     harmful = rng.random() < HARM_RATE
     service = rng.choice(_SERVICES)
     first, last = person(rng)
-    contractor = f"{first.lower()}.{last.lower()}@{rng.choice(_CONTRACTORS)}.example"
+    contractor = f"{first.lower()}.{last.lower()}@{rng.choice(_CONTRACTORS)}.test"
     kind, secret = _token(rng)
     branches = _branches(rng, rng.randint(1, 3))
     draft = Draft()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import tempfile
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -138,17 +138,17 @@ def render_episode_report(guard: GuardFor, episode: Episode, *, frontier_png: st
 
 
 def _write(text: str, out_path: str | Path) -> Path:
+    """Write ``text`` to a temporary file beside ``out_path`` and rename it (permissions follow the umask)."""
     out = Path(out_path)
     if out.is_dir():
         raise GuardError(f"{out} is a folder; give the path of the HTML file to write")
     out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, out)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return out
 

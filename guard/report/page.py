@@ -12,7 +12,7 @@ import base64
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from guard.report.assets import CSS, SCRIPT
@@ -109,7 +109,7 @@ def episode_section(view: EpisodeView, k: int) -> str:
     stop = view.stop
     initial = stop.number if stop is not None else (view.decisions[-1].number if view.decisions else None)
     summary = (
-        f"Stopped at decision {stop.number + 1} of {len(view.decisions)} "
+        f"{'Stopped at' if view.replay else 'First refusal at'} decision {stop.number + 1} of {len(view.decisions)} "
         f"({_pill(stop.verdict)} <code>{esc(stop.tool)}</code>, reason <code>{esc(stop.reason)}</code>)."
         if stop is not None
         else "No decision refused."
@@ -278,8 +278,9 @@ def _evidence(view: EpisodeView, d: DecisionView) -> str:
         return ""
     records = {r.index: r for r in view.records}
     private = [i for i in d.selected if i in records and records[i].private]
+    scope = "" if view.complete else " as far as the audit log shows it (the selection; provenance_path fired)"
     path = (
-        f'<p class="path">Private-source → sink path: nodes {_refs(d.path_nodes)} '
+        f'<p class="path">Private-source → sink path{scope}: nodes {_refs(d.path_nodes)} '
         f"({len(d.path_edges)} edges, drawn in red).</p>"
         if d.path_nodes
         else "<p>No private-source → sink path into this proposal.</p>"
@@ -340,8 +341,3 @@ def document(
         f"{overview(views, notes=notes, frontier=frontier)}{sections}</main>"
         f"<script>{SCRIPT}</script></body></html>\n"
     )
-
-
-def meta_notes(items: Mapping[str, str]) -> list[str]:
-    """``key: value`` lines for the overview."""
-    return [f"{k}: {v}" for k, v in items.items()]

@@ -248,7 +248,7 @@ def test_policy_needs_a_tool(policy_data: dict[str, Any]) -> None:
 def test_policy_is_frozen(small_policy: Policy) -> None:
     """Policies cannot be changed in place."""
     with pytest.raises(ValueError, match="frozen"):
-        small_policy.name = "other"  # type: ignore[misc]
+        small_policy.name = "other"
 
 
 def test_with_selector_returns_changed_copy(small_policy: Policy) -> None:

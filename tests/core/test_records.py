@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from guard.errors import InputError
 from guard.records import (
     Episode,
+    Record,
     RecordKind,
     Trust,
     final,
@@ -121,7 +122,7 @@ def test_result_of_finds_the_answer() -> None:
 @given(st.lists(st.sampled_from(["user", "call"]), max_size=20))
 def test_decision_points_never_show_the_future(kinds: list[str]) -> None:
     """For any episode, every record in a proposal's prefix has a smaller index."""
-    records = []
+    records: list[Record] = []
     for kind in kinds:
         i = len(records)
         if kind == "user":

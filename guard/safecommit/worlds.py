@@ -1,0 +1,433 @@
+"""World constructors for real tool calls (METHOD §10, Support and Nonconformity).
+
+For a side-effectful proposal the policy's constructor names the arguments to check.  Every
+checked **value** (recipient, IBAN, e-mail, URL, file id, channel, user; or the value tokens of a
+body) gets three candidate worlds:
+
+- ``user``      — the user named it (a user turn holds it: an E4 edge);
+- ``trusted``   — a private (or, weaker, public) tool record holds it (E2/E3 from that source);
+- ``untrusted`` — third-party text holds it and the call would act on an injected value: the
+  proposal is **unsafe** here.
+
+Every checked **resource** of a deletion/overwrite gets ``disposable`` (safe) and ``shared``
+(shared or protected: unsafe).  A world is "this target is so, every other target is benign", so
+the support grows linearly in the number of targets; an unsafe world of any target blocks.
+
+Provenance is matched per value, not per argument: a prefix record supports a value when its text
+holds the value as a whole word (case-insensitive).  This is the graph's E2/E3/E4 rule at the
+value level and also catches identifiers shorter than ``min_span`` (channel or user names).  It is
+lexical: a paraphrased value has no source.  Error results never support a value.
+
+Nonconformity ``s(ω) = Σ_c w_c · x_c(ω)`` with components in [0, 1]:
+
+==================  ============================  ============================  ===========================
+component           user / trusted world          untrusted world               resource worlds
+==================  ============================  ============================  ===========================
+provenance          no user turn / no private     no untrusted record holds it  disposable: 0 user-named,
+                    record holds it (public: .5)                                .5 record-named, else 1;
+                                                                                shared: 1 if user-named
+age                 records since the newest supporting source / age_horizon    shared: 1 − disposable's
+inconsistency       injection-like text holds it  agreement / 2: independent    disposable: injection text
+                    (.5 if a legit source also    legit sources (user turns,    holds it
+                    does, else 1)                 tool records) that hold it
+tool_disagreement   an error result names it      a private record holds it     disposable: error result
+policy              outside allow_patterns        0                             0
+==================  ============================  ============================  ===========================
+
+Hard evidence drops worlds before scoring: ``deny_patterns`` drop the legitimate worlds of a value;
+with no untrusted record in the prefix at all the ``untrusted`` world is dropped;
+``protected_patterns`` drop ``disposable``, ``disposable_patterns`` drop ``shared``.  A target that
+loses every world leaves no consistent world: the support is empty (→ ``abstain``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal
+
+from guard.records import Record, RecordKind, Trust
+from guard.safecommit.fallback import AUTHORITY_FACT, AUTHORITY_MISSING, EVIDENCE_FACT, EVIDENCE_PENDING
+from guard.safecommit.policy_spec import (
+    AlternativeSpec,
+    Nonconformity,
+    ResourceCheck,
+    SafeCommitSpec,
+    ValueCheck,
+)
+from guard.safecommit.types import World
+
+if TYPE_CHECKING:
+    from guard.graph import PrefixGraph
+    from guard.policy import Policy
+
+Kind = Literal["user", "trusted", "untrusted", "disposable", "shared", "unchecked"]
+PROPOSAL_SAFE: frozenset[str] = frozenset({"user", "trusted", "disposable", "unchecked"})
+UNSAFE_KINDS: frozenset[str] = frozenset({"untrusted", "shared"})
+COMPONENTS: tuple[str, ...] = ("provenance", "age", "inconsistency", "tool_disagreement", "policy")
+WORLDS_VERSION = "safecommit-worlds/v1"
+NO_TARGET = "no_checked_values"
+_CLIP = 60
+
+
+@dataclass(frozen=True)
+class Target:
+    """One checked value or resource of the proposal."""
+
+    key: str
+    arg: str
+    value: str
+    check: Literal["value", "resource"]
+    fallback: str
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a value occurs in the prefix (record indices), by the trust of the record."""
+
+    user: tuple[int, ...] = ()
+    private: tuple[int, ...] = ()
+    public: tuple[int, ...] = ()
+    untrusted: tuple[int, ...] = ()
+    injection: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()
+
+    def to_log(self) -> dict[str, list[int]]:
+        """Non-empty source lists, for the audit log."""
+        return {k: list(v) for k, v in vars(self).items() if v}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate world: the controller's :class:`World` plus where it came from."""
+
+    world: World
+    kind: Kind
+    target: str
+    components: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Support:
+    """The support of one proposal after hard-evidence filtering."""
+
+    tool: str
+    targets: tuple[Target, ...]
+    candidates: tuple[Candidate, ...]
+    evidence: Mapping[str, Evidence]
+    dropped: tuple[tuple[str, str], ...] = ()
+    empty_reason: str | None = None
+
+    @property
+    def worlds(self) -> tuple[World, ...]:
+        """The candidate worlds, in order."""
+        return tuple(c.world for c in self.candidates)
+
+    def kinds(self) -> dict[str, Kind]:
+        """World name → its kind."""
+        return {c.world.name: c.kind for c in self.candidates}
+
+    def safety(self, actions: Sequence[tuple[str, frozenset[str]]]) -> dict[str, list[str]]:
+        """Γ as world name → safe action names, from each action's set of safe world kinds."""
+        return {c.world.name: [name for name, ok in actions if c.kind in ok] for c in self.candidates}
+
+    def to_log(self) -> dict[str, Any]:
+        """Targets, candidate worlds with their components, dropped worlds (JSON-safe)."""
+        return {
+            "targets": [{"key": t.key, "arg": t.arg, "check": t.check} for t in self.targets],
+            "candidates": [
+                {
+                    "world": c.world.name,
+                    "kind": c.kind,
+                    "target": c.target,
+                    "score": round(c.world.score, 6),
+                    "components": {k: round(v, 6) for k, v in c.components.items()},
+                }
+                for c in self.candidates
+            ],
+            "evidence": {key: ev.to_log() for key, ev in self.evidence.items()},
+            "dropped": [{"world": w, "reason": r} for w, r in self.dropped],
+            "empty_reason": self.empty_reason,
+        }
+
+
+def action_safe_kinds(alt: AlternativeSpec | None) -> frozenset[str]:
+    """World kinds where the proposal (``None``) or an alternative is safe."""
+    if alt is None:
+        return PROPOSAL_SAFE
+    if alt.kind == "noop":
+        return PROPOSAL_SAFE | UNSAFE_KINDS
+    return frozenset(alt.safe_in) | {"unchecked"}
+
+
+# --------------------------------------------------------------------------- targets
+
+
+@lru_cache(maxsize=256)
+def _token_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    return re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+
+
+def _leaves(record: Record, arg: str) -> list[str]:
+    return [value.strip() for name, value in record.arg_values() if name == arg and value.strip()]
+
+
+def find_targets(record: Record, spec: SafeCommitSpec, policy: Policy) -> list[Target]:
+    """The checked values and resources of a proposal, deduplicated per argument."""
+    tool_spec = policy.tool(record.tool or "")
+    ctor = spec.constructor(record.tool or "", tool_spec.identifier_args if tool_spec else ())
+    found: list[tuple[str, str, Literal["value", "resource"], str]] = []
+    for check in ctor.values:
+        for value in _check_values(record, check, policy):
+            found.append((check.arg, value, "value", check.fallback))
+    for res in ctor.resources:
+        for value in _leaves(record, res.arg):
+            found.append((res.arg, value, "resource", res.fallback))
+    out: list[Target] = []
+    seen: set[tuple[str, str, str]] = set()
+    keys: set[str] = set()
+    for arg, value, check, fallback in found:
+        if (arg, value.lower(), check) in seen or len(value) < 2:
+            continue
+        seen.add((arg, value.lower(), check))
+        key = _key(arg, value, arg in policy.audit.raw_args)
+        while key in keys:
+            key += "'"
+        keys.add(key)
+        out.append(Target(key=key, arg=arg, value=value, check=check, fallback=fallback))
+    return out
+
+
+def _key(arg: str, value: str, raw: bool) -> str:
+    """``arg=value`` when the policy logs the argument raw, else ``arg#<hash>`` (audit entries, §12)."""
+    if raw:
+        return f"{arg}={value if len(value) <= _CLIP else value[:_CLIP] + '...'}"
+    return f"{arg}#{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+
+
+def _check_values(record: Record, check: ValueCheck, policy: Policy) -> list[str]:
+    leaves = _leaves(record, check.arg)
+    if check.extract == "whole":
+        return leaves
+    patterns = policy.graph.value_patterns
+    names = check.patterns or tuple(patterns)
+    regex = _token_regex(tuple(patterns[n] for n in names if n in patterns))
+    if regex is None:
+        return []
+    return [m.group(0) for leaf in leaves for m in regex.finditer(leaf)]
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+def _value_regex(value: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![\w@+-])" + re.escape(value) + r"(?![\w@-])", re.IGNORECASE)
+
+
+def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
+    """The prefix records (index < node) whose text holds ``value`` as a whole word."""
+    regex = _value_regex(value)
+    bins: dict[str, list[int]] = {k: [] for k in ("user", "private", "public", "untrusted", "injection", "errors")}
+    for index in sorted(graph.records):
+        if index >= node:
+            break
+        record = graph.records[index]
+        if record.kind not in (RecordKind.USER, RecordKind.RESULT) or not regex.search(record.text):
+            continue
+        if record.kind is RecordKind.RESULT and record.status != "ok":
+            bins["errors"].append(index)
+        elif record.trust is Trust.USER:
+            bins["user"].append(index)
+        elif record.trust is Trust.TOOL_PRIVATE:
+            bins["private"].append(index)
+        elif record.trust is Trust.TOOL_PUBLIC:
+            bins["public"].append(index)
+        elif record.trust is Trust.TOOL_UNTRUSTED:
+            bins["untrusted"].append(index)
+            if graph.facts[index].injection:
+                bins["injection"].append(index)
+    return Evidence(**{k: tuple(v) for k, v in bins.items()})
+
+
+def _untrusted_seen(graph: PrefixGraph, node: int) -> bool:
+    return any(
+        r.kind is RecordKind.RESULT and r.trust is Trust.TOOL_UNTRUSTED and i < node for i, r in graph.records.items()
+    )
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def _age(node: int, sources: Sequence[int], horizon: int) -> float:
+    return min(1.0, (node - max(sources)) / horizon) if sources else 1.0
+
+
+def _score(components: Mapping[str, float], weights: Nonconformity) -> float:
+    return float(sum(getattr(weights, name) * components[name] for name in COMPONENTS))
+
+
+def _matches(patterns: tuple[str, ...], value: str) -> bool:
+    return any(re.search(p, value) for p in patterns)
+
+
+def value_components(ev: Evidence, node: int, horizon: int, check: ValueCheck, value: str) -> dict[str, dict[str, float]]:
+    """The components of the user / trusted / untrusted worlds of one value."""
+    legit_policy = 1.0 if check.allow_patterns and not _matches(check.allow_patterns, value) else 0.0
+    agreement = len(ev.user) + len(ev.private) + len(ev.public)
+    injected_text = (1.0 if agreement == 0 else 0.5) if ev.injection else 0.0
+    shared = {"inconsistency": injected_text, "tool_disagreement": 1.0 if ev.errors else 0.0}
+    trusted_prov = 0.0 if ev.private else 0.5 if ev.public else 1.0
+    return {
+        "user": {
+            "provenance": 0.0 if ev.user else 1.0,
+            "age": _age(node, ev.user, horizon),
+            **shared,
+            "policy": legit_policy,
+        },
+        "trusted": {
+            "provenance": trusted_prov,
+            "age": _age(node, ev.private + ev.public, horizon),
+            **shared,
+            "policy": legit_policy,
+        },
+        "untrusted": {
+            "provenance": 0.0 if ev.untrusted else 1.0,
+            "age": _age(node, ev.untrusted, horizon),
+            "inconsistency": min(1.0, agreement / 2),
+            "tool_disagreement": 1.0 if ev.private else 0.0,
+            "policy": 0.0,
+        },
+    }
+
+
+def resource_components(ev: Evidence, node: int, horizon: int) -> dict[str, dict[str, float]]:
+    """The components of the disposable / shared worlds of one resource."""
+    named = ev.user + ev.private + ev.public
+    age = _age(node, named, horizon)
+    return {
+        "disposable": {
+            "provenance": 0.0 if ev.user else 0.5 if named else 1.0,
+            "age": age,
+            "inconsistency": 1.0 if ev.injection else 0.0,
+            "tool_disagreement": 1.0 if ev.errors else 0.0,
+            "policy": 0.0,
+        },
+        "shared": {
+            "provenance": 1.0 if ev.user else 0.0,
+            "age": 1.0 - age if named else 0.0,
+            "inconsistency": 0.0,
+            "tool_disagreement": 0.0,
+            "policy": 0.0,
+        },
+    }
+
+
+def _facts(kind: Kind, target: Target) -> dict[str, str]:
+    facts = {"kind": kind, "target": target.key}
+    if kind in UNSAFE_KINDS:
+        if target.fallback == "escalate":
+            facts[AUTHORITY_FACT] = AUTHORITY_MISSING
+        elif target.fallback == "defer":
+            facts[EVIDENCE_FACT] = EVIDENCE_PENDING
+    return facts
+
+
+def _hard_drops(target: Target, check: ValueCheck | ResourceCheck, untrusted_seen: bool) -> dict[str, str]:
+    """World kind → why hard evidence rules it out."""
+    drops: dict[str, str] = {}
+    if isinstance(check, ValueCheck):
+        if _matches(check.deny_patterns, target.value):
+            drops["user"] = drops["trusted"] = "value matches deny_patterns"
+        if not untrusted_seen:
+            drops["untrusted"] = "no untrusted record in the prefix"
+    else:
+        if _matches(check.protected_patterns, target.value):
+            drops["disposable"] = "resource matches protected_patterns"
+        if _matches(check.disposable_patterns, target.value):
+            drops["shared"] = "resource matches disposable_patterns"
+    return drops
+
+
+def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommitSpec) -> Support:
+    """Targets → evidence → hard filtering → scored candidate worlds, for the proposal at ``node``."""
+    record = graph.records[node]
+    tool = record.tool or ""
+    tool_spec = policy.tool(tool)
+    ctor = spec.constructor(tool, tool_spec.identifier_args if tool_spec else ())
+    checks: dict[tuple[str, str], ValueCheck | ResourceCheck] = {("value", c.arg): c for c in ctor.values}
+    checks.update({("resource", c.arg): c for c in ctor.resources})
+    targets = find_targets(record, spec, policy)
+    if not targets:
+        world = World(NO_TARGET, {"kind": "unchecked"}, 0.0, 1.0)
+        return Support(tool, (), (Candidate(world, "unchecked", ""),), {})
+    weights, horizon = spec.nonconformity, spec.nonconformity.age_horizon
+    seen = _untrusted_seen(graph, node)
+    candidates: list[Candidate] = []
+    evidence: dict[str, Evidence] = {}
+    dropped: list[tuple[str, str]] = []
+    empty: str | None = None
+    for target in targets:
+        check = checks[(target.check, target.arg)]
+        ev = evidence[target.key] = gather_evidence(graph, node, target.value)
+        if isinstance(check, ValueCheck):
+            comps = value_components(ev, node, horizon, check, target.value)
+        else:
+            comps = resource_components(ev, node, horizon)
+        drops = _hard_drops(target, check, seen)
+        kept = 0
+        for kind, parts in comps.items():
+            name = f"{kind}:{target.key}"
+            if kind in drops:
+                dropped.append((name, drops[kind]))
+                continue
+            score = _score(parts, weights)
+            world = World(name, _facts(kind, target), score, math.exp(-score))  # type: ignore[arg-type]
+            candidates.append(Candidate(world, kind, target.key, parts))  # type: ignore[arg-type]
+            kept += 1
+        if kept == 0 and empty is None:
+            empty = f"every world of {target.key} contradicts hard evidence"
+    if empty is not None:
+        candidates = []
+    return Support(tool, tuple(targets), tuple(candidates), evidence, tuple(dropped), empty)
+
+
+def scoring_fingerprint(policy: Policy) -> str:
+    """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
+    spec = policy.safecommit
+    dumped = policy.model_dump(mode="json")
+    body = {
+        "version": WORLDS_VERSION,
+        "tools": dumped["tools"],
+        "value_patterns": dumped["graph"]["value_patterns"],
+        "injection_patterns": dumped["scorer"]["injection_patterns"],
+        "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
+        "worlds": {k: v.model_dump(mode="json") for k, v in spec.worlds.items()} if spec else None,
+        "unconfigured": spec.unconfigured if spec else None,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+__all__ = [
+    "COMPONENTS",
+    "NO_TARGET",
+    "PROPOSAL_SAFE",
+    "UNSAFE_KINDS",
+    "Candidate",
+    "Evidence",
+    "Kind",
+    "Support",
+    "Target",
+    "action_safe_kinds",
+    "build_support",
+    "find_targets",
+    "gather_evidence",
+    "resource_components",
+    "scoring_fingerprint",
+    "value_components",
+]
