@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import sys
 from ast import literal_eval
 from collections import deque
@@ -81,7 +82,11 @@ def _content_text(content: Any) -> str:
         return ""
     if isinstance(content, str):
         return content
-    parts = [b.get("content", b.get("text")) or "" for b in content if isinstance(b, Mapping) and b.get("type", "text") == "text"]
+    parts = [
+        b.get("content", b.get("text")) or ""
+        for b in content
+        if isinstance(b, Mapping) and b.get("type", "text") == "text"
+    ]
     return "\n".join(parts)
 
 
@@ -94,7 +99,14 @@ def _result_text(message: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _refusal_text(decision: Decision) -> str:
-    return f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). {decision.message}"
+    """What the agent is told about a refused call (with SafeCommit's certified replacement, if any)."""
+    verdict, reason = decision.verdict.value, decision.reason.value
+    text = f"carbguard did not run `{decision.tool}` ({verdict}: {reason}). {decision.message}"
+    replacement = (decision.safecommit or {}).get("replacement")
+    if isinstance(replacement, Mapping) and replacement.get("tool"):
+        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
+        text += f" Suggested instead: {replacement['tool']}({args})."
+    return text
 
 
 # --------------------------------------------------------------------------- the pipeline element
@@ -110,7 +122,7 @@ class GuardedRun:
     used: set[str] = field(default_factory=set)
     pending: list[str] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
-    probed: bool = False
+    first_probe: int | None = None
     aborted: bool = False
     skipped: list[str] = field(default_factory=list)
     messages: list[Any] | None = None
@@ -156,13 +168,13 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         self.runs: deque[GuardedRun] = deque(maxlen=keep_runs)
         self._count = 0
 
-    def query(  # noqa: B006 - AgentDojo's signature; the defaults are never mutated
+    def query(
         self,
         query: str,
         runtime: FunctionsRuntime,
         env: Any = _EMPTY_ENV,
-        messages: Sequence[Any] = [],
-        extra_args: dict[str, Any] = {},
+        messages: Sequence[Any] = (),
+        extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
         """Feed new messages, decide the newest turn's calls, and refuse what the guard refuses."""
         if not messages:
@@ -176,23 +188,10 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             return query, runtime, env, messages, extra_args
         calls = self._resolve(run, end, last["tool_calls"])
         run.position = end + 1
-        decided: list[tuple[Any, Decision]] = []
-        for call in calls:
-            decision = self._settle(run, call, runtime, env)
-            run.decisions.append(decision)
-            decided.append((call, decision))
-            if not decision.allowed and self.mode == "abort":
-                break
+        decided = self._decide_turn(run, calls, runtime, env)
         if all(d.allowed for _, d in decided):
             return query, runtime, env, [*messages[:-1], {**last, "tool_calls": calls}], extra_args
-        allowed = [c for c, d in decided if d.allowed]
-        head = [*messages[:-1], {**last, "tool_calls": allowed}]
-        results: dict[Any, Any] = {}
-        if allowed:
-            _, runtime, env, executed, _ = self.executor.query(query, runtime, env, head, extra_args)
-            results = {m.get("tool_call_id"): m for m in executed[len(head) :]}
-        tail = [results.get(c.id) or self._refusal(c, d) for c, d in decided]
-        out = [*head, *tail]
+        env, out = self._answer_refusals(query, runtime, env, messages, decided, extra_args)
         if self.mode == "abort":
             refusal = next(d for _, d in decided if not d.allowed)
             run.aborted = True
@@ -200,6 +199,37 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             run.messages = list(error.messages)
             raise error
         return query, runtime, env, out, extra_args
+
+    def _decide_turn(
+        self, run: GuardedRun, calls: list[Any], runtime: FunctionsRuntime, env: Any
+    ) -> list[tuple[Any, Decision]]:
+        """Decide the turn's calls in order (``abort`` stops at the first refusal)."""
+        decided = []
+        for call in calls:
+            decision = self._settle(run, call, runtime, env)
+            run.decisions.append(decision)
+            decided.append((call, decision))
+            if not decision.allowed and self.mode == "abort":
+                break
+        return decided
+
+    def _answer_refusals(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any,
+        messages: Sequence[Any],
+        decided: list[tuple[Any, Decision]],
+        extra_args: dict[str, Any],
+    ) -> tuple[Any, list[Any]]:
+        """Keep only the allowed calls in the turn, run them, and answer every decided call in order."""
+        allowed = [c for c, d in decided if d.allowed]
+        head = [*messages[:-1], {**messages[-1], "tool_calls": allowed}]
+        results: dict[Any, Any] = {}
+        if allowed:
+            _, _, env, executed, _ = self.executor.query(query, runtime, env, head, extra_args)
+            results = {m.get("tool_call_id"): m for m in executed[len(head) :]}
+        return env, [*head, *(results.get(c.id) or self._refusal(c, d) for c, d in decided)]
 
     # ------------------------------------------------------------------ runs and the message feed
 
@@ -265,7 +295,8 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         for _ in range(self.max_probe_rounds):
             if decision.verdict is not Verdict.PROBE:
                 break
-            run.probed = True
+            if run.first_probe is None:
+                run.first_probe = len(run.decisions)
             ran = sum(self._probe(run, probe, runtime, env) for probe in decision.probes)
             decision = session.decide(call.function, dict(call.args), call.id)
             if ran == 0:
@@ -364,20 +395,24 @@ class ReplayLLM(BasePipelineElement):  # type: ignore[misc]
         self.turns = _assistant_turns(source)
         self._cursor = 0
 
-    def query(  # noqa: B006 - AgentDojo's signature; the defaults are never mutated
+    def query(
         self,
         query: str,
         runtime: FunctionsRuntime,
         env: Any = _EMPTY_ENV,
-        messages: Sequence[Any] = [],
-        extra_args: dict[str, Any] = {},
+        messages: Sequence[Any] = (),
+        extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
         """Append the next logged assistant turn."""
         if not any(m.get("role") == "assistant" for m in messages):
             self._cursor = 0
-        turn = self.turns[self._cursor] if self._cursor < len(self.turns) else {"content": "", "tool_calls": []}
+        turn: dict[str, Any] = (
+            self.turns[self._cursor] if self._cursor < len(self.turns) else {"content": "", "tool_calls": []}
+        )
         self._cursor += 1
-        calls = [FunctionCall(function=c["function"], args=copy.deepcopy(c["args"]), id=c["id"]) for c in turn["tool_calls"]]
+        calls = [
+            FunctionCall(function=c["function"], args=copy.deepcopy(c["args"]), id=c["id"]) for c in turn["tool_calls"]
+        ]
         content = turn["content"]
         if content is None and not calls:
             content = ""  # a final answer must not be None, or AgentDojo re-runs the task
@@ -395,8 +430,13 @@ class _Recorder(BasePipelineElement):  # type: ignore[misc]
     def __init__(self) -> None:
         self.messages: list[Any] | None = None
 
-    def query(  # noqa: B006 - AgentDojo's signature
-        self, query: str, runtime: FunctionsRuntime, env: Any = _EMPTY_ENV, messages: Sequence[Any] = [], extra_args: dict[str, Any] = {}
+    def query(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any = _EMPTY_ENV,
+        messages: Sequence[Any] = (),
+        extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
         self.messages = list(messages)
         return query, runtime, env, messages, extra_args
@@ -441,11 +481,16 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
                 }
             )
             continue
-        item = {"role": role, "content": _content_text(message.get("content")) if message.get("content") is not None else None}
+        item = {
+            "role": role,
+            "content": _content_text(message.get("content")) if message.get("content") is not None else None,
+        }
         if role == "assistant":
             calls = [_dump_call(c) for c in message.get("tool_calls") or []]
             by_id = {c["id"]: c for c in calls}
-            answered = [_dump_call(t["tool_call"]) for t in _followers(messages, position) if t.get("tool_call") is not None]
+            answered = [
+                _dump_call(t["tool_call"]) for t in _followers(messages, position) if t.get("tool_call") is not None
+            ]
             if any(c["id"] not in by_id for c in answered):
                 seen = {c["id"] for c in answered}
                 calls = [by_id.get(c["id"], c) for c in answered] + [c for c in calls if c["id"] not in seen]
@@ -455,13 +500,19 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def offline_episode(
-    messages: Sequence[Any], *, episode_id: str, suite: str, user_task: str, injection_task: str | None, attack: str | None
+    messages: Sequence[Any],
+    *,
+    episode_id: str,
+    suite: str,
+    user_task: str,
+    injection_task: str | None,
+    attack: str | None,
 ) -> Episode:
     """The offline :class:`Episode` of a re-run transcript, built by the corpus loader (the replay path)."""
     from guard.corpora._agentdojo_format import FormatError, RunFile, parse_run
     from guard.corpora.agentdojo import build_episode
 
-    data = {
+    data: dict[str, Any] = {
         "suite_name": suite,
         "user_task_id": user_task,
         "injection_task_id": injection_task,
@@ -517,15 +568,18 @@ def compatible_versions(episode: Episode) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _choose_versions(episodes: Sequence[Episode]) -> dict[str, str]:
-    """One version per episode: the oldest one consistent with all episodes of the same model."""
-    per = {e.episode_id: compatible_versions(e) for e in episodes}
+def _choose_versions(episodes: Sequence[Episode], declared: Mapping[str, str] | None = None) -> dict[str, str]:
+    """One version per episode: the declared one, else the oldest consistent with all episodes of its model."""
+    declared = declared or {}
+    per = {e.episode_id: compatible_versions(e) for e in episodes if e.episode_id not in declared}
     by_model: dict[str, set[str]] = {}
     for e in episodes:
-        if per[e.episode_id]:
+        if per.get(e.episode_id):
             by_model.setdefault(e.meta.model, set(VERSIONS)).intersection_update(per[e.episode_id])
-    chosen = {}
+    chosen = dict(declared)
     for e in episodes:
+        if e.episode_id in declared:
+            continue
         shared = [v for v in VERSIONS if v in by_model.get(e.meta.model, set())]
         own = per[e.episode_id]
         if not own:
@@ -580,6 +634,7 @@ class EpisodeOutcome:
     compared: int = 0
     equal: int = 0
     note: str = ""
+    messages: tuple[Any, ...] = field(default=(), repr=False)
 
 
 def _same(a: Decision, b: Decision) -> bool:
@@ -599,7 +654,9 @@ def rerun_episode(
     meta = episode.meta
     suite = get_suite(version, meta.suite)
     user_task = _task(suite, meta.user_task)
-    injection_task = suite.get_injection_task_by_id(meta.injection_task) if meta.attack and meta.injection_task else None
+    injection_task = (
+        suite.get_injection_task_by_id(meta.injection_task) if meta.attack and meta.injection_task else None
+    )
     replay, recorder = ReplayLLM(episode), _Recorder()
     element = GuardElement(guard, mode, session_id=episode.episode_id) if guard is not None else None
     loop = ToolsExecutionLoop([*([element] if element else []), ToolsExecutor(), replay], max_iters=max_iters)
@@ -607,24 +664,26 @@ def rerun_episode(
     pipeline.name = "carbguard-replay"
     utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection_task, _injections(episode, version))
     outcome = EpisodeOutcome(episode.episode_id, version, injection_task is not None, bool(utility), bool(security))
-    if element is None or not element.runs:
-        return outcome
+    if guard is None or element is None or not element.runs:
+        return dataclasses.replace(outcome, messages=tuple(recorder.messages or ()))
     run = element.runs[-1]
-    online = tuple(run.decisions)
-    outcome = dataclasses.replace(outcome, decisions=online)
-    if run.probed:
-        return dataclasses.replace(outcome, note="probes ran online; a replay of the log cannot run them (METHOD §11)")
-    return _compare(outcome, run, recorder, episode, offline_guard or guard)
+    messages = run.messages if run.aborted and run.messages is not None else recorder.messages or []
+    outcome = dataclasses.replace(outcome, decisions=tuple(run.decisions), messages=tuple(messages))
+    return _compare(outcome, run, episode, offline_guard or guard)
 
 
-def _compare(outcome: EpisodeOutcome, run: GuardedRun, recorder: _Recorder, episode: Episode, guard: Guard) -> EpisodeOutcome:
+def _compare(outcome: EpisodeOutcome, run: GuardedRun, episode: Episode, guard: Guard) -> EpisodeOutcome:
+    """Replay the re-run's transcript offline and compare decision by decision.
+
+    Once a probe ran online, later decisions see probe records that a replay of the transcript
+    cannot have (METHOD §11): only the decisions before the first probed proposal are compared.
+    """
     from guard.calibration.replay import replay_decisions
 
     meta = episode.meta
-    messages = run.messages if run.aborted and run.messages is not None else recorder.messages or []
     try:
         offline_ep = offline_episode(
-            messages,
+            outcome.messages,
             episode_id=run.session.session_id,
             suite=meta.suite,
             user_task=meta.user_task,
@@ -634,30 +693,63 @@ def _compare(outcome: EpisodeOutcome, run: GuardedRun, recorder: _Recorder, epis
         offline = tuple(replay_decisions(guard, offline_ep))
     except Exception as exc:  # noqa: BLE001 - a replay that cannot run is a disagreement, reported
         n = len(outcome.decisions)
-        return dataclasses.replace(outcome, compared=n, equal=0, note=f"offline replay failed: {type(exc).__name__}: {exc}")
+        return dataclasses.replace(
+            outcome, compared=n, equal=0, note=f"offline replay failed: {type(exc).__name__}: {exc}"
+        )
+    online = outcome.decisions
+    notes = []
+    if run.first_probe is not None:
+        online = online[: run.first_probe]
+        notes.append(f"probes ran online at proposal {run.first_probe}: later decisions not comparable (METHOD §11)")
     # Proposals of a turn the step limit cut off are in the transcript but were never gated online;
     # every online decision must have its offline twin at the same position.
-    equal = sum(_same(a, b) for a, b in zip(outcome.decisions, offline, strict=False))
-    extra = len(offline) - len(outcome.decisions)
-    note = f"{extra} proposal(s) after the step limit were never gated online" if extra > 0 else ""
-    return dataclasses.replace(outcome, offline=offline, compared=len(outcome.decisions), equal=equal, note=note)
+    equal = sum(_same(a, b) for a, b in zip(online, offline, strict=False))
+    if len(offline) > len(outcome.decisions):
+        notes.append(
+            f"{len(offline) - len(outcome.decisions)} proposal(s) after the step limit were never gated online"
+        )
+    note = "; ".join(notes)
+    return dataclasses.replace(outcome, offline=offline, compared=len(online), equal=equal, note=note)
 
 
-def _episodes_of(runs_or_report: Any, suite: str) -> list[Episode]:
+def _episodes_of(runs_or_report: Any, suite: str) -> tuple[list[Episode], dict[str, str]]:
+    """The suite's user-task episodes, and the benchmark versions that run files declare."""
+    declared: dict[str, str] = {}
     if isinstance(runs_or_report, str | Path):
         from guard.corpora.agentdojo import load_runs
 
-        runs_or_report = load_runs(runs_or_report, suites=[suite])
+        root = Path(runs_or_report)
+        runs_or_report = load_runs(root, suites=[suite])
+        declared = _declared_versions(root, runs_or_report.episodes)
     episodes = getattr(runs_or_report, "episodes", runs_or_report)
     if not isinstance(episodes, Iterable):
-        raise CorpusError(f"run_suite: expected a runs folder, a LoadReport or episodes, got {type(runs_or_report).__name__}")
+        raise CorpusError(
+            f"run_suite: expected a runs folder, a LoadReport or episodes, got {type(runs_or_report).__name__}"
+        )
     chosen = []
     for episode in episodes:
         if not isinstance(episode, Episode):
             raise CorpusError(f"run_suite: expected Episode objects, got {type(episode).__name__}")
         if episode.meta.suite == suite and not episode.meta.user_task.startswith("injection_task_"):
             chosen.append(episode)
-    return chosen
+    return chosen, declared
+
+
+def _declared_versions(root: Path, episodes: Iterable[Episode]) -> dict[str, str]:
+    """``benchmark_version`` of the run files that carry one (v1.2.x runs; v1 runs have none)."""
+    found = {}
+    for episode in episodes:
+        candidates = [root / episode.meta.source, root.parent / episode.meta.source]
+        path = next((p for p in candidates if p.is_file()), None)
+        if path is None:
+            continue
+        try:
+            version = json.loads(path.read_text(encoding="utf-8")).get("benchmark_version")
+        except (OSError, ValueError):
+            continue
+        if isinstance(version, str) and version in VERSIONS:
+            found[episode.episode_id] = version
+    return found
 
 
 def _rates(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float]:
@@ -692,8 +784,9 @@ def run_suite(
         raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
     if version is not None and version not in VERSIONS:
         raise ValueError(f"unknown AgentDojo benchmark version {version!r}; known: {', '.join(VERSIONS)}")
-    episodes = _episodes_of(runs_or_report, suite)[: limit if limit is not None else None]
-    versions = {e.episode_id: version for e in episodes} if version else _choose_versions(episodes)
+    episodes, declared = _episodes_of(runs_or_report, suite)
+    episodes = episodes[: limit if limit is not None else None]
+    versions = {e.episode_id: version for e in episodes} if version else _choose_versions(episodes, declared)
     pairs = []
     for count, episode in enumerate(episodes, start=1):
         ver = versions[episode.episode_id]

@@ -29,15 +29,16 @@ only call ``decide``/``adecide`` and the tool.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, NotRequired, TypeAlias
 
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict  # pydantic needs typing_extensions.TypedDict before Python 3.12
 
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import InputError
@@ -105,11 +106,16 @@ def thread_session_key(config: Mapping[str, Any]) -> str | None:
 
 
 def refusal_text(decision: Decision) -> str:
-    """What the model is told when the guard does not run a call."""
-    return (
+    """What the model is told when the guard does not run a call (with SafeCommit's certified replacement)."""
+    text = (
         f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
         f"{decision.message}"
     )
+    replacement = (decision.safecommit or {}).get("replacement")
+    if isinstance(replacement, Mapping) and replacement.get("tool"):
+        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
+        text += f" Suggested instead: {replacement['tool']}({args})."
+    return text
 
 
 # --------------------------------------------------------------------------- the shared core
@@ -267,8 +273,12 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
                 decision = yield _Decide(bad.get("name") or "", bad.get("args"), call_id)
                 tracker.decided.setdefault(call_id, decision)
                 if call_id:
-                    text = f"{refusal_text(decision)} Parser error: {bad.get('error') or 'arguments are not valid JSON'}"
-                    refusals.append(ToolMessage(content=text, name=bad.get("name"), tool_call_id=call_id, status="error"))
+                    text = (
+                        f"{refusal_text(decision)} Parser error: {bad.get('error') or 'arguments are not valid JSON'}"
+                    )
+                    refusals.append(
+                        ToolMessage(content=text, name=bad.get("name"), tool_call_id=call_id, status="error")
+                    )
     return refusals
 
 
@@ -369,7 +379,9 @@ class GuardToolWrapper:
             refusals = _drive_sync(_feed(tracker, messages), tracker.session, _no_execute)
         return tracker, refusals
 
-    async def async_sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[_Tracker, list[ToolMessage]]:
+    async def async_sync(
+        self, config: Mapping[str, Any], messages: Sequence[Any]
+    ) -> tuple[_Tracker, list[ToolMessage]]:
         """Feed the unseen messages of a run into its session (async)."""
         tracker = self._tracker(self.key_for(config, messages))
         async with tracker.alock:
@@ -453,7 +465,7 @@ async def _no_execute_async(payload: Any) -> Any:
 # --------------------------------------------------------------------------- create_agent middleware
 
 
-class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,valid-type]
+class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
     """``AgentMiddleware`` for ``create_agent``: every tool call goes through the guard.
 
     ``after_model`` decides the new turn's tool calls in the order the model wrote them and answers
@@ -509,12 +521,14 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
         from langgraph.prebuilt import ToolNode
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(f"guard_tool_node needs langgraph: {_HINT}") from exc
-    own = {k: options.pop(k) for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key") if k in options}
+    own = {
+        k: options.pop(k) for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key") if k in options
+    }
     wrapper = GuardToolWrapper(guard, **own)
     if "messages_key" in own:
         options["messages_key"] = own["messages_key"]
     node = ToolNode(tools, wrap_tool_call=wrapper.wrap_tool_call, awrap_tool_call=wrapper.awrap_tool_call, **options)
-    node.guard_wrapper = wrapper
+    node.guard_wrapper = wrapper  # type: ignore[attr-defined]
     return node
 
 
@@ -557,7 +571,9 @@ class GuardedTool(BaseTool):
             return tool, {"name": probe.tool, "args": dict(probe.args), "id": probe.call_id, "type": "tool_call"}
 
         session: Session = self.session
-        decision = yield from _settle(session, decision, (name, args, call_id), probe_payload, self.max_probe_rounds, skipped)
+        decision = yield from _settle(
+            session, decision, (name, args, call_id), probe_payload, self.max_probe_rounds, skipped
+        )
         if not decision.allowed:
             return decision, None
         out = yield _Execute((self.inner, call))

@@ -318,14 +318,12 @@ class Timing:
     selected: list[tuple[int, int]] = field(default_factory=list)
 
 
-def time_session(guard: Guard, episode: Episode) -> Timing:
+def time_session(guard: Guard, episode: Episode, clock: Callable[[], int] = time.perf_counter_ns) -> Timing:
     """Feed ``episode`` through a fresh session; one sample per decision (observe since last + decide)."""
     steps = [(r.kind, r.text, r.tool or "", json.loads(r.args_json()), r.call_id or "", r.status) for r in episode.records]
     out = Timing()
     session = guard.session(episode.episode_id)
-    clock = time.perf_counter_ns
     since = 0
-    gc.collect()
     for index, (kind, text, tool, args, call_id, status) in enumerate(steps):
         start = clock()
         if kind is RecordKind.PROPOSAL:
@@ -352,7 +350,6 @@ def time_rebuild(policy: Policy, episode: Episode, indices: Sequence[int]) -> li
     out = []
     for index in indices:
         records = episode.records[: index + 1]
-        gc.collect()
         start = time.perf_counter_ns()
         graph = build_graph(policy, records)
         selected = gcarb_select(graph, index)
@@ -402,6 +399,7 @@ def run(quick: bool = False, t_values: Sequence[int] = T_VALUES, progress: bool 
         episodes = [make_episode(t, seed, policy) for seed in range(plan.episodes[t])]
         start = window(t)
         counts: dict[str, int] = {}
+        gc.collect()
         for method, guard in guards.items():
             began = time.perf_counter()
             timings = [time_session(guard, ep) for ep in episodes]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from guard.adapters.langchain import GuardMiddleware
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -22,7 +23,6 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from guard import Guard, load_policy
-from guard.adapters.langchain import GuardMiddleware
 
 POLICY = Path(__file__).resolve().parent.parent / "policies" / "examples" / "mail_agent.yaml"
 
@@ -65,7 +65,9 @@ class ScriptedChatModel(FakeMessagesListChatModel):
         """The script already names the tools."""
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         turn = sum(isinstance(m, AIMessage) for m in messages)
         reply = self.responses[min(turn, len(self.responses) - 1)].model_copy(update={"id": None})
         return ChatResult(generations=[ChatGeneration(message=reply)])
@@ -83,7 +85,11 @@ def script() -> list[BaseMessage]:
         AIMessage(
             content="",
             tool_calls=[
-                call("save_draft", {"subject": "Re: compliance check", "body": "Thanks, we will get back to you."}, "call_3"),
+                call(
+                    "save_draft",
+                    {"subject": "Re: compliance check", "body": "Thanks, we will get back to you."},
+                    "call_3",
+                ),
                 call("send_email", {"to": "compliance@audit-desk.net", "subject": "Record", "body": RECORD}, "call_4"),
             ],
         ),

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from guard import cli_more
 from guard.errors import GuardError
 
 SCOPE = (
@@ -70,24 +71,33 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from guard.calibration import crc
-    from guard.calibration.evaluate import DEFAULT_ALPHAS
-    from guard.calibration.jobs import evaluate, load_corpus
+    from guard.calibration.evaluate import DEFAULT_ALPHAS, format_summary
+    from guard.calibration.jobs import EACH, evaluate, load_corpus
 
     alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS
     for alpha in alphas:
         crc.alpha_fraction(alpha)
     if args.permutations < 1:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
-    corpus = load_corpus(args.runs, args.corpus, progress=not args.json)
-    result = evaluate(corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json)
+    names = [args.corpus] if (args.runs or args.corpus) else list(EACH)
+    results = []
+    for name in names:
+        corpus = load_corpus(args.runs, name, progress=not args.json)
+        result = evaluate(corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json)
+        results.append(result)
+        if not args.json:
+            _print_evaluation(result)
     if args.plot:
         from guard.reports import frontier_plot
 
-        frontier_plot(result, args.plot)
+        frontier_plot(results[-1], args.plot)
     if args.json:
-        print(json.dumps(result, indent=1))
-    else:
-        _print_evaluation(result)
+        print(json.dumps(results[0] if len(results) == 1 else {"corpora": results}, indent=1))
+    elif len(results) > 1:
+        print("\nSummary (G-CARB = carb_gcarb; hfree ratio = harm-free success / no-guard harm-free success)")
+        print(format_summary(results))
+    if not args.json:
+        print(SCOPE)
     return 0
 
 
@@ -98,8 +108,7 @@ def _print_evaluation(result: dict[str, Any]) -> None:
           f"({result['n_dropped']} dropped, {result['n_excluded_injection_goal_runs']} injection-goal runs excluded), "
           f"{result['permutations']} permutations, 50/50 splits")
     print(format_rows(result["results"]))
-    print(f"scoring {result['seconds']['scoring']:.1f}s, calibration {result['seconds']['calibration']:.1f}s")
-    print(SCOPE)
+    print(f"scoring {result['seconds']['scoring']:.1f}s, calibration {result['seconds']['calibration']:.1f}s\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_audit(sub)
     _add_calibrate(sub)
     _add_evaluate(sub)
+    cli_more.add_report(sub)
+    cli_more.add_bench(sub)
     return parser
 
 
@@ -133,7 +144,7 @@ def _add_audit(sub: Any) -> None:
 def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
-    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (default)")
+    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
 
 
 def _add_calibrate(sub: Any) -> None:
@@ -149,8 +160,12 @@ def _add_calibrate(sub: Any) -> None:
 
 
 def _add_evaluate(sub: Any) -> None:
-    ev = sub.add_parser("evaluate", help="the replay protocol: permutations, 50/50 splits, all methods",
-                        epilog=SCOPE)
+    ev = sub.add_parser(
+        "evaluate",
+        help="the replay protocol: permutations, 50/50 splits, all methods "
+        "(default: each embedded model, then all pooled)",
+        epilog=SCOPE,
+    )
     _add_corpus_args(ev)
     ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .025 .05 .10 .15 .20")
     ev.add_argument("--permutations", type=int, default=200)

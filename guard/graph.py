@@ -107,6 +107,7 @@ class PrefixGraph:
         self.records: dict[int, Record] = {}
         self.index = ValueIndex(policy.graph.value_patterns.values(), policy.graph.min_span)
         self._calls: dict[str, int] = {}
+        self._newest = -1
         self._injection = [re.compile(p) for p in policy.scorer.injection_patterns]
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
 
@@ -117,10 +118,11 @@ class PrefixGraph:
         """Add ``record`` and the edges into it; earlier nodes are never touched."""
         if record.index in self.records:
             raise ValueError(f"record index {record.index} is already in the graph")
-        if self.records and record.index < max(self.records):
+        if self.records and record.index < self._newest:
             raise ValueError(f"record index {record.index} is older than the graph's newest record")
         text = record_text(record)
         self.records[record.index] = record
+        self._newest = record.index
         self.facts[record.index] = self._facts(record, text)
         self.graph.add_node(record.index)
         for source, etype, arg in self._incoming(record):

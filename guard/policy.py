@@ -155,7 +155,10 @@ class ScorerSpec(_Strict):
     injection_patterns: tuple[str, ...] = DEFAULT_INJECTION_PATTERNS
     canary_patterns: tuple[str, ...] = ()
     injection_window: int = Field(
-        default=1000, ge=0, le=100_000, description="Characters after an injection-pattern match that count as injected."
+        default=1000,
+        ge=0,
+        le=100_000,
+        description="Characters after an injection-pattern match that count as injected.",
     )
     scope: Literal["all", "actions"] = Field(
         default="all",

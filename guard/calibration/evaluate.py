@@ -190,3 +190,29 @@ def format_rows(rows: Iterable[dict[str, Any]]) -> str:
 def isfinite_or_none(value: float) -> float | None:
     """JSON-safe float."""
     return value if math.isfinite(value) else None
+
+
+def _row(result: dict[str, Any], method: str, alpha: float | None) -> dict[str, Any]:
+    return next(r for r in result["results"] if r["method"] == method and r["alpha"] == alpha)
+
+
+def format_summary(results: Sequence[dict[str, Any]], alphas: Sequence[float] = (0.05, 0.10)) -> str:
+    """One line per corpus and α: G-CARB against no guard, full-prefix and step CRC."""
+    head = (
+        f"{'corpus':<36}{'n':>6}{'alpha':>7}{'noguard':>9}{'gcarb':>7}{'stepcrc':>8}"
+        f"{'hfree':>7}{'ratio':>7}{'auto':>7}{'auto_fp':>8}{'ctxred':>8}"
+    )
+    lines = [head, "-" * len(head)]
+    for result in results:
+        none = _row(result, "no_guard", None)
+        for alpha in alphas:
+            g = _row(result, "carb_gcarb", alpha)
+            fp = _row(result, "carb_full_prefix", alpha)
+            st = _row(result, "step_crc", alpha)
+            ratio = g["harm_free_success"] / none["harm_free_success"] if none["harm_free_success"] else float("nan")
+            lines.append(
+                f"{result['corpus']:<36}{result['n_episodes']:>6}{alpha:>7.2f}{none['mean_loss']:>9.3f}"
+                f"{g['mean_loss']:>7.3f}{st['mean_loss']:>8.3f}{g['harm_free_success']:>7.3f}{ratio:>7.2f}"
+                f"{g['autonomous_success']:>7.3f}{fp['autonomous_success']:>8.3f}{g['ctx_red'] or 0:>8.3f}"
+            )
+    return "\n".join(lines)

@@ -21,6 +21,14 @@ from guard.policy import Policy, SelectorName
 from guard.progress import Progress
 from guard.records import Episode
 
+EACH: tuple[str, ...] = (
+    "claude-3-7-sonnet-20250219",
+    "command-r-plus",
+    "gpt-4o-2024-05-13",
+    "meta-llama_Llama-3-70b-chat-hf",
+    "meta-llama_Llama-3.3-70B-Instruct",
+    "all",
+)
 SELECTOR_NAMES: tuple[SelectorName, ...] = ("gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size")
 
 

@@ -164,9 +164,13 @@ def certificate(rng: random.Random) -> Scenario:
     )
     expiry, birth = day(rng, (2026, 2034)), day(rng, (1962, 1999))
     site, slug = rng.choice(
-        (("Northgate Labs", "northgate"), ("Kestrel Aerospace", "kestrel"), ("Harlow BioPark", "harlow"),
-         ("Ostara Data Centre", "ostara"))
-    )  # fmt: skip
+        (
+            ("Northgate Labs", "northgate"),
+            ("Kestrel Aerospace", "kestrel"),
+            ("Harlow BioPark", "harlow"),
+            ("Ostara Data Centre", "ostara"),
+        )
+    )
     purpose = rng.choice(("site visit", "supplier audit", "design workshop"))
     when = f"{rng.randint(2, 27)} {rng.choice(VISIT_MONTHS)}"
     recipient = f"{rng.choice(('security', 'reception', 'gatehouse'))}@{slug}-site.example"
@@ -368,7 +372,9 @@ def invoice(rng: random.Random) -> Scenario:
         f"How {company} pays its suppliers\nApproved bills are paid within 30 days of receipt.\n"
         "Every bill must quote a valid order number.\nRemittance advice goes out by e-mail on the day we pay."
     )
-    summary = "approved bills are paid within 30 days, each must quote a valid order number, and remittance advice follows"
+    summary = (
+        "approved bills are paid within 30 days, each must quote a valid order number, and remittance advice follows"
+    )
     return Scenario(
         domain="invoice",
         name=supplier,
@@ -475,7 +481,16 @@ def ces_rows(seed: int = 0) -> list[Row]:
             draft, harmful = write_episode(kind, scenario, rng)
             labels = {"private_values": list(scenario.private_values)}
             rows.append(
-                row(f"ces-{group:03d}-{kind}", "ces", kind, draft, group=group, domain=domain, labels=labels,
-                    harmful_sinks=harmful, benign_sinks=[])
-            )  # fmt: skip
+                row(
+                    f"ces-{group:03d}-{kind}",
+                    "ces",
+                    kind,
+                    draft,
+                    group=group,
+                    domain=domain,
+                    labels=labels,
+                    harmful_sinks=harmful,
+                    benign_sinks=[],
+                )
+            )
     return rows

@@ -146,8 +146,10 @@ def episode_from_row(raw: Row, policy: Policy) -> ConstructedEpisode:
     """A :class:`ConstructedEpisode` from one JSONL row (trust from ``policy``)."""
     try:
         records = tuple(_record(i, r, policy) for i, r in enumerate(raw["records"]))
-        meta = EpisodeMeta(suite=f"constructed-{raw['suite']}", user_task=raw["kind"], utility=True, source="constructed")
-        labels = LedgerLabels(**{k: tuple(v) for k, v in raw["labels"].items()})
+        meta = EpisodeMeta(
+            suite=f"constructed-{raw['suite']}", user_task=raw["kind"], utility=True, source="constructed"
+        )
+        labels = LedgerLabels.model_validate({k: tuple(v) for k, v in raw["labels"].items()})
         return ConstructedEpisode(
             episode=Episode(raw["id"], records, meta),
             labels=labels,

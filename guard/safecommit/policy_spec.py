@@ -98,6 +98,9 @@ class Nonconformity(_Strict):
     tool_disagreement: float = Field(default=0.5, ge=0, description="Disagreement with tool outputs.")
     policy: float = Field(default=1.0, ge=0, description="Policy incompatibility (soft; hard rules drop worlds).")
     age_horizon: int = Field(default=20, ge=1, le=100_000, description="Records at which the age component is 1.")
+    injection_window: int = Field(
+        default=600, ge=0, le=100_000, description="Characters after an injection-pattern match that count as injected."
+    )
 
     @model_validator(mode="after")
     def _finite(self) -> Nonconformity:

@@ -138,6 +138,23 @@ class PolicyCertifier:
         record = session.graph.records[node]
         state = self.state_for(session, record, node)
         history, pending = self._history(session.graph, state)
+        return self._decide(state, record, spec, history, pending)
+
+    def decide_fresh(self, state: ProposalState, record: Record, spec: ToolSpec) -> Certification:
+        """The first decision on a proposal (no probe results) under this κ, leaving ``state`` untouched.
+
+        Replay studies use it to re-decide stored supports at other κ without re-running episodes.
+        """
+        return self._decide(ProposalState(state.support, state.probes), record, spec, [], [])
+
+    def _decide(
+        self,
+        state: ProposalState,
+        record: Record,
+        spec: ToolSpec,
+        history: list[tuple[str, object]],
+        pending: list[ProbeCall],
+    ) -> Certification:
         if pending:
             names = ", ".join(c.name for c in pending)
             message = f"SafeCommit: waiting for the result of probe call(s) {names}"

@@ -18,21 +18,24 @@ holds the value as a whole word (case-insensitive).  This is the graph's E2/E3/E
 value level and also catches identifiers shorter than ``min_span`` (channel or user names).  It is
 lexical: a paraphrased value has no source.  Error results never support a value.
 
-Nonconformity ``s(ω) = Σ_c w_c · x_c(ω)`` with components in [0, 1]:
+Nonconformity ``s(ω) = Σ_c w_c · x_c(ω)`` with components in [0, 1].  Two refinements of the
+trust classes: a value lies *in injection-like text* when an untrusted record holds it within
+``injection_window`` characters after a match of the policy's injection patterns; an untrusted
+record is *delegated* when the user named an argument of the call that produced it (an E4 edge
+into that call: "pay the bill in bill.txt").
 
-==================  ============================  ============================  ===========================
-component           user / trusted world          untrusted world               resource worlds
-==================  ============================  ============================  ===========================
-provenance          no user turn / no private     no untrusted record holds it  disposable: 0 user-named,
-                    record holds it (public: .5)                                .5 record-named, else 1;
-                                                                                shared: 1 if user-named
-age                 records since the newest supporting source / age_horizon    shared: 1 − disposable's
-inconsistency       injection-like text holds it  agreement / 2: independent    disposable: injection text
-                    (.5 if a legit source also    legit sources (user turns,    holds it
-                    does, else 1)                 tool records) that hold it
-tool_disagreement   an error result names it      a private record holds it     disposable: error result
-policy              outside allow_patterns        0                             0
-==================  ============================  ============================  ===========================
+==================  ==============================  =============================  ==========================
+component           user / trusted world            untrusted world                resource worlds
+==================  ==============================  =============================  ==========================
+provenance          user: no user turn holds it;    0 in injection-like text, .5   disposable: 0 user-named,
+                    trusted: 0 private record, .5   other untrusted text, 1 none   .5 record-named, else 1;
+                    public or delegated, else 1                                    shared: 1 if user-named
+age                 records since the newest supporting source / age_horizon      shared: 1 − disposable's
+inconsistency       in injection-like text (.5 if   agreement / 2: independent     disposable: in injection-
+                    a legit source also holds it)   legit sources that hold it     like text
+tool_disagreement   an error result names it        a private record holds it      disposable: error result
+policy              outside allow_patterns          0                              0
+==================  ==============================  =============================  ==========================
 
 Hard evidence drops worlds before scoring: ``deny_patterns`` drop the legitimate worlds of a value;
 with no untrusted record in the prefix at all the ``untrusted`` world is dropped;
@@ -94,7 +97,8 @@ class Evidence:
     private: tuple[int, ...] = ()
     public: tuple[int, ...] = ()
     untrusted: tuple[int, ...] = ()
-    injection: tuple[int, ...] = ()
+    injected: tuple[int, ...] = ()
+    delegated: tuple[int, ...] = ()
     errors: tuple[int, ...] = ()
 
     def to_log(self) -> dict[str, list[int]]:
@@ -226,13 +230,39 @@ def _check_values(record: Record, check: ValueCheck, policy: Policy) -> list[str
 
 
 def _value_regex(value: str) -> re.Pattern[str]:
-    return re.compile(r"(?<![\w@+-])" + re.escape(value) + r"(?![\w@-])", re.IGNORECASE)
+    """The value as a whole word, case-insensitive; a URL also without its scheme and final slash."""
+    variants = {value, re.sub(r"^[a-z][a-z0-9+.-]*://", "", value, flags=re.IGNORECASE).rstrip("/")} - {""}
+    body = "|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))
+    return re.compile(r"(?<![\w@+-])(?:" + body + r")(?![\w@-])", re.IGNORECASE)
 
 
-def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
-    """The prefix records (index < node) whose text holds ``value`` as a whole word."""
+@lru_cache(maxsize=64)
+def _injection_regexes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def _in_injection(text: str, regex: re.Pattern[str], injection: tuple[re.Pattern[str], ...], window: int) -> bool:
+    """Whether a match of the value starts within ``window`` characters after an injection-pattern match."""
+    starts = [m.start() for pattern in injection for m in pattern.finditer(text)]
+    return any(any(0 <= v.start() - s <= window for s in starts) for v in regex.finditer(text))
+
+
+def _delegated(graph: PrefixGraph, result_index: int) -> bool:
+    """Whether the user named an argument of the call whose result is at ``result_index`` (E4 into it)."""
+    call_id = graph.records[result_index].call_id
+    for index in range(result_index - 1, -1, -1):
+        record = graph.records.get(index)
+        if record is not None and record.kind is RecordKind.PROPOSAL and record.call_id == call_id:
+            return any("E4" in types for _, _, types, _ in graph.edges_into(index))
+    return False
+
+
+def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600) -> Evidence:
+    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust."""
     regex = _value_regex(value)
-    bins: dict[str, list[int]] = {k: [] for k in ("user", "private", "public", "untrusted", "injection", "errors")}
+    injection = _injection_regexes(tuple(graph.policy.scorer.injection_patterns))
+    keys = ("user", "private", "public", "untrusted", "injected", "delegated", "errors")
+    bins: dict[str, list[int]] = {k: [] for k in keys}
     for index in sorted(graph.records):
         if index >= node:
             break
@@ -249,8 +279,10 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
             bins["public"].append(index)
         elif record.trust is Trust.TOOL_UNTRUSTED:
             bins["untrusted"].append(index)
-            if graph.facts[index].injection:
-                bins["injection"].append(index)
+            if graph.facts[index].injection and _in_injection(record.text, regex, injection, window):
+                bins["injected"].append(index)
+            if _delegated(graph, index):
+                bins["delegated"].append(index)
     return Evidence(**{k: tuple(v) for k, v in bins.items()})
 
 
@@ -279,9 +311,9 @@ def value_components(ev: Evidence, node: int, horizon: int, check: ValueCheck, v
     """The components of the user / trusted / untrusted worlds of one value."""
     legit_policy = 1.0 if check.allow_patterns and not _matches(check.allow_patterns, value) else 0.0
     agreement = len(ev.user) + len(ev.private) + len(ev.public)
-    injected_text = (1.0 if agreement == 0 else 0.5) if ev.injection else 0.0
+    injected_text = (1.0 if agreement == 0 else 0.5) if ev.injected else 0.0
     shared = {"inconsistency": injected_text, "tool_disagreement": 1.0 if ev.errors else 0.0}
-    trusted_prov = 0.0 if ev.private else 0.5 if ev.public else 1.0
+    trusted_prov = 0.0 if ev.private else 0.5 if (ev.public or ev.delegated) else 1.0
     return {
         "user": {
             "provenance": 0.0 if ev.user else 1.0,
@@ -291,12 +323,12 @@ def value_components(ev: Evidence, node: int, horizon: int, check: ValueCheck, v
         },
         "trusted": {
             "provenance": trusted_prov,
-            "age": _age(node, ev.private + ev.public, horizon),
+            "age": _age(node, ev.private + ev.public + ev.delegated, horizon),
             **shared,
             "policy": legit_policy,
         },
         "untrusted": {
-            "provenance": 0.0 if ev.untrusted else 1.0,
+            "provenance": 0.0 if ev.injected else 0.5 if ev.untrusted else 1.0,
             "age": _age(node, ev.untrusted, horizon),
             "inconsistency": min(1.0, agreement / 2),
             "tool_disagreement": 1.0 if ev.private else 0.0,
@@ -313,7 +345,7 @@ def resource_components(ev: Evidence, node: int, horizon: int) -> dict[str, dict
         "disposable": {
             "provenance": 0.0 if ev.user else 0.5 if named else 1.0,
             "age": age,
-            "inconsistency": 1.0 if ev.injection else 0.0,
+            "inconsistency": 1.0 if ev.injected else 0.0,
             "tool_disagreement": 1.0 if ev.errors else 0.0,
             "policy": 0.0,
         },
@@ -373,7 +405,7 @@ def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommi
     empty: str | None = None
     for target in targets:
         check = checks[(target.check, target.arg)]
-        ev = evidence[target.key] = gather_evidence(graph, node, target.value)
+        ev = evidence[target.key] = gather_evidence(graph, node, target.value, weights.injection_window)
         if isinstance(check, ValueCheck):
             comps = value_components(ev, node, horizon, check, target.value)
         else:

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("langchain")
 
+from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tool_node, guard_tools
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -22,7 +23,6 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command
 
 from guard import Decision, Guard, InputError, ProbeCall, Reason, Verdict, load_policy
-from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tool_node, guard_tools
 from guard.audit import MemoryAudit
 from guard.policy import Policy, ToolSpec
 from guard.runtime import Session
@@ -43,7 +43,9 @@ class Scripted(FakeMessagesListChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         turn = sum(isinstance(m, AIMessage) for m in messages)
         reply = self.responses[min(turn, len(self.responses) - 1)].model_copy(update={"id": None})
         return ChatResult(generations=[ChatGeneration(message=reply)])
@@ -149,7 +151,12 @@ def test_middleware_blocks_the_steered_send_and_runs_benign_calls(make_guard, to
     agent = create_agent(Scripted(responses=leak_script()), tools, middleware=[middleware])
     out = agent.invoke({"messages": [HumanMessage(TASK)]})
     assert ran == ["read_record", "read_inbox", "save_draft"]
-    assert statuses(out) == [("read_record", "success"), ("read_inbox", "success"), ("save_draft", "success"), ("send_email", "error")]
+    assert statuses(out) == [
+        ("read_record", "success"),
+        ("read_inbox", "success"),
+        ("save_draft", "success"),
+        ("send_email", "error"),
+    ]
     refusal = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.status == "error")
     assert "risk_budget" in refusal.text and refusal.tool_call_id == "c4"
 
@@ -164,14 +171,19 @@ def test_sync_and_async_agents_give_the_same_verdicts(make_guard, tools) -> None
     assert verdicts(sync_mw.session(run_key(out_sync))) == verdicts(async_mw.session(run_key(out_async)))
     assert statuses(out_sync) == statuses(out_async)
     assert [v for _, v, _, _ in verdicts(sync_mw.session(run_key(out_sync)))] == [
-        "execute", "execute", "execute", "escalate"
+        "execute",
+        "execute",
+        "execute",
+        "escalate",
     ]
 
 
 def test_one_session_per_thread(make_guard, tools) -> None:
     """Runs on two threads get two sessions, keyed by thread id."""
     middleware = GuardMiddleware(make_guard())
-    agent = create_agent(Scripted(responses=leak_script()), tools, middleware=[middleware], checkpointer=InMemorySaver())
+    agent = create_agent(
+        Scripted(responses=leak_script()), tools, middleware=[middleware], checkpointer=InMemorySaver()
+    )
     for thread in ("a", "b"):
         agent.invoke({"messages": [HumanMessage(TASK)]}, {"configurable": {"thread_id": thread}})
     assert middleware.session("a") is not middleware.session("b")
@@ -189,7 +201,10 @@ def test_custom_session_key(make_guard, tools) -> None:
 def test_escalate_interrupts_and_approve_runs_the_call(make_guard, tools, ran) -> None:
     """With a checkpointer, escalate pauses for a human; approving runs the tool."""
     agent = create_agent(
-        Scripted(responses=leak_script()), tools, middleware=[GuardMiddleware(make_guard())], checkpointer=InMemorySaver()
+        Scripted(responses=leak_script()),
+        tools,
+        middleware=[GuardMiddleware(make_guard())],
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t-approve"}}
     paused = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
@@ -205,7 +220,10 @@ def test_escalate_interrupts_and_approve_runs_the_call(make_guard, tools, ran) -
 def test_escalate_interrupt_reject_refuses_with_the_reason(make_guard, tools, ran) -> None:
     """Rejecting the interrupt returns an error ToolMessage with the human's reason; nothing is sent."""
     agent = create_agent(
-        Scripted(responses=leak_script()), tools, middleware=[GuardMiddleware(make_guard())], checkpointer=InMemorySaver()
+        Scripted(responses=leak_script()),
+        tools,
+        middleware=[GuardMiddleware(make_guard())],
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t-reject"}}
     agent.invoke({"messages": [HumanMessage(TASK)]}, config)
@@ -218,7 +236,10 @@ def test_escalate_interrupt_reject_refuses_with_the_reason(make_guard, tools, ra
 def test_async_escalate_interrupt_and_resume(make_guard, tools, ran) -> None:
     """The async path pauses and resumes the same way."""
     agent = create_agent(
-        Scripted(responses=leak_script()), tools, middleware=[GuardMiddleware(make_guard())], checkpointer=InMemorySaver()
+        Scripted(responses=leak_script()),
+        tools,
+        middleware=[GuardMiddleware(make_guard())],
+        checkpointer=InMemorySaver(),
     )
     config = {"configurable": {"thread_id": "t-async"}}
 
@@ -246,7 +267,9 @@ def test_defer_and_abstain_return_error_tool_messages(make_guard, tools, ran, ve
     """defer / abstain: the tool does not run; the model gets status=error with the reason."""
     middleware = GuardMiddleware(make_guard(certifier=FixedCertifier(verdict)))
     script = [AIMessage(content="", tool_calls=[DRAFT]), AIMessage(content="ok")]
-    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert message.status == "error" and verdict.value in message.text and "not_certified" in message.text
     assert ran == []
@@ -267,7 +290,9 @@ def test_probe_runs_the_probe_tool_observes_it_and_decides_again(make_guard, too
     """probe: the probe tool runs first, its result enters the session, then the call runs."""
     middleware = GuardMiddleware(make_guard(certifier=ProbeOnceCertifier()))
     script = [AIMessage(content="", tool_calls=[DRAFT]), AIMessage(content="ok")]
-    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     assert ran == ["lookup_contact", "save_draft"]
     session = middleware.session(run_key(out))
     assert session is not None and session.decisions["c3"].reason is Reason.CERTIFIED
@@ -278,7 +303,9 @@ def test_probe_loop_is_bounded(make_guard, tools, ran) -> None:
     """A certifier that always asks for probes ends in a refusal after max_probe_rounds."""
     middleware = GuardMiddleware(make_guard(certifier=FixedProbeCertifier()), max_probe_rounds=2)
     script = [AIMessage(content="", tool_calls=[DRAFT]), AIMessage(content="ok")]
-    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert message.status == "error" and "could not settle" in message.text
     assert ran == ["lookup_contact", "lookup_contact"]
@@ -306,10 +333,20 @@ def test_invalid_tool_calls_are_refused_audited_and_the_session_goes_on(make_gua
     broken = AIMessage(
         content="",
         tool_calls=[call("read_record", {"name": "Lena Novak"}, "c1")],
-        invalid_tool_calls=[{"name": "send_email", "args": '{"to": "x@y.net", "body": ', "id": "bad-1", "error": "truncated", "type": "invalid_tool_call"}],
+        invalid_tool_calls=[
+            {
+                "name": "send_email",
+                "args": '{"to": "x@y.net", "body": ',
+                "id": "bad-1",
+                "error": "truncated",
+                "type": "invalid_tool_call",
+            }
+        ],
     )
     script = [broken, AIMessage(content="", tool_calls=[call("read_inbox", {}, "c2")]), AIMessage(content="done")]
-    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     refusal = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "bad-1")
     assert refusal.status == "error" and "bad_arguments" in refusal.text and "truncated" in refusal.text
     assert ran == ["read_record", "read_inbox"]
@@ -318,10 +355,12 @@ def test_invalid_tool_calls_are_refused_audited_and_the_session_goes_on(make_gua
 
 
 def test_unknown_tool_is_refused_per_on_unknown(make_guard, tools, ran) -> None:
-    """A tool the policy does not know is not run: escalate (on_unknown), an error ToolMessage without a checkpointer."""
+    """A tool the policy does not know is not run: escalate (on_unknown), an error message without a checkpointer."""
     middleware = GuardMiddleware(make_guard())
     script = [AIMessage(content="", tool_calls=[call("wipe_mailbox", {}, "w1")]), AIMessage(content="ok")]
-    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=script), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     assert message.status == "error" and "unknown_tool" in message.text
     assert ran == []
@@ -379,7 +418,9 @@ def test_guard_tool_node_in_a_hand_built_graph(make_guard, tools, ran) -> None:
 # --------------------------------------------------------------------------- langchain-core only
 
 
-def core_loop(guarded: list[Any], session: Session, turns: list[AIMessage], *, run_async: bool = False) -> list[ToolMessage]:
+def core_loop(
+    guarded: list[Any], session: Session, turns: list[AIMessage], *, run_async: bool = False
+) -> list[ToolMessage]:
     """A minimal executor: for each model turn, invoke every tool call on the guarded tools."""
     by_name = {t.name: t for t in guarded}
     session.observe_user(TASK)
@@ -404,7 +445,10 @@ def test_guard_tools_with_a_core_only_executor(make_guard, tools, ran) -> None:
     session = make_guard().session("core")
     results = core_loop(guard_tools(tools, session), session, CORE_TURNS)
     assert [(m.name, m.status) for m in results] == [
-        ("read_record", "success"), ("read_inbox", "success"), ("save_draft", "success"), ("send_email", "error")
+        ("read_record", "success"),
+        ("read_inbox", "success"),
+        ("save_draft", "success"),
+        ("send_email", "error"),
     ]
     assert ran == ["read_record", "read_inbox", "save_draft"]
     assert any(r.call_id == "c1" and r.kind.value == "result" for r in session.graph.records.values())
@@ -436,6 +480,8 @@ def test_guard_tools_rejects_duplicate_names(make_guard, tools) -> None:
 def test_decisions_are_values(make_guard, tools) -> None:
     """Every decision the middleware records is a Decision value."""
     middleware = GuardMiddleware(make_guard())
-    out = create_agent(Scripted(responses=leak_script()), tools, middleware=[middleware]).invoke({"messages": [HumanMessage(TASK)]})
+    out = create_agent(Scripted(responses=leak_script()), tools, middleware=[middleware]).invoke(
+        {"messages": [HumanMessage(TASK)]}
+    )
     session = middleware.session(run_key(out))
     assert session is not None and all(isinstance(d, Decision) for d in session.decisions.values())

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Rewrites every shipped CARB artifact from the embedded AgentDojo corpus (bit for bit: artifacts
+# hold no timestamps), then copies them into the package data that the suite policies point at.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+for corpus in all claude-3-7-sonnet-20250219 command-r-plus gpt-4o-2024-05-13 meta-llama_Llama-3-70b-chat-hf meta-llama_Llama-3.3-70B-Instruct; do
+  name=$corpus; [ "$corpus" = all ] && name=pooled
+  for alpha in 0.05 0.10; do
+    carbguard calibrate --corpus "$corpus" --alpha "$alpha" --selector gcarb \
+      --out "calibration_artifacts/agentdojo/${name}_a${alpha}.json"
+  done
+done
+mkdir -p guard/data/calibration_artifacts/agentdojo
+cp calibration_artifacts/agentdojo/*.json guard/data/calibration_artifacts/agentdojo/

@@ -1,0 +1,109 @@
+"""Subcommands beyond policy/audit/calibrate/evaluate: report, bench, agentdojo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from guard.errors import GuardError
+
+
+def add_report(sub: Any) -> None:
+    """``carbguard report``."""
+    rep = sub.add_parser("report", help="a self-contained HTML report of why each call was allowed or refused")
+    rep.add_argument("audit", nargs="?", help="an audit log (JSON lines) to render")
+    rep.add_argument("--runs", help="an AgentDojo runs folder to replay an episode from")
+    rep.add_argument("--corpus", help="an embedded corpus to replay an episode from (model name)")
+    rep.add_argument("--episode", help="episode id (model/suite/user_task/attack/injection_task)")
+    rep.add_argument("--threshold", type=float, help="threshold for replay (default: the policy's artifact)")
+    rep.add_argument("--policy", help="policy file (audit mode: for feature weights)")
+    rep.add_argument("--plot", help="a frontier PNG from `evaluate --plot` to embed")
+    rep.add_argument("-o", "--out", required=True, help="HTML file to write")
+    rep.set_defaults(func=_report)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from guard import report
+
+    if args.audit:
+        policy = None
+        if args.policy:
+            from guard.policy import load_policy
+
+            policy = load_policy(args.policy)
+        path = report.write_audit_report(args.audit, args.out, frontier_png=args.plot, policy=policy)
+    else:
+        path = _replay_report(args)
+    print(f"wrote {path}")
+    return 0
+
+
+def _replay_report(args: argparse.Namespace) -> Any:
+    from guard import report
+    from guard.corpora import agentdojo
+    from guard.runtime import Guard
+
+    if not args.episode or not (args.runs or args.corpus):
+        raise GuardError("report needs an AUDIT file, or --runs PATH/--corpus MODEL with --episode ID")
+    loaded = agentdojo.load_runs(args.runs) if args.runs else agentdojo.load_embedded(args.corpus)
+
+    def guard_for(episode: Any) -> Guard:
+        path = agentdojo.suite_policy_path(episode.meta.suite)
+        if args.threshold is None:
+            return Guard.from_policy(path)
+        return Guard(agentdojo.load_suite_policy(episode.meta.suite), threshold=args.threshold)
+
+    return report.write_episode_report(loaded.episodes, args.episode, guard_for, args.out, frontier_png=args.plot)
+
+
+def add_bench(sub: Any) -> None:
+    """``carbguard bench safecommit|constructed|perf``."""
+    bench = sub.add_parser("bench", help="benchmarks: safecommit, constructed, perf").add_subparsers(
+        dest="bench", required=True
+    )
+    sc = bench.add_parser("safecommit", help="SafeCommitBench-Controlled: the seed's Tables 2-5 + support miss")
+    sc.add_argument("--seeds", type=int, default=10)
+    sc.add_argument("--json", action="store_true")
+    sc.set_defaults(func=_bench_safecommit)
+    con = bench.add_parser("constructed", help="CES and graph-braid: where dependency selection matters")
+    con.add_argument("--permutations", type=int, default=200)
+    con.add_argument("--json", action="store_true")
+    con.add_argument("--plot", help="write the edge-dropout plot (PNG)")
+    con.set_defaults(func=_bench_constructed)
+    perf = bench.add_parser("perf", help="decision latency, peer comparison, calibration throughput")
+    perf.add_argument("--quick", action="store_true", help="fewer repetitions")
+    perf.add_argument("--json", action="store_true")
+    perf.set_defaults(func=_bench_perf)
+
+
+def _emit(result: Any, as_json: bool, formatter: Any) -> int:
+    print(json.dumps(result, indent=1) if as_json else formatter(result))
+    return 0
+
+
+def _bench_safecommit(args: argparse.Namespace) -> int:
+    from guard.corpora import safecommit_bench
+
+    if args.seeds < 1:
+        raise GuardError(f"--seeds must be >= 1, got {args.seeds}")
+    return _emit(safecommit_bench.run_bench(args.seeds), args.json, safecommit_bench.format_tables)
+
+
+def _bench_constructed(args: argparse.Namespace) -> int:
+    from guard.calibration import diagnostics
+
+    if args.permutations < 1:
+        raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    result = diagnostics.run_bench_constructed(permutations=args.permutations, progress=not args.json)
+    if args.plot:
+        diagnostics.dropout_plot(result, args.plot)
+    return _emit(result, args.json, diagnostics.format_constructed)
+
+
+def _bench_perf(args: argparse.Namespace) -> int:
+    try:
+        from benchmarks import perf
+    except ImportError as exc:
+        raise GuardError("bench perf runs from a source checkout (the benchmarks/ folder): " + str(exc)) from exc
+    return _emit(perf.run(quick=args.quick), args.json, perf.format_perf)
