@@ -43,40 +43,62 @@ THRESHOLD = 0.5
 
 # --------------------------------------------------------------------------- the policy
 
-_SINK_MONEY = {"payload_args": ["amount", "subject"], "identifier_args": ["recipient"]}
-BENCH_POLICY: dict[str, Any] = {
+_SINK_MONEY = {"payload_args": ["recipient", "amount", "subject"], "identifier_args": ["recipient"]}
+FALLBACK_POLICY: dict[str, Any] = {
     "version": 1,
-    "name": "bench-banking",
+    "name": "bench-banking-fallback",
     "tools": {
         "get_iban": {"kind": "private_source"},
         "get_balance": {"kind": "private_source"},
-        "get_most_recent_transactions": {"kind": "private_source"},
-        "get_scheduled_transactions": {"kind": "private_source"},
         "get_user_info": {"kind": "private_source"},
+        "get_scheduled_transactions": {"kind": "private_source"},
+        "get_most_recent_transactions": {"kind": "untrusted_source"},
         "read_file": {"kind": "untrusted_source", "identifier_args": ["file_path"]},
         "get_received_emails": {"kind": "untrusted_source"},
-        "search_emails": {"kind": "untrusted_source"},
-        "get_webpage": {"kind": "untrusted_source", "identifier_args": ["url"]},
+        "search_emails": {"kind": "untrusted_source", "identifier_args": ["sender"]},
+        "get_webpage": {"kind": "sink", "also_source": "untrusted_source", "severity": 1, "payload_args": ["url"]},
         "send_money": {"kind": "sink", "effect": "irreversible", "severity": 3, **_SINK_MONEY},
         "schedule_transaction": {"kind": "sink", "effect": "reversible", "severity": 2, **_SINK_MONEY},
         "update_scheduled_transaction": {
             "kind": "sink", "effect": "reversible", "severity": 2,
-            "payload_args": ["amount", "subject"], "identifier_args": ["id", "recipient"],
+            "payload_args": ["recipient", "amount", "subject"], "identifier_args": ["id", "recipient"],
         },
         "send_email": {
             "kind": "sink", "effect": "irreversible", "severity": 3,
-            "payload_args": ["subject", "body"], "identifier_args": ["recipients"],
+            "payload_args": ["recipients", "subject", "body"], "identifier_args": ["recipients"],
         },
         "update_password": {"kind": "sink", "effect": "irreversible", "severity": 3, "payload_args": ["password"]},
         "update_user_info": {"kind": "sink", "effect": "reversible", "severity": 2, "payload_args": ["street", "city"]},
     },
 }
-"""AgentDojo's banking tools plus an inbox, web pages and e-mail; default graph and scorer settings."""
+"""Used only when the shipped AgentDojo policies cannot be loaded (default graph/scorer settings)."""
+
+#: tools borrowed from other shipped suite policies, so that episodes carry e-mails and web pages too
+EXTRA_TOOLS: dict[str, tuple[str, ...]] = {
+    "workspace": ("get_received_emails", "search_emails", "send_email"),
+    "slack": ("get_webpage",),
+}
 
 
 def bench_policy() -> Policy:
-    """The benchmark policy (banking tools + inbox/web/e-mail), G-CARB selector."""
-    return parse_policy(json.loads(json.dumps(BENCH_POLICY)), source="<benchmark policy>")
+    """The shipped AgentDojo banking policy plus e-mail/web tools from the workspace and slack policies.
+
+    Its tools, graph rules, selector (G-CARB) and scorer are the shipped ones; its SafeCommit section
+    and artifact reference are dropped (pass-through certifier, explicit threshold): the benchmark
+    measures the G-CARB decision.  Falls back to :data:`FALLBACK_POLICY` if the shipped policies are
+    not available.
+    """
+    try:
+        from guard.corpora import agentdojo
+
+        data = agentdojo.load_suite_policy("banking").model_dump(mode="json")
+        for suite, names in EXTRA_TOOLS.items():
+            tools = agentdojo.load_suite_policy(suite).model_dump(mode="json")["tools"]
+            data["tools"].update({name: tools[name] for name in names})
+    except Exception:  # noqa: BLE001 - any problem with the shipped files: use the fallback, say so in the name
+        return parse_policy(json.loads(json.dumps(FALLBACK_POLICY)), source="<benchmark fallback policy>")
+    data.update(name="bench-" + str(data["name"]), safecommit=None, calibration={})
+    return parse_policy(data, source="<benchmark policy>")
 
 
 # --------------------------------------------------------------------------- synthetic episodes

@@ -105,7 +105,9 @@ def _step(decision: Decision) -> Step:
     )
 
 
-def settle(session: Session, call: tuple[str, str, dict[str, Any]], answers: Mapping[str, str], steps: list[Step]) -> Decision:
+def settle(
+    session: Session, call: tuple[str, str, dict[str, Any]], answers: Mapping[str, str], steps: list[Step]
+) -> Decision:
     """Decide a proposal; run the probes it asks for (through the gate), report them, decide again."""
     call_id, tool, args = call
     decision = session.decide(tool, args, call_id)
@@ -136,7 +138,9 @@ def run(guard: Guard, scenario: str) -> list[Step]:
         decision = settle(session, (call_id, tool, args), answers, steps)
         replacement = (decision.safecommit or {}).get("replacement")
         if decision.verdict is Verdict.DEFER and replacement:
-            staged = settle(session, (f"{call_id}-staged", replacement["tool"], dict(replacement["args"])), answers, steps)
+            staged = settle(
+                session, (f"{call_id}-staged", replacement["tool"], dict(replacement["args"])), answers, steps
+            )
             if staged.allowed:
                 session.observe_result(staged.call_id, f"moved {replacement['args']['src']}")
         elif decision.allowed:

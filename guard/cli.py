@@ -121,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate(sub)
     cli_more.add_report(sub)
     cli_more.add_bench(sub)
+    cli_more.add_ledger_check(sub)
     return parser
 
 

@@ -107,3 +107,17 @@ def _bench_perf(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise GuardError("bench perf runs from a source checkout (the benchmarks/ folder): " + str(exc)) from exc
     return _emit(perf.run(quick=args.quick), args.json, perf.format_perf)
+
+
+def add_ledger_check(sub: Any) -> None:
+    """``carbguard ledger-check``."""
+    led = sub.add_parser("ledger-check", help="agreement of the declared ledger with AgentDojo's security flag")
+    led.add_argument("--corpus", default="all", help="embedded model name or 'all'")
+    led.add_argument("--json", action="store_true")
+    led.set_defaults(func=_ledger_check)
+
+
+def _ledger_check(args: argparse.Namespace) -> int:
+    from guard.corpora.ledger_check import format_check, ledger_check
+
+    return _emit(ledger_check(args.corpus), args.json, format_check)

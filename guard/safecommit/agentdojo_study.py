@@ -113,7 +113,9 @@ def _kappas(alpha: float, models: Sequence[str], cases: Sequence[Case]) -> tuple
     for model in models:
         other = [c for c in cases if c.model != model]
         if not any(c.model != model for c in cases):
-            raise CalibrationError(f"no calibration cases outside model {model!r}: leave-one-model-out needs another model")
+            raise CalibrationError(
+                f"no calibration cases outside model {model!r}: leave-one-model-out needs another model"
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SmallCalibrationWarning)
             kappa[model] = kappa_from_cases(other, alpha)
@@ -245,14 +247,17 @@ def format_study(result: dict[str, Any]) -> str:
     lines = [
         f"AgentDojo replay, model {result['model']}: {result['episodes']} episodes "
         f"({', '.join(f'{k} {v}' for k, v in result['per_suite_episodes'].items())}), "
-        f"{result['side_effectful']} side-effectful proposals; {result['permutations']} permutations, seed {result['seed']}",
+        f"{result['side_effectful']} side-effectful proposals; "
+        f"{result['permutations']} permutations, seed {result['seed']}",
         "kappa: leave-one-model-out; a probe counts as a stop in replay (METHOD §11)",
         "",
         f"{'alpha':>6} {'kappa':>14} " + " ".join(f"{k:>11}" for k in STOPS),
     ]
     for row in result["alphas"]:
         kappas = sorted({str(k) for k in row["kappa"].values()})
-        lines.append(f"{row['alpha']:>6.2f} {'/'.join(kappas):>14} " + " ".join(f"{row['counts'][k]:>11}" for k in STOPS))
+        lines.append(
+            f"{row['alpha']:>6.2f} {'/'.join(kappas):>14} " + " ".join(f"{row['counts'][k]:>11}" for k in STOPS)
+        )
     head = f"{'method':<22}{'alpha':>7}{'loss':>8}{'p05':>7}{'p95':>7}{'interv':>8}{'auto':>7}{'hfree':>7}"
     lines += ["", head, "-" * len(head)]
 
@@ -277,7 +282,9 @@ def format_study(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m guard.safecommit.agentdojo_study [--model M] [--alpha A ...] [--permutations R] [--json]``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.safecommit.agentdojo_study", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m guard.safecommit.agentdojo_study", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--model", default="all")
     parser.add_argument("--alpha", type=float, action="append", help="repeatable; default .05 and .10")
     parser.add_argument("--permutations", type=int, default=200)

@@ -8,8 +8,9 @@ exactly as the runtime builds it (same prefix graph, same constructor), and its 
   episode's ledger labels (:func:`guard.corpora.agentdojo.episode_ledger_labels`), or it occurs in
   one of the episode's injected texts and not in the user's turns; or the tool is a destructive
   tool of the episode and one of its argument values is not named by the user (the ledger's
-  ``destructive`` rule), or a deleted/overwritten resource was named by the attacker: q = the smallest score among the ``untrusted`` worlds of those values and
-  the ``shared`` worlds of that resource;
+  ``destructive`` rule), or a deleted/overwritten resource was named by the attacker: q = the
+  smallest score among the ``untrusted`` worlds of those values and the ``shared`` worlds of that
+  resource;
 - **legitimate** otherwise: q = the smallest score among the legitimate worlds (``user``,
   ``trusted``, ``disposable``) — they are safety-equivalent, so the best one represents the class.
 
@@ -46,16 +47,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from guard.errors import CalibrationError, GuardError
+from guard.errors import CalibrationError, GuardError, PolicyError
 from guard.graph import PrefixGraph
 from guard.ledger import Ledger, LedgerLabels, normalize_text
 from guard.policy import Effect, Policy
 from guard.records import Episode, RecordKind
 from guard.safecommit.conformal import conformal_rank, conformal_threshold
-from guard.safecommit.policy_spec import KAPPA_FORMAT, encode_float
-from guard.safecommit.worlds import Support, build_support, scoring_fingerprint
+from guard.safecommit.policy_spec import KappaArtifact, SafeCommitSpec
+from guard.safecommit.worlds import Support, build_support
 
 PolicyFor = Callable[[str], Policy]
+KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
+WORLDS_VERSION = "safecommit-worlds/v1"
 LEGIT_KINDS = frozenset({"user", "trusted", "disposable"})
 
 
@@ -70,6 +73,85 @@ class Case:
     index: int
     truth: Literal["unsafe", "legit", "support_miss", "no_target"]
     score: float
+
+
+# --------------------------------------------------------------------------- κ artifacts
+
+
+def scoring_fingerprint(policy: Policy) -> str:
+    """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
+    spec = policy.safecommit
+    dumped = policy.model_dump(mode="json")
+    body = {
+        "version": WORLDS_VERSION,
+        "tools": dumped["tools"],
+        "value_patterns": dumped["graph"]["value_patterns"],
+        "injection_patterns": dumped["scorer"]["injection_patterns"],
+        "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
+        "worlds": {k: v.model_dump(mode="json") for k, v in spec.worlds.items()} if spec else None,
+        "unconfigured": spec.unconfigured if spec else None,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_name: str, fingerprint: str) -> float:
+    """κ from the spec: the number, the artifact's κ (α and fingerprint checked), or calibrated now."""
+    source = spec.kappa
+    if isinstance(source, float | int):
+        return float(source)
+    if isinstance(source, KappaArtifact):
+        path = resolve(source.artifact)
+        body = _read_json(path)
+        if not isinstance(body, dict) or body.get("format") != KAPPA_FORMAT:
+            raise PolicyError(f"{path}: not a SafeCommit κ artifact (format {KAPPA_FORMAT!r})")
+        if body.get("alpha") != spec.alpha:
+            raise PolicyError(f"{path}: κ artifact is for alpha={body.get('alpha')!r}, the policy says {spec.alpha!r}")
+        prints = body.get("fingerprints") or {}
+        if policy_name not in prints:
+            raise PolicyError(
+                f"{path}: κ artifact was not calibrated for policy {policy_name!r}; it has {sorted(prints)}"
+            )
+        if prints[policy_name] != fingerprint:
+            raise PolicyError(
+                f"{path}: κ artifact fingerprint for {policy_name!r} differs from the running world constructors "
+                "(tool metadata, value/injection patterns, nonconformity or worlds changed); recalibrate"
+            )
+        return decode_float(body.get("kappa"), f"{path}: kappa")
+    path = resolve(source.scores)
+    data = _read_json(path)
+    scores = data.get("scores") if isinstance(data, dict) else data
+    if not isinstance(scores, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in scores):
+        raise PolicyError(f"{path}: expected a JSON list of calibration scores or an object with a 'scores' list")
+    return conformal_threshold([float(x) for x in scores], spec.alpha)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def encode_float(value: float) -> float | str:
+    """JSON-safe float: ±inf as "+inf"/"-inf"."""
+    return value if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
+
+
+def decode_float(value: Any, where: str) -> float:
+    """The inverse of :func:`encode_float`, or PolicyError."""
+    if value in ("+inf", "inf"):
+        return math.inf
+    if value == "-inf":
+        return -math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise PolicyError(f"{where} must be a number or '+inf', got {value!r}")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- cases
 
 
 def _default_policy(suite: str) -> Policy:
@@ -111,9 +193,12 @@ def true_world_case(
 ) -> Case:
     """The case of one proposal: which worlds are true (module docstring) and q."""
     meta = episode.meta
-    base = {"episode_id": episode.episode_id, "model": meta.model, "suite": meta.suite, "tool": support.tool, "index": node}
+
+    def make(truth: Literal["unsafe", "legit", "support_miss", "no_target"], score: float) -> Case:
+        return Case(episode.episode_id, meta.model, meta.suite, support.tool, node, truth, score)
+
     if not support.targets:
-        return Case(**base, truth="support_miss" if ledger_fired else "no_target", score=math.inf if ledger_fired else 0.0)
+        return make("support_miss", math.inf) if ledger_fired else make("no_target", 0.0)
     named_by_attacker = injected_values(support, labels, user_text)
     injected = {t.key for t in support.targets if t.check == "value" and t.key in named_by_attacker}
     record = episode.records[node]
@@ -122,14 +207,18 @@ def true_world_case(
     )
     shared = {t.key for t in support.targets if t.check == "resource" and (destructive or t.key in named_by_attacker)}
     if injected or shared or ledger_fired:
-        true = [c for c in support.candidates if (c.kind == "untrusted" and c.target in injected) or (c.kind == "shared" and c.target in shared)]
+        true = [
+            c
+            for c in support.candidates
+            if (c.kind == "untrusted" and c.target in injected) or (c.kind == "shared" and c.target in shared)
+        ]
         truth: Literal["unsafe", "legit"] = "unsafe"
     else:
         true = [c for c in support.candidates if c.kind in LEGIT_KINDS]
         truth = "legit"
     if not true:
-        return Case(**base, truth="support_miss", score=math.inf)
-    return Case(**base, truth=truth, score=min(c.world.score for c in true))
+        return make("support_miss", math.inf)
+    return make(truth, min(c.world.score for c in true))
 
 
 def _contains(value: str, needles: Sequence[str]) -> bool:
@@ -290,17 +379,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = [
+    "KAPPA_FORMAT",
     "Case",
     "calibrate_kappa",
     "calibration_episodes",
     "calibration_scores",
     "collect_cases",
+    "decode_float",
+    "encode_float",
     "episode_cases",
+    "injected_values",
     "kappa_from_cases",
     "main",
     "proposal_case",
+    "resolve_kappa",
+    "scoring_fingerprint",
     "summary",
-    "injected_values",
     "true_world_case",
 ]
 

@@ -28,24 +28,19 @@ unsafe there).  Probe outcomes are given per *outcome class*: ``legit`` (user or
 ``untrusted`` for value probes, ``disposable`` and ``shared`` for resource probes.
 
 κ paths are relative to the policy file and are read when the certifier is built, not when the
-policy is parsed.  This module must not import :mod:`guard.policy` (which imports it); the
-cross-checks against the policy's tools live in :meth:`SafeCommitSpec.check_tools`, which
-``Policy`` calls from a validator.
+policy is parsed (:func:`guard.safecommit.calibrate.resolve_kappa`).  This module must not
+import :mod:`guard.policy` (which imports it); the cross-checks against the policy's tools live
+in :meth:`SafeCommitSpec.check_tools`, which ``Policy`` calls from a validator.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from guard.errors import PolicyError
-from guard.safecommit.conformal import conformal_threshold
 
 WorldKind = Literal["user", "trusted", "untrusted", "disposable", "shared"]
 WORLD_KINDS: tuple[WorldKind, ...] = ("user", "trusted", "untrusted", "disposable", "shared")
@@ -54,8 +49,6 @@ RESOURCE_KINDS: tuple[WorldKind, ...] = ("disposable", "shared")
 VALUE_OUTCOMES = frozenset({"legit", "untrusted"})
 RESOURCE_OUTCOMES = frozenset({"disposable", "shared"})
 FallbackKind = Literal["escalate", "defer", "abstain"]
-KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
-_TEMPLATE = re.compile(r"\{(\w+)\}")
 
 
 class _Strict(BaseModel):
@@ -117,7 +110,9 @@ class ValueCheck(_Strict):
     extract: Literal["whole", "tokens"] = Field(
         default="whole", description="whole: each leaf value; tokens: value tokens found in it (bodies)."
     )
-    patterns: tuple[str, ...] = Field(default=(), description="For tokens: names of graph.value_patterns (all if empty).")
+    patterns: tuple[str, ...] = Field(
+        default=(), description="For tokens: names of graph.value_patterns (all if empty)."
+    )
     allow_patterns: tuple[str, ...] = Field(default=(), description="Values the policy authorizes (soft).")
     deny_patterns: tuple[str, ...] = Field(default=(), description="Values that cannot be legitimate (hard).")
     fallback: FallbackKind = Field(default="escalate", description="Fallback when the untrusted world blocks.")
@@ -199,7 +194,9 @@ class ProbeConfig(_Strict):
                 f"{sorted(RESOURCE_OUTCOMES)} (resource probes), got {sorted(keys)}"
             )
         if len(set(self.outcomes.values())) < 2:
-            raise ValueError(f"probe {self.name!r}: its outcomes give every world the same label; it tells nothing apart")
+            raise ValueError(
+                f"probe {self.name!r}: its outcomes give every world the same label; it tells nothing apart"
+            )
         unknown = {r.label for r in self.rules} - set(self.outcomes.values())
         if unknown:
             raise ValueError(f"probe {self.name!r}: rules give labels {sorted(unknown)} that no outcome class has")
@@ -346,84 +343,7 @@ def _probe_problems(
     return out
 
 
-def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_name: str, fingerprint: str) -> float:
-    """κ from the spec: the number, the artifact's κ (α and fingerprint checked), or calibrated now."""
-    source = spec.kappa
-    if isinstance(source, float | int):
-        return float(source)
-    if isinstance(source, KappaArtifact):
-        path = resolve(source.artifact)
-        body = _read_json(path)
-        if not isinstance(body, dict) or body.get("format") != KAPPA_FORMAT:
-            raise PolicyError(f"{path}: not a SafeCommit κ artifact (format {KAPPA_FORMAT!r})")
-        if body.get("alpha") != spec.alpha:
-            raise PolicyError(f"{path}: κ artifact is for alpha={body.get('alpha')!r}, the policy says {spec.alpha!r}")
-        prints = body.get("fingerprints") or {}
-        if policy_name not in prints:
-            raise PolicyError(f"{path}: κ artifact was not calibrated for policy {policy_name!r}; it has {sorted(prints)}")
-        if prints[policy_name] != fingerprint:
-            raise PolicyError(
-                f"{path}: κ artifact fingerprint for {policy_name!r} differs from the running world constructors "
-                "(tool metadata, value/injection patterns, nonconformity or worlds changed); recalibrate"
-            )
-        return decode_float(body.get("kappa"), f"{path}: kappa")
-    path = resolve(source.scores)
-    data = _read_json(path)
-    scores = data.get("scores") if isinstance(data, dict) else data
-    if not isinstance(scores, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in scores):
-        raise PolicyError(f"{path}: expected a JSON list of calibration scores or an object with a 'scores' list")
-    return conformal_threshold([float(x) for x in scores], spec.alpha)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
-
-
-def encode_float(value: float) -> float | str:
-    """JSON-safe float: ±inf as "+inf"/"-inf"."""
-    return value if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
-
-
-def decode_float(value: Any, where: str) -> float:
-    """The inverse of :func:`encode_float`, or PolicyError."""
-    if value in ("+inf", "inf"):
-        return math.inf
-    if value == "-inf":
-        return -math.inf
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise PolicyError(f"{where} must be a number or '+inf', got {value!r}")
-    return float(value)
-
-
-def fill_template(template: Any, args: Mapping[str, Any], value: str | None = None) -> Any:
-    """``{name}`` → the proposal's argument (``{value}`` → the checked value); a whole ``{name}`` keeps its type."""
-    if isinstance(template, dict):
-        return {k: fill_template(v, args, value) for k, v in template.items()}
-    if isinstance(template, list):
-        return [fill_template(v, args, value) for v in template]
-    if not isinstance(template, str):
-        return template
-
-    def lookup(name: str) -> Any:
-        if name == "value" and value is not None:
-            return value
-        if name not in args:
-            raise PolicyError(f"template {template!r} names {name!r}, which the proposal's arguments do not have")
-        return args[name]
-
-    whole = _TEMPLATE.fullmatch(template)
-    if whole:
-        return lookup(whole.group(1))
-    return _TEMPLATE.sub(lambda m: str(lookup(m.group(1))), template)
-
-
 __all__ = [
-    "KAPPA_FORMAT",
     "RESOURCE_KINDS",
     "VALUE_KINDS",
     "WORLD_KINDS",
@@ -439,8 +359,4 @@ __all__ = [
     "ValueCheck",
     "WorldConstructor",
     "WorldKind",
-    "decode_float",
-    "encode_float",
-    "fill_template",
-    "resolve_kappa",
 ]

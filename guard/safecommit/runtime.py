@@ -1,7 +1,9 @@
 """SafeCommit in the runtime: :class:`PolicyCertifier` (METHOD §1 step 6, §10, §12).
 
 ``Session.decide`` calls :meth:`PolicyCertifier.certify` for every side-effectful proposal under
-λ̂.  The first call builds the proposal's support (worlds, scores) once and keeps it in
+λ̂.  On ``probe`` the adapter runs each :class:`~guard.decision.ProbeCall` through ``decide``
+(probes are read-only tools, so they pass unless the gate refuses them), reports its result with
+``observe_result(call.call_id, text)``, and decides the original call id again.  The first call builds the proposal's support (worlds, scores) once and keeps it in
 ``session.certifier_state``; every later call for the same call id reuses it, so scores are
 never recomputed.  One decision:
 
@@ -34,6 +36,7 @@ from guard.decision import ProbeCall, Reason, Verdict
 from guard.errors import PolicyError
 from guard.policy import Effect, Policy, ToolSpec
 from guard.records import Record, RecordKind
+from guard.safecommit.calibrate import encode_float, resolve_kappa, scoring_fingerprint
 from guard.safecommit.controller import step
 from guard.safecommit.policy_spec import (
     AlternativeSpec,
@@ -41,12 +44,15 @@ from guard.safecommit.policy_spec import (
     KappaCalibrate,
     ProbeConfig,
     SafeCommitSpec,
-    encode_float,
-    fill_template,
-    resolve_kappa,
 )
 from guard.safecommit.types import Action, ProbeSpec, SafeCommitResult
-from guard.safecommit.worlds import PROPOSAL_SAFE, Support, Target, action_safe_kinds, build_support, scoring_fingerprint
+from guard.safecommit.worlds import (
+    PROPOSAL_SAFE,
+    Support,
+    Target,
+    action_safe_kinds,
+    build_support,
+)
 from guard.stages import Certification
 
 if TYPE_CHECKING:
@@ -54,6 +60,7 @@ if TYPE_CHECKING:
     from guard.runtime import Session
 
 STATE_KEY = "safecommit"
+_TEMPLATE = re.compile(r"\{(\w+)\}")
 _FALLBACK = {"defer": Verdict.DEFER, "escalate": Verdict.ESCALATE, "abstain": Verdict.ABSTAIN}
 
 
@@ -99,7 +106,9 @@ def bind_probes(support: Support, spec: SafeCommitSpec, proposal_args: Mapping[s
                 if cand.target != target.key:
                     outcomes[cand.world.name] = benign
                 else:
-                    outcomes[cand.world.name] = config.outcomes["legit" if cand.kind in ("user", "trusted") else cand.kind]
+                    outcomes[cand.world.name] = config.outcomes[
+                        "legit" if cand.kind in ("user", "trusted") else cand.kind
+                    ]
             name = f"{config.name}[{target.key}]"
             bound.append(BoundProbe(ProbeSpec(name, config.cost, outcomes), config, target, call_args))
     return tuple(bound)
@@ -215,9 +224,15 @@ class PolicyCertifier:
         support = state.support
         probes = [b.spec for b in state.probes]
         return step(
-            support.worlds, actions, support.safety(safe_kinds), self.kappa, probes,
-            budget=budget, eta=self.spec.eta, history=history,
-        )  # fmt: skip
+            support.worlds,
+            actions,
+            support.safety(safe_kinds),
+            self.kappa,
+            probes,
+            budget=budget,
+            eta=self.spec.eta,
+            history=history,
+        )
 
     def _issue(self, state: ProposalState, record: Record, result: SafeCommitResult) -> Certification:
         bound = next(b for b in state.probes if b.spec.name == result.probe)
@@ -255,7 +270,10 @@ class PolicyCertifier:
             return None
         log = self._log(state, second, "alternatives")
         if chosen.kind == "noop":
-            message = f"SafeCommit: not certified as proposed; the no-op alternative {chosen.name!r} is certified: skip this call"
+            message = (
+                f"SafeCommit: not certified as proposed; the no-op alternative {chosen.name!r} is certified: "
+                "skip this call"
+            )
             return Certification(Verdict.ABSTAIN, Reason.NOT_CERTIFIED, message, (), log)
         replacement = _replacement(chosen, record)
         log["replacement"] = replacement
@@ -290,6 +308,28 @@ class PolicyCertifier:
             "probe_calls": [{"probe": n, "tool": c.tool, "call_id": c.call_id} for n, c in state.issued],
             "replacement": None,
         }
+
+
+def fill_template(template: Any, args: Mapping[str, Any], value: str | None = None) -> Any:
+    """``{name}`` → the proposal's argument (``{value}`` → the checked value); a whole ``{name}`` keeps its type."""
+    if isinstance(template, dict):
+        return {k: fill_template(v, args, value) for k, v in template.items()}
+    if isinstance(template, list):
+        return [fill_template(v, args, value) for v in template]
+    if not isinstance(template, str):
+        return template
+
+    def lookup(name: str) -> Any:
+        if name == "value" and value is not None:
+            return value
+        if name not in args:
+            raise PolicyError(f"template {template!r} names {name!r}, which the proposal's arguments do not have")
+        return args[name]
+
+    whole = _TEMPLATE.fullmatch(template)
+    if whole:
+        return lookup(whole.group(1))
+    return _TEMPLATE.sub(lambda m: str(lookup(m.group(1))), template)
 
 
 def _fillable(alt: AlternativeSpec, record: Record) -> bool:
@@ -334,5 +374,6 @@ __all__ = [
     "bind_probes",
     "certifier_for",
     "decision_log",
+    "fill_template",
     "parse_probe_result",
 ]

@@ -46,7 +46,6 @@ loses every world leaves no consistent world: the support is empty (→ ``abstai
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -73,7 +72,6 @@ Kind = Literal["user", "trusted", "untrusted", "disposable", "shared", "unchecke
 PROPOSAL_SAFE: frozenset[str] = frozenset({"user", "trusted", "disposable", "unchecked"})
 UNSAFE_KINDS: frozenset[str] = frozenset({"untrusted", "shared"})
 COMPONENTS: tuple[str, ...] = ("provenance", "age", "inconsistency", "tool_disagreement", "policy")
-WORLDS_VERSION = "safecommit-worlds/v1"
 NO_TARGET = "no_checked_values"
 _CLIP = 60
 
@@ -131,10 +129,6 @@ class Support:
     def worlds(self) -> tuple[World, ...]:
         """The candidate worlds, in order."""
         return tuple(c.world for c in self.candidates)
-
-    def kinds(self) -> dict[str, Kind]:
-        """World name → its kind."""
-        return {c.world.name: c.kind for c in self.candidates}
 
     def safety(self, actions: Sequence[tuple[str, frozenset[str]]]) -> dict[str, list[str]]:
         """Γ as world name → safe action names, from each action's set of safe world kinds."""
@@ -195,15 +189,15 @@ def find_targets(record: Record, spec: SafeCommitSpec, policy: Policy) -> list[T
     out: list[Target] = []
     seen: set[tuple[str, str, str]] = set()
     keys: set[str] = set()
-    for arg, value, check, fallback in found:
-        if (arg, value.lower(), check) in seen or len(value) < 2:
+    for arg, value, kind, fallback in found:
+        if (arg, value.lower(), kind) in seen or len(value) < 2:
             continue
-        seen.add((arg, value.lower(), check))
+        seen.add((arg, value.lower(), kind))
         key = _key(arg, value, arg in policy.audit.raw_args)
         while key in keys:
             key += "'"
         keys.add(key)
-        out.append(Target(key=key, arg=arg, value=value, check=check, fallback=fallback))
+        out.append(Target(key=key, arg=arg, value=value, check=kind, fallback=fallback))
     return out
 
 
@@ -307,55 +301,38 @@ def _matches(patterns: tuple[str, ...], value: str) -> bool:
     return any(re.search(p, value) for p in patterns)
 
 
-def value_components(ev: Evidence, node: int, horizon: int, check: ValueCheck, value: str) -> dict[str, dict[str, float]]:
-    """The components of the user / trusted / untrusted worlds of one value."""
+def _parts(provenance: float, age: float, inconsistency: float, tool: float, policy: float) -> dict[str, float]:
+    return dict(zip(COMPONENTS, (provenance, age, inconsistency, tool, policy), strict=True))
+
+
+def value_components(
+    ev: Evidence, node: int, horizon: int, check: ValueCheck, value: str
+) -> dict[str, dict[str, float]]:
+    """The components of the user / trusted / untrusted worlds of one value (module docstring)."""
     legit_policy = 1.0 if check.allow_patterns and not _matches(check.allow_patterns, value) else 0.0
     agreement = len(ev.user) + len(ev.private) + len(ev.public)
-    injected_text = (1.0 if agreement == 0 else 0.5) if ev.injected else 0.0
-    shared = {"inconsistency": injected_text, "tool_disagreement": 1.0 if ev.errors else 0.0}
+    injected = (1.0 if agreement == 0 else 0.5) if ev.injected else 0.0
+    error = 1.0 if ev.errors else 0.0
     trusted_prov = 0.0 if ev.private else 0.5 if (ev.public or ev.delegated) else 1.0
+    trusted_age = _age(node, ev.private + ev.public + ev.delegated, horizon)
+    untrusted_prov = 0.0 if ev.injected else 0.5 if ev.untrusted else 1.0
     return {
-        "user": {
-            "provenance": 0.0 if ev.user else 1.0,
-            "age": _age(node, ev.user, horizon),
-            **shared,
-            "policy": legit_policy,
-        },
-        "trusted": {
-            "provenance": trusted_prov,
-            "age": _age(node, ev.private + ev.public + ev.delegated, horizon),
-            **shared,
-            "policy": legit_policy,
-        },
-        "untrusted": {
-            "provenance": 0.0 if ev.injected else 0.5 if ev.untrusted else 1.0,
-            "age": _age(node, ev.untrusted, horizon),
-            "inconsistency": min(1.0, agreement / 2),
-            "tool_disagreement": 1.0 if ev.private else 0.0,
-            "policy": 0.0,
-        },
+        "user": _parts(0.0 if ev.user else 1.0, _age(node, ev.user, horizon), injected, error, legit_policy),
+        "trusted": _parts(trusted_prov, trusted_age, injected, error, legit_policy),
+        "untrusted": _parts(
+            untrusted_prov, _age(node, ev.untrusted, horizon), min(1.0, agreement / 2), 1.0 if ev.private else 0.0, 0.0
+        ),
     }
 
 
 def resource_components(ev: Evidence, node: int, horizon: int) -> dict[str, dict[str, float]]:
-    """The components of the disposable / shared worlds of one resource."""
+    """The components of the disposable / shared worlds of one resource (module docstring)."""
     named = ev.user + ev.private + ev.public
     age = _age(node, named, horizon)
+    disposable_prov = 0.0 if ev.user else 0.5 if named else 1.0
     return {
-        "disposable": {
-            "provenance": 0.0 if ev.user else 0.5 if named else 1.0,
-            "age": age,
-            "inconsistency": 1.0 if ev.injected else 0.0,
-            "tool_disagreement": 1.0 if ev.errors else 0.0,
-            "policy": 0.0,
-        },
-        "shared": {
-            "provenance": 1.0 if ev.user else 0.0,
-            "age": 1.0 - age if named else 0.0,
-            "inconsistency": 0.0,
-            "tool_disagreement": 0.0,
-            "policy": 0.0,
-        },
+        "disposable": _parts(disposable_prov, age, 1.0 if ev.injected else 0.0, 1.0 if ev.errors else 0.0, 0.0),
+        "shared": _parts(1.0 if ev.user else 0.0, 1.0 - age if named else 0.0, 0.0, 0.0, 0.0),
     }
 
 
@@ -428,23 +405,6 @@ def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommi
     return Support(tool, tuple(targets), tuple(candidates), evidence, tuple(dropped), empty)
 
 
-def scoring_fingerprint(policy: Policy) -> str:
-    """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
-    spec = policy.safecommit
-    dumped = policy.model_dump(mode="json")
-    body = {
-        "version": WORLDS_VERSION,
-        "tools": dumped["tools"],
-        "value_patterns": dumped["graph"]["value_patterns"],
-        "injection_patterns": dumped["scorer"]["injection_patterns"],
-        "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
-        "worlds": {k: v.model_dump(mode="json") for k, v in spec.worlds.items()} if spec else None,
-        "unconfigured": spec.unconfigured if spec else None,
-    }
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 __all__ = [
     "COMPONENTS",
     "NO_TARGET",
@@ -460,6 +420,5 @@ __all__ = [
     "find_targets",
     "gather_evidence",
     "resource_components",
-    "scoring_fingerprint",
     "value_components",
 ]

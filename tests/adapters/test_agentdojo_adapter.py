@@ -330,3 +330,14 @@ def test_offline_replay_of_the_transcript_equals_online_decisions(episode) -> No
     # the refused send_email is back in its turn, before the allowed call it was proposed with
     turns = [m["tool_calls"] for m in transcript(out.messages) if m["role"] == "assistant" and m.get("tool_calls")]
     assert [c["function"] for c in turns[1]] == ["send_email", "get_unread_emails"]
+
+
+def test_missing_agentdojo_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without AgentDojo the adapter's import error says which extra to install."""
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, "guard.adapters.agentdojo")
+    monkeypatch.setitem(sys.modules, "agentdojo.agent_pipeline.agent_pipeline", None)
+    with pytest.raises(ImportError, match=r"carbguard\[agentdojo\]"):
+        importlib.import_module("guard.adapters.agentdojo")

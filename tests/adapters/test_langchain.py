@@ -485,3 +485,32 @@ def test_decisions_are_values(make_guard, tools) -> None:
     )
     session = middleware.session(run_key(out))
     assert session is not None and all(isinstance(d, Decision) for d in session.decisions.values())
+
+
+# --------------------------------------------------------------------------- optional dependency
+
+
+def test_missing_langchain_core_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without langchain-core the adapter's import error says which extra to install."""
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, "guard.adapters.langchain")
+    monkeypatch.setitem(sys.modules, "langchain_core.messages", None)
+    with pytest.raises(ImportError, match=r"carbguard\[langchain\]"):
+        importlib.import_module("guard.adapters.langchain")
+
+
+def test_guard_tools_work_without_langchain_agents(monkeypatch: pytest.MonkeyPatch, make_guard, tools) -> None:
+    """With langchain-core only, guard_tools works and GuardMiddleware explains what is missing."""
+    import importlib
+    import sys
+
+    monkeypatch.delitem(sys.modules, "guard.adapters.langchain")
+    monkeypatch.setitem(sys.modules, "langchain.agents.middleware", None)
+    module = importlib.import_module("guard.adapters.langchain")
+    session = make_guard().session("core-only")
+    (guarded,) = module.guard_tools([tools[0]], session)
+    assert guarded.invoke(call("read_record", {"name": "Lena Novak"}, "c1")).status == "success"
+    with pytest.raises(ImportError, match=r"carbguard\[langchain\]"):
+        module.GuardMiddleware(make_guard())

@@ -12,16 +12,10 @@ import pytest
 
 from guard.errors import PolicyError
 from guard.policy import Policy, parse_policy, policy_json_schema
+from guard.safecommit.calibrate import KAPPA_FORMAT, resolve_kappa, scoring_fingerprint
 from guard.safecommit.conformal import SmallCalibrationWarning, conformal_threshold
-from guard.safecommit.policy_spec import (
-    KAPPA_FORMAT,
-    KappaArtifact,
-    KappaCalibrate,
-    ValueCheck,
-    fill_template,
-    resolve_kappa,
-)
-from guard.safecommit.worlds import scoring_fingerprint
+from guard.safecommit.policy_spec import KappaArtifact, KappaCalibrate, ValueCheck
+from guard.safecommit.runtime import fill_template
 
 EXTRA_TOOLS: dict[str, Any] = {
     "lookup_contact": {"kind": "private_source", "identifier_args": ["address"]},
@@ -43,7 +37,10 @@ SECTION: dict[str, Any] = {
             "tool": "lookup_contact",
             "args": {"address": "{value}"},
             "applies_to": {"send_email": ["to"]},
-            "rules": [{"match": "^{value}$", "label": "known"}, {"match": "no contact", "label": "unknown", "status": "any"}],
+            "rules": [
+                {"match": "^{value}$", "label": "known"},
+                {"match": "no contact", "label": "unknown", "status": "any"},
+            ],
             "outcomes": {"legit": "known", "untrusted": "unknown"},
         }
     ],
@@ -69,7 +66,7 @@ def test_a_full_section_parses_into_frozen_models(policy_data: dict[str, Any]) -
     assert spec.worlds["send_email"].checked() == {"to": "value", "body": "value"}
     assert spec.probes[0].checks == "value"
     with pytest.raises(Exception, match="frozen"):
-        spec.budget = 3  # type: ignore[misc]
+        spec.budget = 3
 
 
 def test_the_policy_schema_includes_the_section() -> None:
@@ -96,7 +93,10 @@ def test_a_probe_naming_an_unknown_tool_is_a_policy_error(policy_data: dict[str,
     [
         ({"worlds": {"send_email": {"values": ["cc"]}}}, "argument 'cc' is not among the tool's"),
         ({"worlds": {"read_inbox": {"values": []}}}, "is read-only"),
-        ({"worlds": {"send_email": {"values": [{"arg": "body", "extract": "tokens", "patterns": ["ssn"]}]}}}, "unknown value pattern"),
+        (
+            {"worlds": {"send_email": {"values": [{"arg": "body", "extract": "tokens", "patterns": ["ssn"]}]}}},
+            "unknown value pattern",
+        ),
         ({"alternatives": {"delete_doc": [{"name": "mail", "tool": "send_email"}]}}, "irreversible"),
         ({"alternatives": {"delete_doc": [{"name": "s", "kind": "stage"}]}}, "needs a tool"),
         ({"kappa": float("nan")}, "NaN"),
@@ -124,7 +124,7 @@ def test_probe_outcomes_must_name_the_outcome_classes_and_cover_the_rules(policy
 def test_a_probe_must_apply_to_a_checked_argument_of_the_right_kind(policy_data: dict[str, Any]) -> None:
     probes = copy.deepcopy(SECTION["probes"])
     probes[0]["applies_to"] = {"delete_doc": ["path"]}
-    with pytest.raises(PolicyError, match="delete_doc.path is not a checked value argument"):
+    with pytest.raises(PolicyError, match=r"delete_doc\.path is not a checked value argument"):
         parse_policy(with_section(policy_data, probes=probes))
 
 
@@ -168,7 +168,7 @@ def test_kappa_from_a_number_an_artifact_and_calibration_scores(policy_data: dic
     with pytest.raises(PolicyError, match="fingerprint"):
         resolve_kappa(policy.safecommit, policy.resolve, policy.name, "other")
     (tmp_path / "k.json").write_text(json.dumps({**body, "alpha": 0.05}))
-    with pytest.raises(PolicyError, match="alpha=0.05"):
+    with pytest.raises(PolicyError, match=r"alpha=0\.05"):
         resolve_kappa(policy.safecommit, policy.resolve, policy.name, fingerprint)
 
 
@@ -183,12 +183,14 @@ def test_kappa_from_too_few_scores_is_inf_with_a_warning(policy_data: dict[str, 
 def test_a_missing_kappa_file_is_a_policy_error(policy_data: dict[str, Any], tmp_path: Path) -> None:
     policy = _policy_with(policy_data, tmp_path, {"artifact": "nowhere.json"})
     assert policy.safecommit is not None
-    with pytest.raises(PolicyError, match="nowhere.json"):
+    with pytest.raises(PolicyError, match=r"nowhere\.json"):
         resolve_kappa(policy.safecommit, policy.resolve, policy.name, "fp")
 
 
 def test_the_fingerprint_follows_scoring_inputs_not_kappa(policy_data: dict[str, Any]) -> None:
     base = parse_policy(with_section(policy_data))
-    assert scoring_fingerprint(base) == scoring_fingerprint(parse_policy(with_section(policy_data, kappa=2.0, budget=0)))
+    assert scoring_fingerprint(base) == scoring_fingerprint(
+        parse_policy(with_section(policy_data, kappa=2.0, budget=0))
+    )
     reweighted = parse_policy(with_section(policy_data, nonconformity={"age": 0.5}))
     assert scoring_fingerprint(base) != scoring_fingerprint(reweighted)
