@@ -87,6 +87,7 @@ class Step:
     removed_by_probes: tuple[str, ...]
     replacement: Mapping[str, Any] | None
     message: str
+    worlds: tuple[tuple[str, float], ...] = ()
 
 
 def _step(decision: Decision) -> Step:
@@ -102,6 +103,7 @@ def _step(decision: Decision) -> Step:
         removed_by_probes=tuple(log.get("removed_by_probes", ())),
         replacement=sc.get("replacement"),
         message=decision.message,
+        worlds=tuple((c["world"], c["score"]) for c in (sc.get("support") or {}).get("candidates", ())),
     )
 
 
@@ -156,9 +158,14 @@ def main() -> dict[str, list[Step]]:
     for scenario in SCENARIOS:
         steps = out[scenario] = run(guard, scenario)
         print(f"== {scenario}")
+        shown: set[str] = set()
         for s in steps:
             if s.tool in ("recall_memory", "list_dir"):
                 continue
+            if s.worlds and s.call_id not in shown:
+                shown.add(s.call_id)
+                scores = ", ".join(f"{name} {score:.3f}" for name, score in s.worlds)
+                print(f"  {s.call_id} {s.tool}: candidate worlds (score; kept if <= kappa): {scores}")
             code = f" / {s.safecommit_reason}" if s.safecommit_reason else ""
             print(f"  {s.call_id:<28} {s.tool:<17} {s.verdict.value:<9} {s.reason}{code}")
             if s.retained or s.removed_by_probes:

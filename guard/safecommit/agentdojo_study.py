@@ -39,7 +39,7 @@ from guard.calibration.replay import EpisodeScores, assemble, feed
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import CalibrationError, GuardError
 from guard.ledger import CATEGORIES, Ledger
-from guard.policy import Effect, Policy
+from guard.policy import Effect
 from guard.records import Episode, Record
 from guard.runtime import Guard
 from guard.safecommit.calibrate import Case, calibration_episodes, collect_cases, kappa_from_cases, proposal_case
@@ -186,14 +186,20 @@ def safecommit_replay_study(
     for alpha in alphas:
         kappa, n_cases = _kappas(alpha, models, cases)
         counts: Counter[str] = Counter()
+        by_suite: Counter[tuple[str, str]] = Counter()
         reasons: Counter[str] = Counter()
         composed = []
+        certifiers: dict[tuple[str, str], PolicyCertifier] = {}
         for r in replayed:
-            certifier = _certifier(guards[r.episode.meta.suite].policy, kappa[r.episode.meta.model])
+            suite, owner = r.episode.meta.suite, r.episode.meta.model
+            certifier = certifiers.get((suite, owner)) or certifiers.setdefault(
+                (suite, owner), PolicyCertifier(guards[suite].policy, kappa=kappa[owner])
+            )
             scores = r.scores.scores.copy()
             for p in r.proposals:
                 cert = certifier.decide_fresh(p.state, p.record, certifier.policy.tools[p.record.tool or ""])
                 counts[_category(cert.verdict, cert.reason)] += 1
+                by_suite[(suite, _category(cert.verdict, cert.reason))] += 1
                 reasons[str((cert.log or {}).get("log", {}).get("reason"))] += 1
                 if cert.verdict is not Verdict.EXECUTE:
                     scores[p.ordinal] = math.inf
@@ -206,6 +212,7 @@ def safecommit_replay_study(
                 "kappa": {m: (k if math.isfinite(k) else "+inf") for m, k in kappa.items()},
                 "kappa_cases": n_cases,
                 "counts": {k: counts.get(k, 0) for k in STOPS},
+                "counts_per_suite": {s: {k: by_suite.get((s, k), 0) for k in STOPS} for s in sorted(guards)},
                 "reasons": dict(sorted(reasons.items())),
                 "lambda_mean": float(np.mean(lam[np.isfinite(lam)])) if np.isfinite(lam).any() else None,
                 "gcarb": _summary(outcomes(gcarb, lam, test)),
@@ -215,16 +222,6 @@ def safecommit_replay_study(
             }
         )
     return out
-
-
-_CERTIFIERS: dict[tuple[int, float], PolicyCertifier] = {}
-
-
-def _certifier(policy: Policy, kappa: float) -> PolicyCertifier:
-    key = (id(policy), kappa)
-    if key not in _CERTIFIERS:
-        _CERTIFIERS[key] = PolicyCertifier(policy, kappa=kappa)
-    return _CERTIFIERS[key]
 
 
 def _agreement(replayed: Sequence[Replayed], guards: dict[str, Guard]) -> float | None:
@@ -258,6 +255,8 @@ def format_study(result: dict[str, Any]) -> str:
         lines.append(
             f"{row['alpha']:>6.2f} {'/'.join(kappas):>14} " + " ".join(f"{row['counts'][k]:>11}" for k in STOPS)
         )
+        for suite, counts in row.get("counts_per_suite", {}).items():
+            lines.append(f"{'':>6} {suite:>14} " + " ".join(f"{counts[k]:>11}" for k in STOPS))
     head = f"{'method':<22}{'alpha':>7}{'loss':>8}{'p05':>7}{'p95':>7}{'interv':>8}{'auto':>7}{'hfree':>7}"
     lines += ["", head, "-" * len(head)]
 
