@@ -14,8 +14,9 @@
   offline in AgentDojo's real environment and gets AgentDojo's own utility and security verdicts.
 - :func:`run_suite` re-runs the logged episodes of one suite with and without the guard and checks
   that every online decision equals the offline replay (:func:`guard.calibration.replay.replay_decisions`)
-  of the re-run's transcript.  Episodes where probes ran are not compared: a replay of a log
-  cannot run probes (METHOD §11).
+  of the re-run's transcript.  Once a probe ran online, later decisions see probe records that a
+  replay of the transcript cannot have (METHOD §11): only the decisions before the first probed
+  proposal of an episode are compared.
 
 Provider note: in ``deny`` mode a refused call's error result answers a call that is no longer in
 the assistant message.  AgentDojo's own pipeline and :class:`ReplayLLM` accept that; provider APIs

@@ -12,3 +12,7 @@ for corpus in all claude-3-7-sonnet-20250219 command-r-plus gpt-4o-2024-05-13 me
 done
 mkdir -p guard/data/calibration_artifacts/agentdojo
 cp calibration_artifacts/agentdojo/*.json guard/data/calibration_artifacts/agentdojo/
+# SafeCommit kappa artifacts (conformal threshold over world scores; see README "SafeCommit")
+for alpha in 0.05 0.10; do
+  carbguard safecommit calibrate --alpha "$alpha" --out "calibration_artifacts/safecommit/agentdojo_kappa_a${alpha}.json"
+done

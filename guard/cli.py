@@ -122,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_more.add_report(sub)
     cli_more.add_bench(sub)
     cli_more.add_ledger_check(sub)
+    cli_more.add_safecommit(sub)
     return parser
 
 

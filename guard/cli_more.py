@@ -121,3 +121,21 @@ def _ledger_check(args: argparse.Namespace) -> int:
     from guard.corpora.ledger_check import format_check, ledger_check
 
     return _emit(ledger_check(args.corpus), args.json, format_check)
+
+
+def add_safecommit(sub: Any) -> None:
+    """``carbguard safecommit study|calibrate`` (the options are those of the modules' own CLIs)."""
+    sc = sub.add_parser("safecommit", help="SafeCommit on AgentDojo: replay study, kappa calibration")
+    sc.add_argument("action", choices=["study", "calibrate"], help="study: replay counts and loss; calibrate: kappa")
+    sc.add_argument("rest", nargs=argparse.REMAINDER, help="options (see `carbguard safecommit ACTION --help`)")
+    sc.set_defaults(func=_safecommit)
+
+
+def _safecommit(args: argparse.Namespace) -> int:
+    if args.action == "study":
+        from guard.safecommit.agentdojo_study import main as study_main
+
+        return study_main(args.rest)
+    from guard.safecommit.calibrate import main as calibrate_main
+
+    return calibrate_main(args.rest)

@@ -6,8 +6,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,8 +76,33 @@ def result_trust(policy: Policy, tool: str) -> Trust:
 # --------------------------------------------------------------------------- pipeline
 
 
+class StageError(RuntimeError):
+    """An exception inside a stage, re-raised with private values redacted from its message.
+
+    ``kind`` is the original exception's class name; ``detail`` its message after
+    :func:`redact_text`.  The original is kept as ``__cause__`` (never written anywhere).
+    """
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+        self.detail = detail
+
+
 def run_pipeline(session: Session, tool: Any, args: Any, call_id: Any) -> Decision:
-    """normalize → extend → select → score → gate → certify; one short loop of stages."""
+    """normalize → extend → select → score → gate → certify; one short loop of stages.
+
+    An exception in a stage is re-raised as :class:`StageError`, whose message has the proposal's
+    argument values, private-source spans and canary matches redacted (the runtime puts that message
+    into the decision and the audit entry).
+    """
+    try:
+        return _run_stages(session, tool, args, call_id)
+    except Exception as exc:
+        raise StageError(type(exc).__name__, redact_text(str(exc)[:_MAX_ERROR_CHARS], session, args)) from exc
+
+
+def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decision:
     guard = session.guard
     refusal = normalize(session, tool, args, call_id)
     if refusal is not None:
@@ -113,14 +139,14 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
         message = "call id must be a non-empty string of valid Unicode"
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
     if not isinstance(tool, str) or policy.tool(tool) is None:
-        message = f"tool {_clip(tool)} is not in policy {policy.name!r}"
+        message = f"tool {redact_text(_clip(tool), session, args)} is not in policy {policy.name!r}"
         return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, message, tool, call_id)
     problem = _args_problem(args)
     if problem is not None:
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
     seen = session._proposals.get(call_id)
     if seen is not None and (seen.tool != tool or dict(seen.args) != json.loads(json.dumps(args))):
-        message = f"call id {_clip(call_id)} reused for another call"
+        message = f"call id {redact_text(_clip(call_id), session, args)} reused for another call"
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
     return None
 
@@ -227,7 +253,8 @@ def _refusal(verdict: Verdict, reason: Reason, message: str, tool: Any, call_id:
 
 def internal_error(tool: Any, call_id: Any, exc: BaseException, threshold: float | None) -> Decision:
     """The fail-closed decision for any error inside the pipeline."""
-    message = f"internal error, failing closed: {type(exc).__name__}: {str(exc)[:500]}"
+    kind, detail = (exc.kind, exc.detail) if isinstance(exc, StageError) else (type(exc).__name__, str(exc))
+    message = f"internal error, failing closed: {kind}: {detail[:500]}"
     return dataclasses.replace(
         _refusal(Verdict.ESCALATE, Reason.INTERNAL_ERROR, message, tool, call_id), threshold=threshold
     )
@@ -260,27 +287,138 @@ def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
 def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:
     """The audit entry of METHOD §12 (argument values hashed unless allowed raw)."""
     guard = session.guard
+    raw_names = guard.policy.audit.raw_args
+    known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
         "proposal_index": decision.proposal_index,
-        "call_id": _safe_text(decision.call_id),
-        "tool": _safe_text(decision.tool),
-        "args": redact_args(args, guard.policy.audit.raw_args),
+        "call_id": _safe_text(redact_text(decision.call_id, session, args)),
+        "tool": _safe_text(decision.tool if known_tool else redact_text(decision.tool, session, args)),
+        "args": redact_args(args, raw_names),
         "verdict": decision.verdict.value,
         "reason": decision.reason.value,
-        "message": _safe_text(decision.message),
+        "message": _safe_text(redact_text(decision.message, session, args)),
         "score": decision.score,
         "threshold": _finite_or_text(decision.threshold),
         "artifact": guard.artifact_id,
         "selected": list(decision.selected),
         "edges_in": _edges_in(session, decision.proposal_index),
         "features": dict(decision.features),
-        "safecommit": dict(decision.safecommit) if decision.safecommit is not None else None,
+        "safecommit": _redact_safecommit(decision.safecommit, raw_names),
         "probes": [p.name or p.tool for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
-        "error": error,
+        "error": _safe_text(redact_text(error, session, args)) if error is not None else None,
     }
+
+
+# --------------------------------------------------------------------------- redaction
+
+_REDACTED = "[redacted]"
+_MAX_ERROR_CHARS = 2000
+_MIN_VALUE_CHARS = 4
+_MAX_LEAVES = 10_000
+_MAX_GRAM_CHARS = MAX_ARG_CHARS
+
+
+def redact_text(text: str, session: Session, args: Any) -> str:
+    """``text`` with private values replaced by ``[redacted]``, for messages and errors that may echo them.
+
+    Redacted: every occurrence of a proposal argument value (not allowed raw by the policy) of at
+    least 4 characters, and every ``min_span``-character window of such a value (for the first
+    ``MAX_ARG_CHARS`` characters of argument values; longer arguments are refused unread); every
+    ``min_span``-character window and value token of a private-source record of the session; every
+    match of the policy's canary patterns.  If redaction itself fails, the whole text is dropped.
+    """
+    if not isinstance(text, str) or not text:
+        return text
+    try:
+        spans = _private_spans(text, session, args)
+    except Exception:  # noqa: BLE001 - never let redaction fail a decision; drop the text instead
+        return _REDACTED
+    out, last = [], 0
+    for start, end in _merged(spans):
+        out += [text[last:start], _REDACTED]
+        last = end
+    return "".join([*out, text[last:]])
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching spans joined, in order."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _private_spans(text: str, session: Session, args: Any) -> list[tuple[int, int]]:
+    policy = session.guard.policy
+    graph = session.graph
+    k = policy.graph.min_span
+    spans: list[tuple[int, int]] = []
+    grams: set[str] = set()
+    budget = _MAX_GRAM_CHARS
+    for value in _secret_leaves(args, policy.audit.raw_args):
+        for variant in {value, repr(value)[1:-1]}:
+            if len(variant) < _MIN_VALUE_CHARS:
+                continue
+            spans.extend(_occurrences(text, variant))
+            if k <= len(variant) <= budget:
+                budget -= len(variant)
+                grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
+    for i in range(len(text) - k + 1):
+        window = text[i : i + k]
+        nodes = graph.index.kgrams.get(window, ())
+        if window in grams or any(graph.facts[n].private for n in nodes if n in graph.facts):
+            spans.append((i, i + k))
+    for token in graph.index.tokens_in(text):
+        if any(graph.facts[n].private for n in graph.index.tokens.get(token, ()) if n in graph.facts):
+            spans.extend(_occurrences(text, token))
+    for pattern in policy.scorer.canary_patterns:
+        spans.extend((m.start(), m.end()) for m in re.finditer(pattern, text))
+    return spans
+
+
+def _occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
+    start = text.find(value)
+    while start >= 0:
+        yield start, start + len(value)
+        start = text.find(value, start + 1)
+
+
+def _secret_leaves(args: Any, raw_names: tuple[str, ...]) -> Iterator[str]:
+    """Text of every argument leaf value whose argument the policy does not allow raw (bounded)."""
+    if not isinstance(args, Mapping):
+        if isinstance(args, str):
+            yield args
+        return
+    stack: list[tuple[Any, int]] = [(v, 0) for k, v in args.items() if k not in raw_names]
+    seen = 0
+    while stack and seen < _MAX_LEAVES:
+        value, depth = stack.pop()
+        seen += 1
+        if isinstance(value, Mapping) and depth < MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple) and depth < MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, str):
+            yield value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield str(value)
+
+
+def _redact_safecommit(log: Mapping[str, Any] | None, raw_names: tuple[str, ...]) -> dict[str, Any] | None:
+    """SafeCommit's log for the audit: the replacement call's arguments hashed like the proposal's."""
+    if log is None:
+        return None
+    out = dict(log)
+    replacement = out.get("replacement")
+    if isinstance(replacement, Mapping) and "args" in replacement:
+        out["replacement"] = {**replacement, "args": redact_args(replacement["args"], raw_names)}
+    return out
 
 
 def _edges_in(session: Session, node: int) -> list[list[Any]]:
