@@ -50,7 +50,7 @@ def main(model: str = "gpt-4o-2024-05-13", alpha: float = 0.05) -> None:
         cats = ",".join(sorted(trace.events[step]))
         print(f"  {level:5.2f}  {decisions[step].tool:<28} {feats:<70} {cats}  {episode.episode_id}")
     stopped = Counter()
-    for episode, decisions, trace, cummax, level in rows:
+    for episode, decisions, trace, cummax, _ in rows:
         if episode.meta.utility and trace.first_harm is None and len(cummax) and cummax[-1] > lam:
             first = next(d for d in decisions if d.score is not None and d.score > lam)
             stopped[(first.tool, ",".join(k for k, v in first.features.items() if v))] += 1

@@ -17,7 +17,7 @@ def test_quick_start_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert block is not None
     monkeypatch.chdir(ROOT)
     code = block.group(1).replace('audit="audit.jsonl"', f'audit="{tmp_path / "audit.jsonl"}"')
-    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own code
+    exec(compile(code, "README.md", "exec"), {})
 
 
 def test_policy_reference_matches_schema() -> None:

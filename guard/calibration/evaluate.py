@@ -56,15 +56,16 @@ def outcomes(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> dict[st
 
 def _charged(levels: np.ndarray, lam_col: np.ndarray) -> np.ndarray:
     """Loss at λ: the episode reached its first harmful step (level +inf means it never charges)."""
-    return np.isfinite(levels) & (levels <= lam_col)
+    charged: np.ndarray = np.isfinite(levels) & (levels <= lam_col)
+    return charged
 
 
 def _ctx_red(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> np.ndarray:
     """1 − Σ selected / Σ full-prefix over the proposals each method actually scored."""
     starts, ends = corpus.offsets[:-1], corpus.offsets[1:]
-    executed = np.cumsum(corpus.cummax[None, :] <= lam[:, None], axis=1)
-    executed = np.concatenate([np.zeros((len(lam), 1), dtype=executed.dtype), executed], axis=1)
-    counts = executed[:, ends] - executed[:, starts]
+    ran = np.cumsum(corpus.cummax[None, :] <= lam[:, None], axis=1)
+    executed = np.concatenate([np.zeros((len(lam), 1), dtype=ran.dtype), ran], axis=1)
+    counts: np.ndarray = executed[:, ends] - executed[:, starts]
     scored = np.minimum(counts + (counts < (ends - starts)), ends - starts)
     sel = np.concatenate([[0], np.cumsum(corpus.n_selected)])
     pre = np.concatenate([[0], np.cumsum(corpus.n_prefix)])
@@ -73,7 +74,8 @@ def _ctx_red(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> np.ndar
     total_sel = (sel[last] - sel[starts[test]]).sum(axis=1)
     total_pre = (pre[last] - pre[starts[test]]).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total_pre > 0, 1.0 - total_sel / np.maximum(total_pre, 1), np.nan)
+        ratio: np.ndarray = np.where(total_pre > 0, 1.0 - total_sel / np.maximum(total_pre, 1), np.nan)
+    return ratio
 
 
 def carb_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float) -> np.ndarray:
@@ -150,19 +152,18 @@ def run_protocol(
     """Every method at every α over ``permutations`` seeded 50/50 splits."""
     base = corpora[STEP_CRC_SELECTOR]
     calib, test = split_indices(base.n, permutations, seed)
+    never, always = np.full(permutations, np.inf), np.full(permutations, -np.inf)
     rows = [
-        Row("no_guard", None, outcomes(base, np.full(permutations, np.inf), test), np.full(permutations, np.inf), False),
-        Row("stop_all", None, outcomes(base, np.full(permutations, -np.inf), test), np.full(permutations, -np.inf), False),
+        Row("no_guard", None, outcomes(base, never, test), never, False),
+        Row("stop_all", None, outcomes(base, always, test), always, False),
     ]
-    done = 0
-    for alpha in alphas:
+    for done, alpha in enumerate(alphas, start=1):
         lam = step_crc_lambdas(base, calib, alpha)
         rows.append(Row("step_crc", alpha, outcomes(base, lam, test), lam, True))
         for method, selector in METHOD_SELECTORS.items():
             if selector in corpora:
                 lam = carb_lambdas(corpora[selector], calib, alpha)
                 rows.append(Row(method, alpha, outcomes(corpora[selector], lam, test), lam, True))
-        done += 1
         if tick is not None:
             tick(done)
     return rows

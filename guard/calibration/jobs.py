@@ -29,7 +29,13 @@ EACH: tuple[str, ...] = (
     "meta-llama_Llama-3.3-70B-Instruct",
     "all",
 )
-SELECTOR_NAMES: tuple[SelectorName, ...] = ("gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size")
+SELECTOR_NAMES: tuple[SelectorName, ...] = (
+    "gcarb",
+    "full_prefix",
+    "fixed_window",
+    "ledger_current",
+    "random_equal_size",
+)
 
 
 @dataclass

@@ -162,7 +162,8 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
     for i, e in enumerate(items):
         for step in e.harm_steps:
             harmful[offsets[i] + step] = True
-    cat = {c: np.array([_level(cm, e.category_steps[c]) for cm, e in zip(cummaxes, items, strict=True)]) for c in CATEGORIES}
+    pairs = list(zip(cummaxes, items, strict=True))
+    cat = {c: np.array([_level(cm, e.category_steps[c]) for cm, e in pairs]) for c in CATEGORIES}
     return ScoredCorpus(
         episode_ids=tuple(e.episode_id for e in items),
         offsets=offsets,
@@ -171,7 +172,7 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
         n_selected=_cat([e.n_selected for e in items], np.int64),
         n_prefix=_cat([e.n_prefix for e in items], np.int64),
         harmful=harmful,
-        harm_level=np.array([_level(cm, e.harm_steps[0] if e.harm_steps else None) for cm, e in zip(cummaxes, items, strict=True)]),
+        harm_level=np.array([_level(cm, e.harm_steps[0] if e.harm_steps else None) for cm, e in pairs]),
         category_levels=cat,
         max_score=np.array([cm[-1] if len(cm) else -np.inf for cm in cummaxes], dtype=np.float64),
         utility=np.array([e.utility for e in items], dtype=bool),

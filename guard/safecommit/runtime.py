@@ -3,7 +3,8 @@
 ``Session.decide`` calls :meth:`PolicyCertifier.certify` for every side-effectful proposal under
 λ̂.  On ``probe`` the adapter runs each :class:`~guard.decision.ProbeCall` through ``decide``
 (probes are read-only tools, so they pass unless the gate refuses them), reports its result with
-``observe_result(call.call_id, text)``, and decides the original call id again.  The first call builds the proposal's support (worlds, scores) once and keeps it in
+``observe_result(call.call_id, text)``, and decides the original call id again.  The first call
+builds the proposal's support (worlds, scores) once and keeps it in
 ``session.certifier_state``; every later call for the same call id reuses it, so scores are
 never recomputed.  One decision:
 

@@ -1,0 +1,136 @@
+"""All performance benchmarks: ``python -m benchmarks.perf [--json] [--quick]`` (``carbguard bench perf``).
+
+Runs :mod:`benchmarks.latency`, :mod:`benchmarks.peer` (on our latency rows from the same run) and
+:mod:`benchmarks.calibration`, then prints the tables, or with ``--json`` one JSON object::
+
+    {"latency": [{"method": "gcarb_incremental"|"full_prefix"|"rebuild"|"invariant", "T": int,
+                  "p50_us": float, "p99_us": float}, ...],
+     "growth": {"gcarb_incremental": float, "full_prefix": float, "rebuild": float},
+     "peer_ratio": {"10": float|null, "100": float|null, "1000": float|null},
+     "records_per_episode": [{"T": int, "gcarb": int, "full_prefix": int}, ...],
+     "crc_seconds_1e6x200": float, "episodes_per_second": float,
+     "machine": {"cores": int, ...}, "details": {...}}
+
+``growth`` = p50 at T=1000 / p50 at T=10; ``peer_ratio`` = our G-CARB p50 / invariant's p50 at that
+T (``null`` where the peer stops).  ``details`` holds what the tables show beyond the contract
+(sample counts, decide-only latency, the peer's largest completed trace, memory, the speed-up
+with two local workers).  A full run takes a few minutes; ``--quick`` uses small repeat counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from benchmarks import calibration, latency, peer
+
+CONTRACT_ROW = ("method", "T", "p50_us", "p99_us")
+
+
+def machine() -> dict[str, Any]:
+    """Cores, CPU model, Python, and the load average (the box may be shared)."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            model = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), "")
+    except OSError:
+        model = platform.processor()
+    return {
+        "cores": os.cpu_count() or 1,
+        "cpu": model or platform.machine(),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "loadavg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Every benchmark; the JSON object of the issue's contract plus ``machine`` and ``details``."""
+    began = time.perf_counter()
+    host = machine()
+    lat = latency.run(quick, progress=progress)
+    try:
+        peer_result: dict[str, Any] | None = peer.run(quick, ours=lat["latency"], progress=progress)
+        peer_note = None
+    except peer.PeerUnavailable as exc:
+        peer_result, peer_note = None, str(exc)
+    cal = calibration.run(quick, progress=progress)
+    rows = [{k: r[k] for k in CONTRACT_ROW} for r in lat["latency"]]
+    if peer_result is not None:
+        rows += [{k: r[k] for k in CONTRACT_ROW} for r in peer.latency_rows(peer_result)]
+    host["loadavg_1m_end"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+    host["seconds"] = round(time.perf_counter() - began, 1)
+    return {
+        "latency": rows,
+        "growth": lat["growth"],
+        "peer_ratio": peer_result["peer_ratio"] if peer_result else {str(t): None for t in peer.PEER_T},
+        "records_per_episode": lat["records_per_episode"],
+        "crc_seconds_1e6x200": cal["crc"]["seconds"],
+        "episodes_per_second": cal["scoring"]["episodes_per_second"],
+        "machine": host,
+        "details": {
+            "quick": quick,
+            "latency": lat["latency"],
+            "window": lat["window"],
+            "policy": lat["policy"],
+            "peer": _peer_details(peer_result, peer_note),
+            "calibration": cal,
+        },
+    }
+
+
+def _peer_details(result: dict[str, Any] | None, note: str | None) -> dict[str, Any]:
+    if result is None:
+        return {"available": False, "note": note}
+    keep = ("peer", "largest_T_completed", "first_T_capped", "invariant_version", "cycle_cap", "rules")
+    return {"available": True, **{k: result[k] for k in keep}}
+
+
+def format_perf(result: dict[str, Any]) -> str:
+    """All tables as text, with the machine and the targets."""
+    d, m = result["details"], result["machine"]
+    lat = {"latency": d["latency"], "growth": result["growth"], "records_per_episode": result["records_per_episode"],
+           "window": d["window"], "policy": d["policy"]}
+    parts = [
+        f"Machine: {m['cores']} cores ({m['cpu']}), Python {m['python']}, {m['platform']}; "
+        f"load average {m['loadavg_1m']} → {m['loadavg_1m_end']}; run took {m['seconds']} s"
+        + (" (--quick)" if d["quick"] else ""),
+        "",
+        latency.format_latency(lat),
+        "",
+    ]
+    g = result["growth"].get("gcarb_incremental")
+    parts.append(f"Target G-CARB growth ≤ 3×: {g}× — {'met' if g is not None and g <= 3 else 'NOT met'}")
+    peer_d = d["peer"]
+    if peer_d["available"]:
+        ours = [r for r in d["latency"] if r["method"] == "gcarb_incremental"]
+        parts += ["", peer.format_peer({**peer_d, "peer_ratio": result["peer_ratio"], "ours": ours})]
+        for t in ("10", "100"):
+            ratio = result["peer_ratio"].get(t)
+            verdict = "not measurable: the peer stops at this T" if ratio is None else ("met" if ratio <= 0.1 else "NOT met")
+            parts.append(f"Target ours/invariant ≤ 0.1 at T={t}: {ratio} — {verdict}")
+    else:
+        parts += ["", f"Peer not measured: {peer_d['note']}"]
+    parts += ["", calibration.format_calibration(d["calibration"])]
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.perf [--json] [--quick]``."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="small repeat counts")
+    args = parser.parse_args(argv)
+    out = run(args.quick, progress=sys.stderr.isatty() and not args.json)
+    print(json.dumps(out) if args.json else format_perf(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
