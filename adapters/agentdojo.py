@@ -45,6 +45,9 @@ from guard.runtime import Guard, Session
 
 _HINT = "pip install 'carbguard[agentdojo]'"
 
+# The module imports without AgentDojo (so ``import guard.adapters.agentdojo`` works in a core-only
+# install); every entry point calls ``_require`` first and raises ImportError with the install hint.
+_MISSING: ImportError | None = None
 try:
     from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline, load_system_message
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
@@ -56,7 +59,15 @@ try:
     from agentdojo.task_suite.load_suites import get_suite
     from agentdojo.types import get_text_content_as_str, text_content_block_from_string
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(f"guard.adapters.agentdojo needs AgentDojo: {_HINT}") from exc
+    _MISSING = exc
+    BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc]
+
+
+def _require() -> None:
+    """Raise ImportError with the install hint when AgentDojo did not import."""
+    if _MISSING is not None:
+        raise ImportError(f"guard.adapters.agentdojo needs AgentDojo: {_HINT}") from _MISSING
+
 
 __all__ = [
     "VERSIONS",
@@ -74,7 +85,7 @@ __all__ = [
 Mode = Literal["abort", "deny"]
 VERSIONS: tuple[str, ...] = ("v1", "v1.1", "v1.1.1", "v1.1.2", "v1.2", "v1.2.1", "v1.2.2")
 """AgentDojo benchmark versions, oldest first."""
-_EMPTY_ENV = EmptyEnv()
+_EMPTY_ENV: Any = EmptyEnv() if _MISSING is None else None
 
 
 def _content_text(content: Any) -> str:
@@ -159,6 +170,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         max_probe_rounds: int = 2,
         keep_runs: int = 64,
     ) -> None:
+        _require()
         if mode not in ("abort", "deny"):
             raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
         self.guard = guard
@@ -393,6 +405,7 @@ class ReplayLLM(BasePipelineElement):  # type: ignore[misc]
     name = "carbguard-replay"
 
     def __init__(self, source: Episode | Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        _require()
         self.turns = _assistant_turns(source)
         self._cursor = 0
 
@@ -468,6 +481,7 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
     guard refused (``deny``/``abort``): it is put back into that turn, in the order of the tool
     messages, so the transcript lists every proposal the online session decided.
     """
+    _require()
     out: list[dict[str, Any]] = []
     for position, message in enumerate(messages):
         role = message.get("role")
@@ -549,6 +563,7 @@ def _task(suite: Any, task_id: str) -> Any:
 
 def compatible_versions(episode: Episode) -> tuple[str, ...]:
     """The benchmark versions whose task texts match a logged episode (user prompt, injection goal)."""
+    _require()
     meta = episode.meta
     said = _norm(next((r.text for r in episode.records if r.kind is RecordKind.USER), ""))
     payloads = [_norm(p) for p in meta.injections]
@@ -595,6 +610,7 @@ def _choose_versions(episodes: Sequence[Episode], declared: Mapping[str, str] | 
 @cache
 def injection_candidates(version: str, suite_name: str, user_task: str) -> tuple[str, ...]:
     """The injection vectors the ground truth of ``user_task`` sees (AgentDojo's own rule)."""
+    _require()
     suite = get_suite(version, suite_name)
     task = suite.get_user_task_by_id(user_task)
     canaries = {v: f"<CANARY---{v}--->" for v in suite.get_injection_vector_defaults()}
@@ -652,6 +668,7 @@ def rerun_episode(
     max_iters: int = 15,
 ) -> EpisodeOutcome:
     """Re-execute one logged episode in its real AgentDojo suite, with or without the guard."""
+    _require()
     meta = episode.meta
     suite = get_suite(version, meta.suite)
     user_task = _task(suite, meta.user_task)
@@ -781,6 +798,7 @@ def run_suite(
     second one replays the transcripts offline.  Pass a list as ``outcomes`` to receive the
     per-episode ``(without, with)`` outcomes.
     """
+    _require()
     if mode not in ("abort", "deny"):
         raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
     if version is not None and version not in VERSIONS:

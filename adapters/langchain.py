@@ -46,19 +46,28 @@ from guard.runtime import Guard, Session
 
 _HINT = "pip install 'carbguard[langchain]'"
 
+# The module imports without LangChain (so ``import guard.adapters.langchain`` works in a core-only
+# install); every entry point calls ``_require`` first and raises ImportError with the install hint.
+_MISSING: dict[str, ImportError] = {}
 try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.tools import BaseTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(f"guard.adapters.langchain needs langchain-core: {_HINT}") from exc
+    _MISSING["langchain-core"] = exc
+    AIMessage = BaseMessage = HumanMessage = ToolMessage = BaseTool = object  # type: ignore[assignment,misc]
 
 try:
     from langchain.agents.middleware import AgentMiddleware as _MiddlewareBase
-except ImportError:  # pragma: no cover - guard_tools works with langchain-core alone
+except ImportError as exc:  # pragma: no cover - guard_tools works with langchain-core alone
+    _MISSING["langchain"] = exc
+    _MiddlewareBase = object  # type: ignore[assignment,misc]
 
-    class _MiddlewareBase:  # type: ignore[no-redef]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            raise ImportError(f"GuardMiddleware needs langchain>=1.0: {_HINT}")
+
+def _require(*packages: str) -> None:
+    """Raise ImportError with the install hint when one of ``packages`` did not import."""
+    for package in packages:
+        if package in _MISSING:
+            raise ImportError(f"this part of guard.adapters.langchain needs {package}: {_HINT}") from _MISSING[package]
 
 
 __all__ = [
@@ -331,6 +340,7 @@ class GuardToolWrapper:
         max_sessions: int = 1024,
         messages_key: str = "messages",
     ) -> None:
+        _require("langchain-core")
         if max_probe_rounds < 0 or max_sessions < 1:
             raise ValueError("max_probe_rounds must be >= 0 and max_sessions >= 1")
         self.guard = guard
@@ -482,6 +492,7 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         max_probe_rounds: int = 2,
         max_sessions: int = 1024,
     ) -> None:
+        _require("langchain-core", "langchain")
         super().__init__()
         self.wrapper = GuardToolWrapper(
             guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions
@@ -616,6 +627,7 @@ def guard_tools(tools: Sequence[BaseTool], session: Session, *, max_probe_rounds
     Probe tools are looked up by name among ``tools``.  Results of executed calls are observed
     into the session; refusals come back as ``ToolMessage(status="error")``.
     """
+    _require("langchain-core")
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("guard_tools: tool names must be unique")

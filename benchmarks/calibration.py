@@ -64,8 +64,9 @@ def _corpus(quick: bool) -> tuple[list[Any], Callable[[Any], Any], Callable[[Any
         return episodes, lambda _e: policy, lambda _e: labels, f"SYNTHETIC episodes (corpus loader unavailable: {exc})"
 
 
-def scoring(quick: bool) -> dict[str, Any]:
-    """Episodes scored per second (one selector, G-CARB) and peak traced memory."""
+def scoring(quick: bool, workers: int = 2) -> dict[str, Any]:
+    """Episodes scored per second (one selector, G-CARB), peak traced memory, speed-up with ``workers``."""
+    from guard.calibration.parallel import score_parallel
     from guard.calibration.replay import assemble, score_episode
 
     episodes, policy_for, labels_for, source = _corpus(quick)
@@ -77,8 +78,11 @@ def scoring(quick: bool) -> dict[str, Any]:
         return assemble([score_episode(policy_for(e), e, labels_for(e)) for e in episodes])
 
     start = time.perf_counter()
-    work()
+    single = work()
     seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    pooled = score_parallel(episodes, policy_for, labels_for, workers=workers)
+    pooled_seconds = time.perf_counter() - start
     subset = episodes[: min(len(episodes), 200)]
     _, peak = _peak_mb(lambda: assemble([score_episode(policy_for(e), e, labels_for(e)) for e in subset]))
     n_props = sum(1 for e in episodes for r in e.records if r.kind.value == "proposal")
@@ -92,6 +96,10 @@ def scoring(quick: bool) -> dict[str, Any]:
         "decisions_per_second": round(n_props / seconds, 1),
         "peak_mb": round(peak, 1),
         "peak_mb_episodes": len(subset),
+        "workers": workers,
+        "workers_seconds": round(pooled_seconds, 3),
+        "workers_speedup": round(seconds / pooled_seconds, 2),
+        "workers_identical": single.fingerprint() == pooled.fingerprint(),
     }
 
 
@@ -111,7 +119,9 @@ def synthetic_corpus(n: int, seed: int = 0, k: int = 6) -> tuple[np.ndarray, np.
     return scores.ravel(), levels
 
 
-def crc_step(quick: bool, n: int = N_EPISODES, permutations: int = PERMUTATIONS, exact: bool | None = None) -> dict[str, Any]:
+def crc_step(
+    quick: bool, n: int = N_EPISODES, permutations: int = PERMUTATIONS, exact: bool | None = None
+) -> dict[str, Any]:
     """Time λ̂ for ``permutations`` 50/50 splits of ``n`` synthetic episodes; peak traced memory."""
     scores, levels = synthetic_corpus(n)
     grid = crc.exact_grid(scores)
@@ -150,13 +160,21 @@ def crc_step(quick: bool, n: int = N_EPISODES, permutations: int = PERMUTATIONS,
         crc.carb_thresholds_for_permutations_exact(levels, index, calib, ALPHA)
         per_block = time.perf_counter() - t0
         out["exact_grid_seconds_estimate"] = round(per_block * permutations / BLOCK, 3)
-        out["exact_grid_note"] = f"per-permutation calibration grids; timed on {BLOCK} permutations, scaled to {permutations}"
+        out["exact_grid_note"] = f"timed on {BLOCK} permutations, scaled to {permutations}"
     return out
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
     """Scoring throughput and the CRC step."""
-    return {"scoring": scoring(quick), "crc": crc_step(quick)}
+    from benchmarks.latency import say
+
+    began = time.perf_counter()
+    out: dict[str, Any] = {"scoring": scoring(quick)}
+    say(progress, f"scoring: {out['scoring']['episodes_per_second']} episodes/s  ({time.perf_counter() - began:.1f} s)")
+    began = time.perf_counter()
+    out["crc"] = crc_step(quick)
+    say(progress, f"CRC step: {out['crc']['seconds']} s  ({time.perf_counter() - began:.1f} s)")
+    return out
 
 
 def format_calibration(result: dict[str, Any]) -> str:
@@ -166,12 +184,15 @@ def format_calibration(result: dict[str, Any]) -> str:
         f"Scoring ({s['source']}, selector {s['selector']}): {s['episodes']} episodes, {s['proposals']} proposals "
         f"in {s['seconds']} s = {s['episodes_per_second']} episodes/s ({s['decisions_per_second']} decisions/s); "
         f"peak traced memory {s['peak_mb']} MB over {s['peak_mb_episodes']} episodes",
+        f"  {s['workers']} local worker processes: {s['workers_seconds']} s, speed-up {s['workers_speedup']}x "
+        f"(arrays identical: {s['workers_identical']})",
         f"CRC step: {c['episodes']:,} episodes x {c['permutations']} permutations, {c['grid_points']} grid points: "
         f"{c['seconds']} s (+ {c['split_seconds']} s generating the splits; total {c['total_seconds']} s); "
         f"peak traced memory {c['peak_mb']} MB",
     ]
     if "exact_grid_seconds_estimate" in c:
-        lines.append(f"  per-permutation exact grids instead: ~{c['exact_grid_seconds_estimate']} s ({c['exact_grid_note']})")
+        estimate = c["exact_grid_seconds_estimate"]
+        lines.append(f"  per-permutation exact grids instead: ~{estimate} s ({c['exact_grid_note']})")
     return "\n".join(lines)
 
 
@@ -181,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="small repeat counts")
     args = parser.parse_args(argv)
-    out = run(args.quick)
+    out = run(args.quick, progress=not args.json)
     print(json.dumps(out) if args.json else format_calibration(out))
     return 0
 

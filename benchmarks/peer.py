@@ -56,13 +56,18 @@ def to_messages(records: Sequence[Record]) -> list[dict[str, Any]]:
         if r.kind is RecordKind.USER:
             out.append({"role": "user", "content": r.text})
         elif r.kind is RecordKind.PROPOSAL:
-            call = {"id": r.call_id, "type": "function", "function": {"name": r.tool, "arguments": json.loads(r.args_json())}}
+            function = {"name": r.tool, "arguments": json.loads(r.args_json())}
+            call = {"id": r.call_id, "type": "function", "function": function}
             out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif r.kind is RecordKind.RESULT:
             out.append({"role": "tool", "tool_call_id": r.call_id, "content": r.text})
         else:
             out.append({"role": "assistant", "content": r.text})
     return out
+
+
+class PeerUnavailableError(RuntimeError):
+    """invariant-ai is not installed, or was imported without ``LOCAL_POLICY=1``."""
 
 
 def load_peer(policy: Policy) -> Any:
@@ -73,9 +78,9 @@ def load_peer(policy: Policy) -> Any:
         from invariant.analyzer import Policy as PeerPolicy
         from invariant.analyzer.policy import LocalPolicy
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit(f"{INSTALL_HINT} ({exc})") from None
+        raise PeerUnavailableError(f"{INSTALL_HINT} ({exc})") from None
     if PeerPolicy is not LocalPolicy:
-        raise SystemExit("invariant.analyzer was imported before LOCAL_POLICY=1 was set; run in a fresh process")
+        raise PeerUnavailableError("invariant.analyzer was imported before LOCAL_POLICY=1 was set; use a fresh process")
     return PeerPolicy.from_string(rules_for(policy))
 
 
@@ -122,8 +127,13 @@ def measure(peer: Any, episodes: Sequence[Episode], t: int, want: int) -> dict[s
                 break
         if len(values) >= want:
             break
-    return {"T": t, "completed": True, "p50_us": round(statistics.median(values), 1),
-            "p99_us": round(latency.percentile(values, 0.99), 1), "n": len(values)}
+    return {
+        "T": t,
+        "completed": True,
+        "p50_us": round(statistics.median(values), 1),
+        "p99_us": round(latency.percentile(values, 0.99), 1),
+        "n": len(values),
+    }
 
 
 def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progress: bool = True) -> dict[str, Any]:
@@ -136,14 +146,23 @@ def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progr
         ours = latency.run(quick, t_values=PEER_T, progress=progress)["latency"]
     rows: list[dict[str, Any]] = []
     for t in PEER_T:
+        if quick and rows and not rows[-1]["completed"]:
+            rows.append(
+                {"T": t, "completed": False, "error": f"not run (--quick): capped at T={rows[-1]['T']} already"}
+            )
+            continue
         episodes = [latency.make_episode(t, seed, policy) for seed in range(plan.episodes[t])]
         began = time.perf_counter()
         rows.append(measure(peer, episodes, t, want))
-        latency._say(progress, f"T={t:>5} invariant          {rows[-1].get('p50_us', rows[-1].get('error'))}  ({time.perf_counter() - began:.1f} s)")
+        shown = rows[-1].get("p50_us", rows[-1].get("error"))
+        latency.say(progress, f"T={t:>5} invariant          {shown}  ({time.perf_counter() - began:.1f} s)")
     probe = latency.make_episode(200, 0, policy)
     best, first_fail = largest_completed(peer, probe)
     our_p50 = {r["T"]: r["p50_us"] for r in ours if r["method"] == "gcarb_incremental"}
-    ratio = {str(r["T"]): (round(our_p50[r["T"]] / r["p50_us"], 4) if r["completed"] and r["T"] in our_p50 else None) for r in rows}
+    ratio = {
+        str(r["T"]): round(our_p50[r["T"]] / r["p50_us"], 4) if r["completed"] and r["T"] in our_p50 else None
+        for r in rows
+    }
     return {
         "peer": rows,
         "peer_ratio": ratio,
@@ -158,8 +177,11 @@ def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progr
 
 def latency_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """The peer's rows in the latency contract (completed T only)."""
-    return [{"method": "invariant", "T": r["T"], "p50_us": r["p50_us"], "p99_us": r["p99_us"], "n": r["n"]}
-            for r in result["peer"] if r["completed"]]
+    return [
+        {"method": "invariant", "T": r["T"], "p50_us": r["p50_us"], "p99_us": r["p99_us"], "n": r["n"]}
+        for r in result["peer"]
+        if r["completed"]
+    ]
 
 
 def _version() -> str:
@@ -174,17 +196,22 @@ def _version() -> str:
 def format_peer(result: dict[str, Any]) -> str:
     """The peer table: their latency, ours, the ratio; where they stop."""
     ours = {r["T"]: r for r in result["ours"]}
-    lines = [f"Against invariant-ai {result['invariant_version']} (local analyzer, cycle cap {result['cycle_cap']}, not raised)",
-             f"{'T':>6} {'invariant p50':>14} {'p99':>11} {'G-CARB p50':>11} {'ours/theirs':>12}"]
+    lines = [
+        f"Against invariant-ai {result['invariant_version']} "
+        f"(local analyzer, cycle cap {result['cycle_cap']}, not raised)",
+        f"{'T':>6} {'invariant p50':>14} {'p99':>11} {'G-CARB p50':>11} {'ours/theirs':>12}",
+    ]
     for r in result["peer"]:
-        mine = ours.get(r["T"], {}).get("p50_us")
+        mine = ours.get(r["T"], {}).get("p50_us") or float("nan")
         ratio = result["peer_ratio"].get(str(r["T"]))
         if r["completed"]:
-            lines.append(f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>11.1f} {mine or float('nan'):>11.1f} {ratio:>12.4f}")
+            lines.append(f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>11.1f} {mine:>11.1f} {ratio:>12.4f}")
         else:
-            lines.append(f"{r['T']:>6} {'failed':>14} {'':>11} {mine or float('nan'):>11.1f} {'null':>12}   {r['error']}")
-    lines.append(f"largest trace the peer completes: {result['largest_T_completed']} records "
-                 f"(first capped at {result['first_T_capped']} records)")
+            lines.append(f"{r['T']:>6} {'failed':>14} {'':>11} {mine:>11.1f} {'null':>12}   {r['error']}")
+    lines.append(
+        f"largest trace the peer completes: {result['largest_T_completed']} records "
+        f"(first capped at {result['first_T_capped']} records)"
+    )
     return "\n".join(lines)
 
 
@@ -194,7 +221,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="small repeat counts")
     args = parser.parse_args(argv)
-    out = run(args.quick, progress=not args.json)
+    try:
+        out = run(args.quick, progress=not args.json)
+    except PeerUnavailableError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(out) if args.json else format_peer(out))
     return 0
 

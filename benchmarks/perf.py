@@ -58,7 +58,7 @@ def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
     try:
         peer_result: dict[str, Any] | None = peer.run(quick, ours=lat["latency"], progress=progress)
         peer_note = None
-    except peer.PeerUnavailable as exc:
+    except peer.PeerUnavailableError as exc:
         peer_result, peer_note = None, str(exc)
     cal = calibration.run(quick, progress=progress)
     rows = [{k: r[k] for k in CONTRACT_ROW} for r in lat["latency"]]
@@ -95,8 +95,13 @@ def _peer_details(result: dict[str, Any] | None, note: str | None) -> dict[str, 
 def format_perf(result: dict[str, Any]) -> str:
     """All tables as text, with the machine and the targets."""
     d, m = result["details"], result["machine"]
-    lat = {"latency": d["latency"], "growth": result["growth"], "records_per_episode": result["records_per_episode"],
-           "window": d["window"], "policy": d["policy"]}
+    lat = {
+        "latency": d["latency"],
+        "growth": result["growth"],
+        "records_per_episode": result["records_per_episode"],
+        "window": d["window"],
+        "policy": d["policy"],
+    }
     parts = [
         f"Machine: {m['cores']} cores ({m['cpu']}), Python {m['python']}, {m['platform']}; "
         f"load average {m['loadavg_1m']} → {m['loadavg_1m_end']}; run took {m['seconds']} s"
@@ -113,7 +118,9 @@ def format_perf(result: dict[str, Any]) -> str:
         parts += ["", peer.format_peer({**peer_d, "peer_ratio": result["peer_ratio"], "ours": ours})]
         for t in ("10", "100"):
             ratio = result["peer_ratio"].get(t)
-            verdict = "not measurable: the peer stops at this T" if ratio is None else ("met" if ratio <= 0.1 else "NOT met")
+            verdict = (
+                "not measurable: the peer stops at this T" if ratio is None else ("met" if ratio <= 0.1 else "NOT met")
+            )
             parts.append(f"Target ours/invariant ≤ 0.1 at T={t}: {ratio} — {verdict}")
     else:
         parts += ["", f"Peer not measured: {peer_d['note']}"]

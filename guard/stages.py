@@ -325,9 +325,10 @@ def redact_text(text: str, session: Session, args: Any) -> str:
     """``text`` with private values replaced by ``[redacted]``, for messages and errors that may echo them.
 
     Redacted: every occurrence of a proposal argument value (not allowed raw by the policy) of at
-    least 4 characters, and every ``min_span``-character window of such a value (for the first
-    ``MAX_ARG_CHARS`` characters of argument values; longer arguments are refused unread); every
-    ``min_span``-character window and value token of a private-source record of the session; every
+    least 4 characters (values shorter than ``min_span`` only as whole words), and every
+    ``min_span``-character window of such a value (for the first ``MAX_ARG_CHARS`` characters of
+    argument values; longer arguments are refused unread); every ``min_span``-character window and
+    value token of a private-source record of the session; every
     match of the policy's canary patterns.  If redaction itself fails, the whole text is dropped.
     """
     if not isinstance(text, str) or not text:
@@ -365,7 +366,7 @@ def _private_spans(text: str, session: Session, args: Any) -> list[tuple[int, in
         for variant in {value, repr(value)[1:-1]}:
             if len(variant) < _MIN_VALUE_CHARS:
                 continue
-            spans.extend(_occurrences(text, variant))
+            spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
             if k <= len(variant) <= budget:
                 budget -= len(variant)
                 grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
@@ -382,10 +383,17 @@ def _private_spans(text: str, session: Session, args: Any) -> list[tuple[int, in
     return spans
 
 
-def _occurrences(text: str, value: str) -> Iterator[tuple[int, int]]:
+def _occurrences(text: str, value: str, whole_word: bool = False) -> Iterator[tuple[int, int]]:
+    """Spans of ``value`` in ``text``; with ``whole_word``, not inside a longer word (short values)."""
     start = text.find(value)
     while start >= 0:
-        yield start, start + len(value)
+        end = start + len(value)
+        inside = whole_word and (
+            (start > 0 and text[start - 1].isalnum() and value[0].isalnum())
+            or (end < len(text) and text[end].isalnum() and value[-1].isalnum())
+        )
+        if not inside:
+            yield start, end
         start = text.find(value, start + 1)
 
 

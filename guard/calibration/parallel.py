@@ -54,7 +54,8 @@ def _thaw(value: Any) -> Any:
 def episode_to_wire(episode: Episode) -> WireEpisode:
     """``episode`` as picklable tuples (see :func:`episode_from_wire`)."""
     records = tuple(
-        (r.index, r.kind.value, r.trust.value, r.text, r.tool, _thaw(r.args), r.call_id, r.status) for r in episode.records
+        (r.index, r.kind.value, r.trust.value, r.text, r.tool, _thaw(r.args), r.call_id, r.status)
+        for r in episode.records
     )
     return episode.episode_id, records, episode.meta
 
@@ -64,8 +65,14 @@ def episode_from_wire(wire: WireEpisode) -> Episode:
     episode_id, records, meta = wire
     rebuilt = tuple(
         Record(
-            index=index, kind=RecordKind(kind), trust=Trust(trust), text=text, tool=tool,
-            args=MappingProxyType(args), call_id=call_id, status=status,
+            index=index,
+            kind=RecordKind(kind),
+            trust=Trust(trust),
+            text=text,
+            tool=tool,
+            args=MappingProxyType(args),
+            call_id=call_id,
+            status=status,
         )
         for index, kind, trust, text, tool, args, call_id, status in records
     )
@@ -202,7 +209,9 @@ def _score_dask(address: str, chunks: Iterator[Chunk], progress: Callable[[int],
     client = _dask_client(address)
     try:
         tag = uuid.uuid4().hex[:12]
-        futures = [client.submit(_score_chunk, c, key=f"carbguard-score-{tag}-{i}", pure=False) for i, c in enumerate(chunks)]
+        futures = [
+            client.submit(_score_chunk, c, key=f"carbguard-score-{tag}-{i}", pure=False) for i, c in enumerate(chunks)
+        ]
         return _collect(futures, progress)
     finally:
         client.close()
@@ -212,9 +221,11 @@ def _dask_client(address: str) -> Any:
     try:
         from distributed import Client
     except ImportError as exc:
-        raise CalibrationError(f"--dask-scheduler needs dask.distributed ({exc}); install it with: {DASK_HINT}") from None
+        raise CalibrationError(
+            f"--dask-scheduler needs dask.distributed ({exc}); install it with: {DASK_HINT}"
+        ) from None
     try:
-        return Client(address, timeout="15s", set_as_default=False)
+        return Client(address, timeout="15s", set_as_default=False)  # type: ignore[no-untyped-call,unused-ignore]
     except (OSError, TimeoutError, ValueError) as exc:
         raise CalibrationError(f"cannot connect to the Dask scheduler at {address!r}: {exc}") from None
 

@@ -332,12 +332,18 @@ def test_offline_replay_of_the_transcript_equals_online_decisions(episode) -> No
     assert [c["function"] for c in turns[1]] == ["send_email", "get_unread_emails"]
 
 
-def test_missing_agentdojo_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without AgentDojo the adapter's import error says which extra to install."""
+def test_without_agentdojo_the_module_imports_and_use_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A core-only install can import the adapter; using it says which extra to install."""
     import importlib
     import sys
 
     monkeypatch.delitem(sys.modules, "guard.adapters.agentdojo")
     monkeypatch.setitem(sys.modules, "agentdojo.agent_pipeline.agent_pipeline", None)
-    with pytest.raises(ImportError, match=r"carbguard\[agentdojo\]"):
-        importlib.import_module("guard.adapters.agentdojo")
+    module = importlib.import_module("guard.adapters.agentdojo")
+    for use in (
+        lambda: module.GuardElement(suite_guard("banking")),
+        lambda: module.ReplayLLM([]),
+        lambda: module.run_suite(RUNS, "banking", guard_factory=suite_guard),
+    ):
+        with pytest.raises(ImportError, match=r"carbguard\[agentdojo\]"):
+            use()

@@ -490,15 +490,23 @@ def test_decisions_are_values(make_guard, tools) -> None:
 # --------------------------------------------------------------------------- optional dependency
 
 
-def test_missing_langchain_core_gives_an_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without langchain-core the adapter's import error says which extra to install."""
+def test_without_langchain_core_the_module_imports_and_use_gives_an_install_hint(
+    monkeypatch: pytest.MonkeyPatch, make_guard
+) -> None:
+    """A core-only install can import the adapter; using it says which extra to install."""
     import importlib
     import sys
 
     monkeypatch.delitem(sys.modules, "guard.adapters.langchain")
     monkeypatch.setitem(sys.modules, "langchain_core.messages", None)
-    with pytest.raises(ImportError, match=r"carbguard\[langchain\]"):
-        importlib.import_module("guard.adapters.langchain")
+    module = importlib.import_module("guard.adapters.langchain")
+    for use in (
+        lambda: module.guard_tools([], make_guard().session("x")),
+        lambda: module.GuardToolWrapper(make_guard()),
+        lambda: module.GuardMiddleware(make_guard()),
+    ):
+        with pytest.raises(ImportError, match=r"carbguard\[langchain\]"):
+            use()
 
 
 def test_guard_tools_work_without_langchain_agents(monkeypatch: pytest.MonkeyPatch, make_guard, tools) -> None:

@@ -67,8 +67,13 @@ def test_spawned_processes_equal_single_process(episodes: list[Episode], referen
     """Two spawned processes, small chunks, lambdas for policy_for: identical arrays in order."""
     ticks: list[int] = []
     out = score_parallel(
-        episodes, policy_for("gcarb"), lambda e: agentdojo.episode_ledger_labels(e),
-        workers=2, chunk=7, progress=ticks.append, mp_context="spawn",
+        episodes,
+        policy_for("gcarb"),
+        lambda e: agentdojo.episode_ledger_labels(e),
+        workers=2,
+        chunk=7,
+        progress=ticks.append,
+        mp_context="spawn",
     )
     assert_identical(out, reference)
     assert ticks == sorted(ticks) and ticks[-1] == len(episodes)
@@ -90,8 +95,11 @@ def test_dask_local_cluster_equals_single_process(episodes: list[Episode], refer
         n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None, silence_logs=50
     ) as cluster:
         out = score_parallel(
-            episodes, policy_for("gcarb"), agentdojo.episode_ledger_labels,
-            dask_scheduler=cluster.scheduler_address, chunk=9,
+            episodes,
+            policy_for("gcarb"),
+            agentdojo.episode_ledger_labels,
+            dask_scheduler=cluster.scheduler_address,
+            chunk=9,
         )
     assert_identical(out, reference)
 
