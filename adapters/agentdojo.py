@@ -22,6 +22,9 @@ Provider note: in ``deny`` mode a refused call's error result answers a call tha
 the assistant message.  AgentDojo's own pipeline and :class:`ReplayLLM` accept that; provider APIs
 that require every tool message to answer a call of the preceding turn (OpenAI, Anthropic) will
 reject the next request, so use ``abort`` with those live models.
+
+The module imports without AgentDojo; its entry points raise ImportError with the install hint
+(``pip install 'carbguard[agentdojo]'``).
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ try:
     from agentdojo.types import get_text_content_as_str, text_content_block_from_string
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     _MISSING = exc
-    BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc]
+    BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc,unused-ignore]
 
 
 def _require() -> None:

@@ -24,6 +24,9 @@ checkpointer (resume with ``Command(resume={"type": "approve"})`` or ``{"type": 
 "message": ...}``, the per-call answers of LangChain's ``HumanInTheLoopMiddleware``), else it is
 refused like ``defer``.  Sync and async share one I/O-free generator (:func:`_settle`); the drivers
 only call ``decide``/``adecide`` and the tool.
+
+The module imports without LangChain; its entry points raise ImportError with the install hint
+(``pip install 'carbguard[langchain]'``).  :func:`guard_tools` needs langchain-core only.
 """
 
 from __future__ import annotations
@@ -54,13 +57,13 @@ try:
     from langchain_core.tools import BaseTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     _MISSING["langchain-core"] = exc
-    AIMessage = BaseMessage = HumanMessage = ToolMessage = BaseTool = object  # type: ignore[assignment,misc]
+    AIMessage = BaseMessage = HumanMessage = ToolMessage = BaseTool = object  # type: ignore[assignment,misc,unused-ignore]
 
 try:
     from langchain.agents.middleware import AgentMiddleware as _MiddlewareBase
 except ImportError as exc:  # pragma: no cover - guard_tools works with langchain-core alone
     _MISSING["langchain"] = exc
-    _MiddlewareBase = object  # type: ignore[assignment,misc]
+    _MiddlewareBase = object  # type: ignore[assignment,misc,unused-ignore]
 
 
 def _require(*packages: str) -> None:

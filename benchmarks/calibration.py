@@ -77,12 +77,12 @@ def scoring(quick: bool, workers: int = 2) -> dict[str, Any]:
     def work() -> Any:
         return assemble([score_episode(policy_for(e), e, labels_for(e)) for e in episodes])
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     single = work()
-    seconds = time.perf_counter() - start
-    start = time.perf_counter()
+    seconds, cpu_seconds = time.perf_counter() - start, _cpu() - cpu
+    start, cpu = time.perf_counter(), _cpu()
     pooled = score_parallel(episodes, policy_for, labels_for, workers=workers)
-    pooled_seconds = time.perf_counter() - start
+    pooled_seconds, pooled_cpu = time.perf_counter() - start, _cpu() - cpu
     subset = episodes[: min(len(episodes), 200)]
     _, peak = _peak_mb(lambda: assemble([score_episode(policy_for(e), e, labels_for(e)) for e in subset]))
     n_props = sum(1 for e in episodes for r in e.records if r.kind.value == "proposal")
@@ -100,7 +100,23 @@ def scoring(quick: bool, workers: int = 2) -> dict[str, Any]:
         "workers_seconds": round(pooled_seconds, 3),
         "workers_speedup": round(seconds / pooled_seconds, 2),
         "workers_identical": single.fingerprint() == pooled.fingerprint(),
+        # CPU seconds (this process + finished children) and the cores' worth obtained (CPU / wall):
+        # on a shared machine a low speed-up with a low share means the cores were busy elsewhere.
+        "cpu_seconds": round(cpu_seconds, 3),
+        "cores_obtained": round(cpu_seconds / seconds, 2),
+        "workers_cpu_seconds": round(pooled_cpu, 3),
+        "workers_cores_obtained": round(pooled_cpu / pooled_seconds, 2),
     }
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (user + system; this process only off Unix)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return time.process_time()
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 # --------------------------------------------------------------------------- the CRC step
@@ -185,7 +201,8 @@ def format_calibration(result: dict[str, Any]) -> str:
         f"in {s['seconds']} s = {s['episodes_per_second']} episodes/s ({s['decisions_per_second']} decisions/s); "
         f"peak traced memory {s['peak_mb']} MB over {s['peak_mb_episodes']} episodes",
         f"  {s['workers']} local worker processes: {s['workers_seconds']} s, speed-up {s['workers_speedup']}x "
-        f"(arrays identical: {s['workers_identical']})",
+        f"(arrays identical: {s['workers_identical']}); CPU {s['cpu_seconds']} s single / "
+        f"{s['workers_cpu_seconds']} s pooled, cores obtained {s['cores_obtained']} / {s['workers_cores_obtained']}",
         f"CRC step: {c['episodes']:,} episodes x {c['permutations']} permutations, {c['grid_points']} grid points: "
         f"{c['seconds']} s (+ {c['split_seconds']} s generating the splits; total {c['total_seconds']} s); "
         f"peak traced memory {c['peak_mb']} MB",

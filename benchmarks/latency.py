@@ -7,14 +7,18 @@ Zipf-distributed pools, so popular ones recur across the episode; sinks reuse va
 and injected ``<INFORMATION>`` text in some untrusted results.
 
 Latency at ``T`` is measured on the decisions in the last tenth of episodes of ``T`` records
-(prefixes of 0.9·T to T records).  One decision = the ``observe_*`` calls for the records that
-arrived since the previous decision (graph extension, METHOD §1 step 2) + ``Session.decide``;
-no audit sink (``audit=None``), pass-through certifier, threshold 0.5.  Three methods:
+(prefixes of 0.9·T to T records); no audit sink (``audit=None``), pass-through certifier, threshold
+0.5, wall clock.  Three methods:
 
-- ``gcarb_incremental``: the session's incremental graph, G-CARB selector;
-- ``full_prefix``: the same incremental graph, full-prefix selector;
+- ``gcarb_incremental``: ``Session.decide`` on the session's incremental graph, G-CARB selector;
+- ``full_prefix``: ``Session.decide`` on the same incremental graph, full-prefix selector;
 - ``rebuild``: the naive design — ``build_graph`` over the whole prefix + the proposal, then
   G-CARB select + score, per decision (fewer decisions sampled at large T; the counts are reported).
+
+``p50_us``/``p99_us`` of the incremental methods time ``Session.decide`` (what the agent waits for
+at a proposal).  The graph extension for results and user turns happens in ``observe_*`` when they
+arrive; ``incl_p50_us``/``incl_p99_us`` add the ``observe_*`` calls made since the previous
+decision, the whole per-decision cost (METHOD §1 step 2), reported beside it.
 """
 
 from __future__ import annotations
@@ -498,8 +502,10 @@ def _in_window(samples: list[tuple[int, float]], start: int) -> list[float]:
     return [us for index, us in samples if index >= start]
 
 
-def _row(method: str, t: int, values: list[float], **extra: Any) -> dict[str, Any]:
-    return {
+def _row(
+    method: str, t: int, values: list[float], inclusive: list[float] | None = None, **extra: Any
+) -> dict[str, Any]:
+    row = {
         "method": method,
         "T": t,
         "p50_us": round(statistics.median(values), 1),
@@ -507,6 +513,10 @@ def _row(method: str, t: int, values: list[float], **extra: Any) -> dict[str, An
         "n": len(values),
         **extra,
     }
+    if inclusive is not None:
+        row["incl_p50_us"] = round(statistics.median(inclusive), 1)
+        row["incl_p99_us"] = round(percentile(inclusive, 0.99), 1)
+    return row
 
 
 def run(quick: bool = False, t_values: Sequence[int] = T_VALUES, progress: bool = True) -> dict[str, Any]:
@@ -529,25 +539,14 @@ def run(quick: bool = False, t_values: Sequence[int] = T_VALUES, progress: bool 
             timings = [time_session(guard, ep) for ep in episodes]
             values = [us for tm in timings for us in _in_window(tm.samples, start)]
             decide = [us for tm in timings for us in _in_window(tm.decide_only, start)]
-            sel = [float(n) for tm in timings for n in _in_window([(i, float(c)) for i, c in tm.selected], start)]
+            sel = [float(c) for tm in timings for i, c in tm.selected if i >= start]
             counts[method] = sum(n for _, n in timings[0].selected)
-            rows.append(
-                _row(
-                    method,
-                    t,
-                    values,
-                    decide_p50_us=round(statistics.median(decide), 1),
-                    mean_selected=round(statistics.fmean(sel), 1),
-                )
-            )
+            rows.append(_row(method, t, decide, values, mean_selected=round(statistics.fmean(sel), 1)))
             say(
                 progress,
                 f"T={t:>5} {method:<18} p50 {rows[-1]['p50_us']:>10.1f} µs  ({time.perf_counter() - began:.1f} s)",
             )
-        indices = [
-            i for ep in episodes[:1] for i, r in enumerate(ep.records) if r.kind is RecordKind.PROPOSAL and i >= start
-        ]
-        chosen = _spread(indices, plan.rebuild[t], episodes, start)
+        chosen = _spread(episodes, start, plan.rebuild[t])
         began = time.perf_counter()
         values = [us for ep, idx in chosen for _, us in time_rebuild(policy, ep, [idx])]
         rows.append(_row("rebuild", t, values))
@@ -559,13 +558,15 @@ def run(quick: bool = False, t_values: Sequence[int] = T_VALUES, progress: bool 
     return {
         "latency": rows,
         "growth": growth(rows),
+        "growth_inclusive": growth(rows, key="incl_p50_us"),
         "records_per_episode": per_episode,
         "window": "decisions with prefix index in [T - max(2, T//10), T)",
+        "samples": {str(t): {"episodes": plan.episodes[t], "rebuild_decisions": plan.rebuild[t]} for t in t_values},
         "policy": policy.name,
     }
 
 
-def _spread(indices: list[int], want: int, episodes: list[Episode], start: int) -> list[tuple[Episode, int]]:
+def _spread(episodes: list[Episode], start: int, want: int) -> list[tuple[Episode, int]]:
     """``want`` (episode, proposal index) pairs in the window, spread over episodes."""
     pairs = [
         (ep, i) for ep in episodes for i, r in enumerate(ep.records) if r.kind is RecordKind.PROPOSAL and i >= start
@@ -576,9 +577,11 @@ def _spread(indices: list[int], want: int, episodes: list[Episode], start: int) 
     return [pairs[int(k * step)] for k in range(want)]
 
 
-def growth(rows: Sequence[dict[str, Any]], low: int = 10, high: int = 1000) -> dict[str, float | None]:
-    """p50 at T=high / p50 at T=low per method."""
-    p50 = {(r["method"], r["T"]): r["p50_us"] for r in rows}
+def growth(
+    rows: Sequence[dict[str, Any]], low: int = 10, high: int = 1000, key: str = "p50_us"
+) -> dict[str, float | None]:
+    """``key`` (p50) at T=high / at T=low per method (rows without ``key`` use ``p50_us``)."""
+    p50 = {(r["method"], r["T"]): r.get(key, r["p50_us"]) for r in rows}
     out: dict[str, float | None] = {}
     for method in ("gcarb_incremental", "full_prefix", "rebuild"):
         a, b = p50.get((method, low)), p50.get((method, high))
@@ -595,17 +598,28 @@ def say(enabled: bool, text: str) -> None:
 def format_latency(result: dict[str, Any]) -> str:
     """The latency table, the growth ratios and the scorer-input records."""
     lines = [
-        f"Decision latency (µs; window {result['window']}; policy {result['policy']})",
-        f"{'method':<18} {'T':>6} {'p50':>11} {'p99':>11} {'n':>5} {'decide-only p50':>16} {'mean |sel|':>11}",
+        f"Decision latency in µs (window: {result['window']}; policy {result['policy']})",
+        "  p50/p99: Session.decide (rebuild: build_graph + select + score);"
+        " incl.: + observe_* of the records since the previous decision",
+        f"{'method':<18} {'T':>6} {'p50':>11} {'p99':>11} {'n':>5} "
+        f"{'incl. p50':>11} {'incl. p99':>11} {'mean |sel|':>11}",
     ]
     for r in result["latency"]:
-        decide = f"{r['decide_p50_us']:.1f}" if "decide_p50_us" in r else "-"
+        incl = [f"{r[k]:.1f}" if k in r else "-" for k in ("incl_p50_us", "incl_p99_us")]
         sel = f"{r['mean_selected']:.1f}" if "mean_selected" in r else "-"
         lines.append(
             f"{r['method']:<18} {r['T']:>6} {r['p50_us']:>11.1f} {r['p99_us']:>11.1f} {r.get('n', 0):>5} "
-            f"{decide:>16} {sel:>11}"
+            f"{incl[0]:>11} {incl[1]:>11} {sel:>11}"
         )
-    lines.append("growth p50(T=1000)/p50(T=10): " + ", ".join(f"{k} {v}×" for k, v in result["growth"].items()))
+    for label, key in (("p50", "growth"), ("incl. p50", "growth_inclusive")):
+        if key in result:
+            shown = ", ".join(f"{k} {v}×" for k, v in result[key].items())
+            lines.append(f"growth {label}(T=1000)/{label}(T=10): {shown}")
+    if "samples" in result:
+        plan = "; ".join(
+            f"T={t}: {v['episodes']} episode(s), {v['rebuild_decisions']} rebuilt" for t, v in result["samples"].items()
+        )
+        lines.append(f"sampled: {plan} (n = decisions in the window)")
     lines.append("scorer-input records per episode (Σ earlier records selected over its decisions):")
     for r in result["records_per_episode"]:
         ratio = r["gcarb"] / r["full_prefix"] if r["full_prefix"] else float("nan")

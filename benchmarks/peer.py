@@ -12,7 +12,9 @@ The analyzer enumerates (output, call) pairs and stops with "Maximum checking cy
 once a trace has more pairs than its cap (``INVARIANT_MAX_ITERATIONS``, default 100).  The cap is
 left as shipped; where a decision fails, the T is reported as failed, its ratio is ``null``, and the
 largest prefix (in records) that completes is found by walking one episode's decisions in order.
-Our side (G-CARB on the incremental graph) is measured in the same run, on the same episodes.
+Our side (G-CARB on the incremental graph, observe + decide as in :mod:`benchmarks.latency`) is
+measured in the same run on the same decisions, paired: each episode goes through our session,
+then its window's decisions through the peer, so drifting machine load hits both alike.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any
 from benchmarks import latency
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind
+from guard.runtime import Guard
 
 PEER_T: tuple[int, ...] = (10, 100, 1000)
 CYCLES = "Maximum checking cycles exceeded"
@@ -112,38 +115,64 @@ def largest_completed(peer: Any, episode: Episode) -> tuple[int, int | None]:
     return best, None
 
 
-def measure(peer: Any, episodes: Sequence[Episode], t: int, want: int) -> dict[str, Any]:
-    """Per-decision analyze latency at T (same window as ours); stops at the first capped decision."""
+def measure(peer: Any, guard: Guard, episodes: Sequence[Episode], t: int, want: int) -> dict[str, Any]:
+    """Paired per-decision latency at T: each episode goes through our session, then each of its
+    decisions in the window through the peer, so both see the same prefixes under the same load.
+    Stops at the first decision the peer cannot complete."""
     start = latency.window(t)
-    values: list[float] = []
+    theirs: list[float] = []
+    ours: list[float] = []
+    ours_incl: list[float] = []
     for episode in episodes:
         messages = to_messages(episode.records)
+        timing = latency.time_session(guard, episode)
+        mine, mine_incl = dict(timing.decide_only), dict(timing.samples)
         for i in _decision_points(episode, start):
             took, error = analyze_once(peer, messages[: i + 1])
             if error is not None:
-                return {"T": t, "completed": False, "error": error, "n": len(values), "failed_after_us": round(took, 1)}
-            values.append(took)
-            if len(values) >= want:
+                return {
+                    "T": t,
+                    "completed": False,
+                    "error": error,
+                    "n": len(theirs),
+                    "failed_after_us": round(took, 1),
+                    "ours_p50_us": round(statistics.median([mine[i], *ours]), 1),
+                    "ours_incl_p50_us": round(statistics.median([mine_incl[i], *ours_incl]), 1),
+                }
+            theirs.append(took)
+            ours.append(mine[i])
+            ours_incl.append(mine_incl[i])
+            if len(theirs) >= want:
                 break
-        if len(values) >= want:
+        if len(theirs) >= want:
             break
     return {
         "T": t,
         "completed": True,
-        "p50_us": round(statistics.median(values), 1),
-        "p99_us": round(latency.percentile(values, 0.99), 1),
-        "n": len(values),
+        "p50_us": round(statistics.median(theirs), 1),
+        "p99_us": round(latency.percentile(theirs, 0.99), 1),
+        "n": len(theirs),
+        "ours_p50_us": round(statistics.median(ours), 1),
+        "ours_p99_us": round(latency.percentile(ours, 0.99), 1),
+        "ours_incl_p50_us": round(statistics.median(ours_incl), 1),
     }
 
 
-def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progress: bool = True) -> dict[str, Any]:
-    """Peer latency at each T, our G-CARB latency (measured here unless given) and the ratios."""
+def warm_up(peer: Any, policy: Policy) -> None:
+    """A few analyses of a short trace (first calls pay for imports and caches)."""
+    messages = to_messages(latency.make_episode(8, 999, policy).records)
+    for _ in range(5):
+        analyze_once(peer, messages)
+
+
+def run(quick: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Peer and G-CARB latency at each T, paired on the same decisions, and the ratios."""
     policy = latency.bench_policy()
     peer = load_peer(policy)
+    guard = Guard(policy, threshold=latency.THRESHOLD)
     plan = latency.QUICK if quick else latency.FULL
     want = 40 if quick else 200
-    if ours is None:
-        ours = latency.run(quick, t_values=PEER_T, progress=progress)["latency"]
+    warm_up(peer, policy)
     rows: list[dict[str, Any]] = []
     for t in PEER_T:
         if quick and rows and not rows[-1]["completed"]:
@@ -153,20 +182,17 @@ def run(quick: bool = False, ours: Sequence[dict[str, Any]] | None = None, progr
             continue
         episodes = [latency.make_episode(t, seed, policy) for seed in range(plan.episodes[t])]
         began = time.perf_counter()
-        rows.append(measure(peer, episodes, t, want))
+        rows.append(measure(peer, guard, episodes, t, want))
         shown = rows[-1].get("p50_us", rows[-1].get("error"))
         latency.say(progress, f"T={t:>5} invariant          {shown}  ({time.perf_counter() - began:.1f} s)")
     probe = latency.make_episode(200, 0, policy)
     best, first_fail = largest_completed(peer, probe)
-    our_p50 = {r["T"]: r["p50_us"] for r in ours if r["method"] == "gcarb_incremental"}
-    ratio = {
-        str(r["T"]): round(our_p50[r["T"]] / r["p50_us"], 4) if r["completed"] and r["T"] in our_p50 else None
-        for r in rows
-    }
+    ratio = {str(r["T"]): round(r["ours_p50_us"] / r["p50_us"], 4) if r["completed"] else None for r in rows}
+    ratio_incl = {str(r["T"]): round(r["ours_incl_p50_us"] / r["p50_us"], 4) if r["completed"] else None for r in rows}
     return {
         "peer": rows,
         "peer_ratio": ratio,
-        "ours": [r for r in ours if r["method"] == "gcarb_incremental"],
+        "peer_ratio_inclusive": ratio_incl,
         "largest_T_completed": best,
         "first_T_capped": first_fail,
         "rules": rules_for(policy),
@@ -194,20 +220,25 @@ def _version() -> str:
 
 
 def format_peer(result: dict[str, Any]) -> str:
-    """The peer table: their latency, ours, the ratio; where they stop."""
-    ours = {r["T"]: r for r in result["ours"]}
+    """The peer table: their latency, ours on the same decisions, the ratios; where they stop."""
     lines = [
         f"Against invariant-ai {result['invariant_version']} "
-        f"(local analyzer, cycle cap {result['cycle_cap']}, not raised)",
-        f"{'T':>6} {'invariant p50':>14} {'p99':>11} {'G-CARB p50':>11} {'ours/theirs':>12}",
+        f"(local analyzer, cycle cap {result['cycle_cap']}, not raised), paired on the same decisions",
+        f"{'T':>6} {'invariant p50':>14} {'p99':>10} {'G-CARB p50':>11} {'ratio':>8} {'G-CARB incl.':>13} {'ratio':>8}",
     ]
     for r in result["peer"]:
-        mine = ours.get(r["T"], {}).get("p50_us") or float("nan")
-        ratio = result["peer_ratio"].get(str(r["T"]))
+        ours = [r.get(k) or float("nan") for k in ("ours_p50_us", "ours_incl_p50_us")]
         if r["completed"]:
-            lines.append(f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>11.1f} {mine:>11.1f} {ratio:>12.4f}")
+            a, b = result["peer_ratio"][str(r["T"])], result["peer_ratio_inclusive"][str(r["T"])]
+            lines.append(
+                f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>10.1f} "
+                f"{ours[0]:>11.1f} {a:>8.4f} {ours[1]:>13.1f} {b:>8.4f}"
+            )
         else:
-            lines.append(f"{r['T']:>6} {'failed':>14} {'':>11} {mine:>11.1f} {'null':>12}   {r['error']}")
+            lines.append(
+                f"{r['T']:>6} {'failed':>14} {'':>10} {ours[0]:>11.1f} {'null':>8} {ours[1]:>13.1f} {'null':>8}"
+                f"   {r['error']}"
+            )
     lines.append(
         f"largest trace the peer completes: {result['largest_T_completed']} records "
         f"(first capped at {result['first_T_capped']} records)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rewrites every shipped CARB artifact from the embedded AgentDojo corpus (bit for bit: artifacts
-# hold no timestamps), then copies them into the package data that the suite policies point at.
+# Rewrites every shipped artifact from the embedded AgentDojo corpus (bit for bit: artifacts hold no
+# timestamps), then copies the CARB ones into the package data that the suite policies point at.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for corpus in all claude-3-7-sonnet-20250219 command-r-plus gpt-4o-2024-05-13 meta-llama_Llama-3-70b-chat-hf meta-llama_Llama-3.3-70B-Instruct; do
@@ -10,6 +10,9 @@ for corpus in all claude-3-7-sonnet-20250219 command-r-plus gpt-4o-2024-05-13 me
       --out "calibration_artifacts/agentdojo/${name}_a${alpha}.json"
   done
 done
+# held out for `carbguard agentdojo run --corpus gpt-4o-2024-05-13` (not calibrated on gpt-4o's runs)
+carbguard calibrate --corpus all --exclude-model gpt-4o-2024-05-13 --alpha 0.1 \
+  --out calibration_artifacts/agentdojo/pooled-without-gpt-4o_a0.10.json
 mkdir -p guard/data/calibration_artifacts/agentdojo
 cp calibration_artifacts/agentdojo/*.json guard/data/calibration_artifacts/agentdojo/
 # SafeCommit kappa artifacts (conformal threshold over world scores; see README "SafeCommit")

@@ -46,7 +46,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
 def _corpus(args: argparse.Namespace) -> Any:
     from guard.calibration.jobs import load_corpus
 
-    return load_corpus(args.runs, args.corpus, progress=not args.json if hasattr(args, "json") else True)
+    return load_corpus(args.runs, args.corpus, progress=True, exclude_models=args.exclude_model)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -123,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_more.add_bench(sub)
     cli_more.add_ledger_check(sub)
     cli_more.add_safecommit(sub)
+    cli_more.add_agentdojo(sub)
     return parser
 
 
@@ -158,6 +159,7 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     cal.add_argument("--out", required=True, help="artifact file to write")
+    cal.add_argument("--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable)")
     cal.set_defaults(func=_calibrate)
 
 

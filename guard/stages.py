@@ -278,10 +278,21 @@ def hash_value(value: Any) -> str:
 
 
 def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
-    """Argument values hashed, except for names the policy allows raw."""
+    """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
     if not isinstance(args, Mapping):
         return hash_value(repr(args))
-    return {str(k): (v if k in raw_names else hash_value(v)) for k, v in args.items()}
+    return {
+        _safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v)) for k, v in args.items()
+    }
+
+
+def _writable(value: Any) -> bool:
+    """Whether ``value`` can go into the audit line as it is (JSON, finite, valid UTF-8)."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:
@@ -289,16 +300,17 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
+    redact = Redactor(session, args).redact
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
         "proposal_index": decision.proposal_index,
-        "call_id": _safe_text(redact_text(decision.call_id, session, args)),
-        "tool": _safe_text(decision.tool if known_tool else redact_text(decision.tool, session, args)),
+        "call_id": _safe_text(redact(decision.call_id)),
+        "tool": _safe_text(decision.tool if known_tool else redact(decision.tool)),
         "args": redact_args(args, raw_names),
         "verdict": decision.verdict.value,
         "reason": decision.reason.value,
-        "message": _safe_text(redact_text(decision.message, session, args)),
+        "message": _safe_text(redact(decision.message)),
         "score": decision.score,
         "threshold": _finite_or_text(decision.threshold),
         "artifact": guard.artifact_id,
@@ -308,14 +320,14 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
         "safecommit": _redact_safecommit(decision.safecommit, raw_names),
         "probes": [p.name or p.tool for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
-        "error": _safe_text(redact_text(error, session, args)) if error is not None else None,
+        "error": _safe_text(redact(error)) if error is not None else None,
     }
 
 
 # --------------------------------------------------------------------------- redaction
 
 _REDACTED = "[redacted]"
-_MAX_ERROR_CHARS = 2000
+_MAX_ERROR_CHARS = 1000
 _MIN_VALUE_CHARS = 4
 _MAX_LEAVES = 10_000
 _MAX_GRAM_CHARS = MAX_ARG_CHARS
@@ -328,20 +340,70 @@ def redact_text(text: str, session: Session, args: Any) -> str:
     least 4 characters (values shorter than ``min_span`` only as whole words), and every
     ``min_span``-character window of such a value (for the first ``MAX_ARG_CHARS`` characters of
     argument values; longer arguments are refused unread); every ``min_span``-character window and
-    value token of a private-source record of the session; every
-    match of the policy's canary patterns.  If redaction itself fails, the whole text is dropped.
+    value token of a private-source record of the session; every match of the policy's canary
+    patterns.  Texts longer than 1,000 characters are clipped first.  If redaction itself fails,
+    the whole text is dropped.
     """
-    if not isinstance(text, str) or not text:
-        return text
-    try:
-        spans = _private_spans(text, session, args)
-    except Exception:  # noqa: BLE001 - never let redaction fail a decision; drop the text instead
-        return _REDACTED
-    out, last = [], 0
-    for start, end in _merged(spans):
-        out += [text[last:start], _REDACTED]
-        last = end
-    return "".join([*out, text[last:]])
+    return Redactor(session, args).redact(text)
+
+
+class Redactor:
+    """:func:`redact_text` for several texts of one decision (the argument values are read once)."""
+
+    def __init__(self, session: Session, args: Any) -> None:
+        self.session = session
+        self.args = args
+        self._values: list[str] | None = None
+        self._grams: set[str] = set()
+
+    def redact(self, text: str) -> str:
+        """See :func:`redact_text`."""
+        if not isinstance(text, str) or not text:
+            return text
+        if len(text) > _MAX_ERROR_CHARS:  # value-token regexes backtrack on long runs: scan a bounded text
+            text = text[:_MAX_ERROR_CHARS] + "...[clipped]"
+        try:
+            spans = self._spans(text)
+        except Exception:  # noqa: BLE001 - never let redaction fail a decision; drop the text instead
+            return _REDACTED
+        out, last = [], 0
+        for start, end in _merged(spans):
+            out += [text[last:start], _REDACTED]
+            last = end
+        return "".join([*out, text[last:]])
+
+    def _read_values(self, k: int) -> list[str]:
+        if self._values is None:
+            self._values = []
+            budget = _MAX_GRAM_CHARS
+            for value in _secret_leaves(self.args, self.session.guard.policy.audit.raw_args):
+                for variant in {value, repr(value)[1:-1]}:
+                    if len(variant) < _MIN_VALUE_CHARS:
+                        continue
+                    self._values.append(variant)
+                    if k <= len(variant) <= budget:
+                        budget -= len(variant)
+                        self._grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
+        return self._values
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        policy = self.session.guard.policy
+        graph = self.session.graph
+        k = policy.graph.min_span
+        spans: list[tuple[int, int]] = []
+        for variant in self._read_values(k):
+            spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
+        grams, kgrams, facts = self._grams, graph.index.kgrams, graph.facts
+        for i in range(len(text) - k + 1):
+            window = text[i : i + k]
+            if window in grams or any(facts[n].private for n in kgrams.get(window, ()) if n in facts):
+                spans.append((i, i + k))
+        for token in graph.index.tokens_in(text):
+            if any(facts[n].private for n in graph.index.tokens.get(token, ()) if n in facts):
+                spans.extend(_occurrences(text, token))
+        for pattern in policy.scorer.canary_patterns:
+            spans.extend((m.start(), m.end()) for m in re.finditer(pattern, text))
+        return spans
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -353,34 +415,6 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
-
-
-def _private_spans(text: str, session: Session, args: Any) -> list[tuple[int, int]]:
-    policy = session.guard.policy
-    graph = session.graph
-    k = policy.graph.min_span
-    spans: list[tuple[int, int]] = []
-    grams: set[str] = set()
-    budget = _MAX_GRAM_CHARS
-    for value in _secret_leaves(args, policy.audit.raw_args):
-        for variant in {value, repr(value)[1:-1]}:
-            if len(variant) < _MIN_VALUE_CHARS:
-                continue
-            spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
-            if k <= len(variant) <= budget:
-                budget -= len(variant)
-                grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
-    for i in range(len(text) - k + 1):
-        window = text[i : i + k]
-        nodes = graph.index.kgrams.get(window, ())
-        if window in grams or any(graph.facts[n].private for n in nodes if n in graph.facts):
-            spans.append((i, i + k))
-    for token in graph.index.tokens_in(text):
-        if any(graph.facts[n].private for n in graph.index.tokens.get(token, ()) if n in graph.facts):
-            spans.extend(_occurrences(text, token))
-    for pattern in policy.scorer.canary_patterns:
-        spans.extend((m.start(), m.end()) for m in re.finditer(pattern, text))
-    return spans
 
 
 def _occurrences(text: str, value: str, whole_word: bool = False) -> Iterator[tuple[int, int]]:

@@ -49,7 +49,9 @@ class Corpus:
     notes: list[str] = field(default_factory=list)
 
 
-def load_corpus(runs: str | None, corpus: str | None, *, progress: bool = False) -> Corpus:
+def load_corpus(
+    runs: str | None, corpus: str | None, *, progress: bool = False, exclude_models: Sequence[str] = ()
+) -> Corpus:
     """AgentDojo episodes from a runs folder or the embedded corpus (user-task runs only)."""
     from guard.corpora import agentdojo
 
@@ -61,7 +63,16 @@ def load_corpus(runs: str | None, corpus: str | None, *, progress: bool = False)
         if name != "all" and name not in agentdojo.EMBEDDED_MODELS:
             raise CorpusError(f"unknown corpus {name!r}; embedded: all, {', '.join(agentdojo.EMBEDDED_MODELS)}")
         report = agentdojo.load_embedded(name)
-    kept = [e for e in report.episodes if not agentdojo.is_injection_goal_run(e)]
+    unknown = set(exclude_models) - {e.meta.model for e in report.episodes}
+    if unknown:
+        raise CorpusError(f"--exclude-model: no episodes of {sorted(unknown)} in {name}")
+    if exclude_models:
+        name = f"{name} without {', '.join(exclude_models)}"
+    kept = [
+        e
+        for e in report.episodes
+        if not agentdojo.is_injection_goal_run(e) and e.meta.model not in exclude_models
+    ]
     if not kept:
         raise CorpusError(f"{name}: no usable episodes (user-task runs) found")
     notes = [f"{len(report.failed)} file(s) failed to parse: " + "; ".join(f"{p}: {r}" for p, r in report.failed[:5])]

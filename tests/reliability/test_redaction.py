@@ -271,6 +271,6 @@ def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatc
     def broken(*_: Any) -> list[tuple[int, int]]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(stages, "_private_spans", broken)
+    monkeypatch.setattr(stages.Redactor, "_spans", broken)
     assert redact_text("secret 42424242", session, {}) == "[redacted]"
 
