@@ -108,6 +108,7 @@ class PrefixGraph:
         self.index = ValueIndex(policy.graph.value_patterns.values(), policy.graph.min_span)
         self._calls: dict[str, int] = {}
         self._newest = -1
+        self._ancestor_memo: dict[int, frozenset[int]] = {}
         self._injection = [re.compile(p) for p in policy.scorer.injection_patterns]
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
 
@@ -118,6 +119,7 @@ class PrefixGraph:
         """Add ``record`` and the edges into it; earlier nodes are never touched."""
         if record.index in self.records:
             raise ValueError(f"record index {record.index} is already in the graph")
+        self._ancestor_memo.clear()
         if self.records and record.index < self._newest:
             raise ValueError(f"record index {record.index} is older than the graph's newest record")
         text = record_text(record)
@@ -185,8 +187,20 @@ class PrefixGraph:
         return {n for n in pool if self.facts[n].private}
 
     def ancestors(self, node: int) -> set[int]:
-        """Every node with a path to ``node``."""
-        return set(nx.ancestors(self.graph, node))
+        """Every node with a path to ``node`` (memoised until the next :meth:`add`)."""
+        known = self._ancestor_memo.get(node)
+        if known is None:
+            pred = self.graph._pred
+            found = set(pred[node])
+            frontier = set(found)
+            while frontier:
+                step: set[int] = set()
+                for current in frontier:
+                    step.update(pred[current])
+                frontier = step - found
+                found |= frontier
+            known = self._ancestor_memo[node] = frozenset(found)
+        return set(known)
 
     def is_sink(self, node: int) -> bool:
         """Whether ``node`` is a proposal of a sink tool."""

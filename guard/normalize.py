@@ -21,9 +21,9 @@ The steps, in order:
 2. Unicode NFKC (compatibility forms: full-width letters, ligatures, non-breaking spaces);
 3. removal of invisible format characters (zero-width space/joiners, word joiner, BOM, soft hyphen);
 4. case folding (``str.casefold``: also ``ß`` → ``ss``);
-5. removal of separators between digits (spaces, ``-``, ``.``, ``,``, ``_``, ``/``, ``'``, thin
-   spaces) — exactly one separator character between two digits, so ``1, 2, 3`` (a list) stays apart;
-6. every run of whitespace becomes one space; leading and trailing whitespace is dropped.
+5. every run of whitespace becomes one space; leading and trailing whitespace is dropped;
+6. removal of separators between digits (a space, ``-``, ``.``, ``,``, ``_``, ``/``, ``'``, thin
+   spaces) — exactly one separator character between two digits, so ``1, 2, 3`` (a list) stays apart.
 
 The function is pure and idempotent, ``normalize_value(normalize_value(t)) == normalize_value(t)``, for
 every text with fewer than about two dozen nested percent-encodings.
@@ -58,7 +58,7 @@ def _percent_decode(text: str) -> str:
 
 
 def normalize_value(text: str) -> str:
-    """The normal form of ``text``: decoded, NFKC, visible, case-folded, digit runs joined, spaces collapsed."""
+    """The normal form of ``text``: decoded, NFKC, visible, case-folded, spaces collapsed, digit runs joined."""
     out = _once(text)
     # Decoding or NFKC can expose a new escape or a digit next to a separator (``%2541``, ``１-２``);
     # a few more passes make the function idempotent on such inputs too.
@@ -74,6 +74,5 @@ def _once(text: str) -> str:
     out = _percent_decode(text)
     out = unicodedata.normalize("NFKC", out)
     out = _INVISIBLE.sub("", out)
-    out = out.casefold()
-    out = _DIGIT_SEPARATOR.sub("", out)
-    return _WHITESPACE.sub(" ", out).strip()
+    out = _WHITESPACE.sub(" ", out.casefold()).strip()
+    return _DIGIT_SEPARATOR.sub("", out)

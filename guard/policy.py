@@ -42,12 +42,13 @@ class Effect(StrEnum):
 
 
 DEFAULT_VALUE_PATTERNS: dict[str, str] = {
-    "email": r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",
+    # runs are anchored (look-behind + possessive / bounded) so that a long run without a match is linear
+    "email": r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",
     "iban": r"\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b",
     "url": r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+",
     "phone": r"\+\d[\d ()-]{7,}\d",
     "number": r"\b\d{4,}\b",
-    "path": r"\b[\w.-]+\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip)\b",
+    "path": r"(?<![\w.-])[\w.-]{1,128}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip)\b",
 }
 
 DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (

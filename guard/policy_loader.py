@@ -28,12 +28,19 @@ def read_policy_mapping(path: Path) -> tuple[Any, KeyLines]:
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: policy file is not UTF-8 ({exc})") from None
     suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return _read_yaml(text, path)
-    if suffix == ".toml":
-        return _read_toml(text, path), {}
-    if suffix == ".json":
-        return _read_json(text, path), {}
+    try:
+        if suffix in (".yaml", ".yml"):
+            return _read_yaml(text, path)
+        if suffix == ".toml":
+            return _read_toml(text, path), {}
+        if suffix == ".json":
+            return _read_json(text, path), {}
+    except RecursionError:
+        raise PolicyError(f"{path}: policy file is nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        if isinstance(exc, PolicyError):
+            raise
+        raise PolicyError(f"{path}: policy file holds a value that cannot be read: {exc}") from None
     raise PolicyError(f"{path}: unknown policy format {suffix!r}; use .yaml, .yml, .toml or .json")
 
 

@@ -107,6 +107,8 @@ class Session:
 
     def observe_result(self, call_id: str, text: str, status: str = "ok") -> None:
         """Record the result of a proposal this session decided; raise InputError otherwise."""
+        if not isinstance(call_id, str):
+            raise InputError(f"session {self.session_id!r}: call id must be a string, got {type(call_id).__name__}")
         with self._lock:
             proposal = self._proposals.get(call_id)
             if proposal is None:
@@ -138,16 +140,27 @@ class Session:
         with self._lock:
             try:
                 decision = stages.run_pipeline(self, tool, args, call_id)
+                if not isinstance(decision, Decision):
+                    raise TypeError(f"pipeline returned {type(decision).__name__}, expected Decision")
             except Exception as exc:  # noqa: BLE001 - fail closed on anything
                 decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
                 entry_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             latency = (time.perf_counter_ns() - start) / 1000.0
             decision = stages.with_latency(decision, latency)
+        if self.guard.audit is None:
+            return decision, {}
         try:
             entry = stages.audit_entry(self, decision, args, entry_error)
         except Exception as exc:  # noqa: BLE001 - fail closed on anything
             decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
-            entry = {"session": self.session_id, "verdict": decision.verdict.value, "error": repr(exc)}
+            entry = {
+                "session": self.session_id,
+                "call_id": decision.call_id,
+                "tool": decision.tool if self.guard.policy.tool(decision.tool) else stages.hash_value(decision.tool),
+                "verdict": decision.verdict.value,
+                "reason": decision.reason.value,
+                "error": f"audit entry could not be built: {type(exc).__name__}",
+            }
         return decision, entry
 
     def _write(self, decision: Decision, entry: dict[str, Any]) -> Decision:

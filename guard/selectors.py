@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import deque
 
 from guard.errors import PolicyError
 from guard.graph import PrefixGraph
@@ -22,14 +21,13 @@ def gcarb_select(graph: PrefixGraph, node: int) -> frozenset[int]:
     sources = graph.private_sources(ancestors)
     if not (sources and graph.is_sink(node)):
         return frozenset(ancestors)
+    # one pass in index order (a topological order: edges point forward in time)
+    pred = graph.graph._pred
     on_path = set(sources)
-    queue = deque(sources)
-    while queue:
-        current = queue.popleft()
-        for succ in graph.graph.successors(current):
-            if succ in ancestors and succ not in on_path:
-                on_path.add(succ)
-                queue.append(succ)
+    first = min(sources)
+    for current in sorted(a for a in ancestors if a > first):
+        if current not in on_path and not on_path.isdisjoint(pred[current]):
+            on_path.add(current)
     return frozenset(on_path)
 
 

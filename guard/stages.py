@@ -281,9 +281,7 @@ def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
     """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
     if not isinstance(args, Mapping):
         return hash_value(repr(args))
-    return {
-        _safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v)) for k, v in args.items()
-    }
+    return {_safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v)) for k, v in args.items()}
 
 
 def _writable(value: Any) -> bool:
@@ -300,7 +298,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
-    redact = Redactor(session, args).redact
+    redact = Redactor(session, args, decision.proposal_index).redact
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
@@ -348,11 +346,17 @@ def redact_text(text: str, session: Session, args: Any) -> str:
 
 
 class Redactor:
-    """:func:`redact_text` for several texts of one decision (the argument values are read once)."""
+    """:func:`redact_text` for several texts of one decision (the argument values are read once).
 
-    def __init__(self, session: Session, args: Any) -> None:
+    ``node`` is the proposal's index when it is in the graph: its k-grams are then already indexed
+    and are not built again (they include raw-allowed arguments, which are then redacted too).
+    """
+
+    def __init__(self, session: Session, args: Any, node: int | None = None) -> None:
         self.session = session
         self.args = args
+        records = session.graph.records
+        self.node = node if node is not None and node in records and is_proposal(records[node]) else None
         self._values: list[str] | None = None
         self._grams: set[str] = set()
 
@@ -381,7 +385,7 @@ class Redactor:
                     if len(variant) < _MIN_VALUE_CHARS:
                         continue
                     self._values.append(variant)
-                    if k <= len(variant) <= budget:
+                    if self.node is None and k <= len(variant) <= budget:
                         budget -= len(variant)
                         self._grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
         return self._values
@@ -393,10 +397,11 @@ class Redactor:
         spans: list[tuple[int, int]] = []
         for variant in self._read_values(k):
             spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
-        grams, kgrams, facts = self._grams, graph.index.kgrams, graph.facts
+        grams, kgrams, facts, own = self._grams, graph.index.kgrams, graph.facts, self.node
         for i in range(len(text) - k + 1):
             window = text[i : i + k]
-            if window in grams or any(facts[n].private for n in kgrams.get(window, ()) if n in facts):
+            nodes = kgrams.get(window, ())
+            if window in grams or own in nodes or any(facts[n].private for n in nodes if n in facts):
                 spans.append((i, i + k))
         for token in graph.index.tokens_in(text):
             if any(facts[n].private for n in graph.index.tokens.get(token, ()) if n in facts):

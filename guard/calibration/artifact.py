@@ -25,7 +25,7 @@ SCORER_VERSION = "weighted-binary/v1"
 
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def pipeline_components(policy: Policy) -> dict[str, str]:
@@ -121,41 +121,63 @@ def write_artifact(body: dict[str, Any], path: str | Path) -> None:
 
 
 def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:
-    """Read, checksum-verify and (given a policy) fingerprint-check an artifact."""
+    """Read, checksum-verify, shape-check and (given a policy) fingerprint-check an artifact."""
     file = Path(path)
-    try:
-        body = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ArtifactError(f"{file}: cannot read calibration artifact: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ArtifactError(f"{file}: calibration artifact is not valid JSON (truncated or edited?): {exc}") from None
-    if not isinstance(body, dict) or body.get("format") != FORMAT:
-        raise ArtifactError(f"{file}: not a carbguard artifact (format must be {FORMAT!r})")
-    if body.get("checksum") != content_checksum(body):
-        raise ArtifactError(f"{file}: checksum does not match the content: the artifact was edited or corrupted")
+    body = _read_body(file)
     alpha = _decode_float(body.get("alpha"), "alpha", file)
     if not 0.0 < alpha < 1.0:
         raise ArtifactError(f"{file}: alpha must lie in (0, 1), got {alpha}")
+    n, rule, selector = body.get("n"), body.get("rule"), body.get("selector")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ArtifactError(f"{file}: field 'n' must be a positive integer, got {n!r}")
+    if not isinstance(rule, str):
+        raise ArtifactError(f"{file}: field 'rule' must be a string, got {rule!r}")
+    if not isinstance(selector, dict) or not isinstance(selector.get("name"), str):
+        raise ArtifactError(f"{file}: field 'selector' must be an object with a 'name'")
     if policy is not None:
         _check_pipeline(body, policy, file)
     return Artifact(
         alpha=alpha,
-        n=int(body["n"]),
+        n=n,
         threshold=_decode_float(body.get("threshold"), "threshold", file),
-        rule=str(body["rule"]),
-        selector=str(body["selector"]["name"]),
+        rule=rule,
+        selector=selector["name"],
         artifact_id=f"{file.name}#{body['checksum'][:12]}",
         body=body,
     )
 
 
+def _read_body(file: Path) -> dict[str, Any]:
+    """The artifact's JSON object, its format and checksum verified."""
+    try:
+        body = json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ArtifactError(f"{file}: cannot read calibration artifact: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
+        raise ArtifactError(f"{file}: calibration artifact is not valid JSON (truncated or edited?): {exc}") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise ArtifactError(f"{file}: not a carbguard artifact (format must be {FORMAT!r})")
+    try:
+        matches = body.get("checksum") == content_checksum(body)
+    except (TypeError, ValueError, RecursionError):
+        matches = False
+    if not matches:
+        raise ArtifactError(f"{file}: checksum does not match the content: the artifact was edited or corrupted")
+    return body
+
+
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
-    pipelines = body.get("pipelines", {})
+    pipelines = body.get("pipelines")
+    if not isinstance(pipelines, dict):
+        raise ArtifactError(f"{file}: field 'pipelines' must be an object")
     if policy.name not in pipelines:
         raise ArtifactError(
-            f"{file}: artifact was calibrated for policies {sorted(pipelines)}, not for policy {policy.name!r}"
+            f"{file}: artifact was calibrated for policies {sorted(map(str, pipelines))}, not for policy {policy.name!r}"
         )
-    recorded = pipelines[policy.name].get("components", {})
+    entry = pipelines[policy.name]
+    recorded = entry.get("components") if isinstance(entry, dict) else None
+    if not isinstance(recorded, dict):
+        raise ArtifactError(f"{file}: pipelines[{policy.name!r}].components must be an object")
     current = pipeline_components(policy)
     differ = sorted(k for k in current if recorded.get(k) != current[k])
     if differ:

@@ -116,7 +116,14 @@ def read_run(run: RunFile) -> RawRun | str:
         raise FormatError(f"cannot read: {exc}") from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    return parse_run(data, run)
+    except RecursionError:
+        raise FormatError("JSON nested too deeply") from None
+    except ValueError as exc:
+        raise FormatError(f"unreadable JSON value: {exc}") from None
+    try:
+        return parse_run(data, run)
+    except RecursionError:
+        raise FormatError("run nested too deeply") from None
 
 
 def parse_run(data: Any, run: RunFile) -> RawRun | str:

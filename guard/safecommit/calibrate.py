@@ -78,7 +78,22 @@ class Case:
 # --------------------------------------------------------------------------- κ artifacts
 
 
+_FINGERPRINTS: dict[int, tuple[Policy, str]] = {}
+
+
 def scoring_fingerprint(policy: Policy) -> str:
+    """A hash of everything world scores depend on (cached per policy object; policies are frozen)."""
+    cached = _FINGERPRINTS.get(id(policy))
+    if cached is not None and cached[0] is policy:
+        return cached[1]
+    if len(_FINGERPRINTS) > 256:
+        _FINGERPRINTS.clear()
+    value = _scoring_fingerprint(policy)
+    _FINGERPRINTS[id(policy)] = (policy, value)
+    return value
+
+
+def _scoring_fingerprint(policy: Policy) -> str:
     """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
     spec = policy.safecommit
     dumped = policy.model_dump(mode="json")

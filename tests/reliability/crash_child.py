@@ -48,7 +48,11 @@ def step(guard: Guard, session: Any, k: int) -> tuple[str, str, Any]:
     if kind == 0:
         return call_id, "read_certificate", session.decide("read_certificate", {"name": "passport"}, call_id)
     if kind == 1:
-        return call_id, "send_email", session.decide("send_email", {"to": "x@p.example", "body": "X4821-99317"}, call_id)
+        return (
+            call_id,
+            "send_email",
+            session.decide("send_email", {"to": "x@p.example", "body": "X4821-99317"}, call_id),
+        )
     if kind == 2:
         return call_id, "read_document", session.decide("read_document", {"path": "press.md"}, call_id)
     return call_id, "post_note", session.decide("post_note", {"body": f"note {k}"}, call_id)

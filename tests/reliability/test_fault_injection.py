@@ -65,14 +65,7 @@ USER = "Please e-mail lena.novak@example.com that lunch moves to noon."
 TARGET = ("send_email", {"to": "lena.novak@example.com", "subject": "Lunch", "body": "Lunch moves to noon."}, "c1")
 """The one call every scenario makes: benign, side-effectful (it reaches SafeCommit), under the threshold."""
 
-KNOWN_DEFECTS = {
-    ("normalize", "wrong_type"): (
-        "guard/runtime.py Session._core calls stages.with_latency(decision) outside its try block, so a "
-        "normalize stage returning a non-Decision makes decide() raise TypeError instead of failing closed "
-        "(the tool still does not run). Fix: move with_latency into the try, or check "
-        "isinstance(decision, Decision) there."
-    ),
-}
+KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 
 
 # --------------------------------------------------------------------------- counting

@@ -18,7 +18,7 @@ Targets (hypothesis, seeded by the shared profile; ``max_examples`` set per test
 - **AgentDojo run files**: structural and byte-level mutations of real fixture runs;
   ``load_runs`` lists the file as loaded, dropped or failed, never raises.
 
-Known defects outside this issue's files are pinned by strict ``xfail`` reproducers at the end
+Former defects (now fixed) keep their reproducers at the end
 (each names the file and the fix); the random strategies stay clear of those input classes (no
 nesting deeper than 100 levels, no integer literals over 4,300 digits, result texts ≤ 2,000
 characters) so that they measure everything else.  The counts of inputs tried go to
@@ -67,6 +67,7 @@ def fuzz(examples: int) -> settings:
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
     )
+
 
 BASE_POLICY: dict[str, Any] = {
     "version": 1,
@@ -124,7 +125,9 @@ def fuzz_counts() -> Iterator[Counter[str]]:
     if not counts:
         return
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
-    body = {"inputs_tried": dict(sorted(counts.items())), "total": sum(counts.values()), "crashes": 0}
+    tried = {k: v for k, v in sorted(counts.items()) if "/" not in k}
+    outcomes = {k: v for k, v in sorted(counts.items()) if "/" in k}
+    body = {"inputs_tried": tried, "total_inputs": sum(tried.values()), "outcomes": outcomes, "crashes": 0}
     ARTIFACT.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -277,8 +280,10 @@ def test_fuzz_policy_mappings(
         policy = load_policy(path)
     except PolicyError as exc:
         assert str(path) in str(exc)
+        fuzz_counts["policy_files/refused"] += 1
         return
     _exercise(policy)
+    fuzz_counts["policy_files/loaded_and_decided"] += 1
 
 
 def _mutate(text: bytes, draw: st.DrawFn) -> bytes:
@@ -295,7 +300,9 @@ def _mutate(text: bytes, draw: st.DrawFn) -> bytes:
             filler = draw(
                 st.one_of(
                     st.binary(max_size=8),
-                    st.sampled_from([b"&a ", b"*a", b"!!python/object:os.system ", b"{", b"]", b"\n  ", b": ", b"\xff"]),
+                    st.sampled_from(
+                        [b"&a ", b"*a", b"!!python/object:os.system ", b"{", b"]", b"\n  ", b": ", b"\xff"]
+                    ),
                 )
             )
             text = text[:i] + filler + text[i:]
@@ -334,8 +341,10 @@ def test_fuzz_policy_text_mutations(
         policy = load_policy(path)
     except PolicyError as exc:
         assert str(path) in str(exc)
+        fuzz_counts["policy_text_mutations/refused"] += 1
         return
     _exercise(policy)
+    fuzz_counts["policy_text_mutations/loaded_and_decided"] += 1
 
 
 HOSTILE_POLICIES: dict[str, bytes] = {
@@ -417,7 +426,10 @@ def _edit(body: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
 @fuzz(150)
 @given(data=st.data())
 def test_fuzz_artifact_edits_without_a_new_checksum_are_refused(
-    data: st.DataObject, artifact_setup: tuple[Policy, dict[str, Any], Path], fuzz_counts: Counter[str], tmp_path_factory: pytest.TempPathFactory
+    data: st.DataObject,
+    artifact_setup: tuple[Policy, dict[str, Any], Path],
+    fuzz_counts: Counter[str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Any edit that does not recompute the checksum (or that breaks the JSON) is refused naming the file."""
     fuzz_counts["artifact_edits"] += 1
@@ -533,11 +545,15 @@ _tool = st.one_of(
     _text,
     st.sampled_from([None, 3, ["send_email"], "send_email\x00", "SEND_EMAIL"]),
 )
-_call_id = st.one_of(
-    st.sampled_from(["c1", "c2", "c3"]), _text, st.sampled_from([None, 0, "", ["c1"], b"c1"])
-)
+_call_id = st.one_of(st.sampled_from(["c1", "c2", "c3"]), _text, st.sampled_from([None, 0, "", ["c1"], b"c1"]))
 _result_call_id = st.one_of(st.sampled_from(["c1", "c2", "c3", "c9"]), _text, st.sampled_from([None, 0, "", b"c1"]))
+_good_args = st.dictionaries(
+    st.sampled_from(["to", "subject", "body", "name", "title"]),
+    st.one_of(st.text(max_size=40), st.integers(), st.sampled_from(["X4821-99317", "CANARY-0badcafe", "a@b.example"])),
+    max_size=3,
+)
 _op = st.one_of(
+    st.tuples(st.just("decide"), st.sampled_from(sorted(BASE_POLICY["tools"])), _good_args, _result_call_id),
     st.tuples(st.just("decide"), _tool, _args, _call_id),
     st.tuples(st.just("decide"), _tool, _args, _call_id),
     st.tuples(
@@ -605,6 +621,7 @@ def test_fuzz_proposals_and_results(ops: list[tuple[Any, ...]], fuzz_counts: Cou
             decision = session.decide(tool, args, call_id)
             decisions += 1
             assert isinstance(decision, Decision)
+            fuzz_counts[f"proposal_operations/{'understood' if ok else 'not_understood'}_{decision.verdict}"] += 1
             if not ok:
                 assert decision.verdict is not Verdict.EXECUTE, (tool, call_id, decision.message)
                 assert decision.reason in (Reason.BAD_ARGUMENTS, Reason.UNKNOWN_TOOL, Reason.INTERNAL_ERROR)
@@ -619,7 +636,7 @@ def test_fuzz_proposals_and_results(ops: list[tuple[Any, ...]], fuzz_counts: Cou
             else:
                 session.observe_final(op[1])
         except InputError:
-            fuzz_counts["proposal_input_errors"] += 1
+            fuzz_counts["proposal_operations/observe_input_error"] += 1
     assert len(audit.entries) == decisions
     json.dumps(audit.entries)  # every entry is JSON
 
@@ -659,7 +676,7 @@ def run_mutations(draw: st.DrawFn) -> tuple[str, bytes]:
                 target = calls[draw(st.integers(min_value=0, max_value=len(calls) - 1))]
         if not isinstance(target, dict) or not target:
             continue
-        key = draw(st.sampled_from(sorted(target) + ["extra"]))
+        key = draw(st.sampled_from([*sorted(target), "extra"]))
         if draw(st.booleans()) and key in target:
             del target[key]
         else:
@@ -687,25 +704,20 @@ def test_fuzz_agentdojo_run_files(
     finally:
         shutil.rmtree(root, ignore_errors=True)
     assert len(report.episodes) + len(report.dropped_error) + len(report.failed) == 1
+    outcome = "loaded" if report.episodes else "dropped" if report.dropped_error else "failed"
+    fuzz_counts[f"agentdojo_run_files/{outcome}"] += 1
     for _, reason in report.failed:
         assert isinstance(reason, str) and reason
 
 
-# --------------------------------------------------------------------------- known defects (strict xfail)
+# --------------------------------------------------------------------------- former defects (now fixed)
 
 _DEEP = 100_000
 _BIG = "9" * 5_000
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="guard/policy_loader.py: json.loads / yaml.compose / tomllib recurse on deeply nested documents "
-    "(the 2 MB cap allows ~1M levels) and RecursionError escapes as a crash. Fix: catch RecursionError in "
-    "read_policy_mapping (and _collect_lines) and raise PolicyError('nested too deeply').",
-)
 @pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
-def test_known_defect_deeply_nested_policy(fmt: str, tmp_path: Path) -> None:
+def test_fixed_deeply_nested_policy(fmt: str, tmp_path: Path) -> None:
     body = "[" * _DEEP + "]" * _DEEP
     text = body if fmt == "json" else (f"a: {body}\n" if fmt == "yaml" else f"a = {body}\n")
     path = tmp_path / f"deep.{fmt}"
@@ -714,15 +726,8 @@ def test_known_defect_deeply_nested_policy(fmt: str, tmp_path: Path) -> None:
         load_policy(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="guard/policy_loader.py: an integer literal over 4,300 digits raises Python's int-conversion "
-    "ValueError from json/yaml/tomllib, which escapes as a crash (not a PolicyError). Fix: catch ValueError "
-    "around the parsers in read_policy_mapping.",
-)
 @pytest.mark.parametrize("fmt", ["json", "yaml", "toml"])
-def test_known_defect_huge_integer_in_policy(fmt: str, tmp_path: Path) -> None:
+def test_fixed_huge_integer_in_policy(fmt: str, tmp_path: Path) -> None:
     text = {
         "json": f'{{"version": 1, "name": "x", "tools": {{"t": {{"kind": "sink", "severity": {_BIG}}}}}}}',
         "yaml": f"version: 1\nname: x\ntools: {{t: {{kind: sink, severity: {_BIG}}}}}\n",
@@ -734,29 +739,15 @@ def test_known_defect_huge_integer_in_policy(fmt: str, tmp_path: Path) -> None:
         load_policy(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(RecursionError, ValueError),
-    reason="guard/calibration/artifact.py load_artifact catches only JSONDecodeError/UnicodeDecodeError: "
-    "deep nesting (RecursionError) and huge integers (ValueError) escape. Fix: catch them and raise "
-    "ArtifactError naming the file.",
-)
 @pytest.mark.parametrize("kind", ["deep", "bigint"])
-def test_known_defect_artifact_parser_errors(kind: str, tmp_path: Path) -> None:
+def test_fixed_artifact_parser_errors(kind: str, tmp_path: Path) -> None:
     path = tmp_path / "artifact.json"
     path.write_text("[" * _DEEP + "]" * _DEEP if kind == "deep" else f'{{"n": {_BIG}}}')
     with pytest.raises(ArtifactError):
         load_artifact(path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UnicodeEncodeError,
-    reason="guard/calibration/artifact.py content_checksum encodes the body as UTF-8: a JSON string escape of "
-    "a lone surrogate (\\ud800, valid JSON) raises UnicodeEncodeError out of load_artifact. Fix: encode with "
-    "'surrogatepass' in _digest, or catch UnicodeEncodeError and raise ArtifactError naming the file.",
-)
-def test_known_defect_artifact_with_a_lone_surrogate(
+def test_fixed_artifact_with_a_lone_surrogate(
     artifact_setup: tuple[Policy, dict[str, Any], Path], tmp_path: Path
 ) -> None:
     policy, body, _ = artifact_setup
@@ -777,17 +768,8 @@ STRUCTURAL_EDITS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=(KeyError, TypeError, ValueError, AttributeError),
-    reason="guard/calibration/artifact.py: after the checksum passes, load_artifact indexes body['n'], "
-    "body['selector']['name'], pipelines[...].get(...) without type checks, so a checksum-consistent "
-    "artifact with a missing or mistyped field crashes (KeyError/TypeError/ValueError/AttributeError) "
-    "instead of raising ArtifactError. The checksum is not a signature: anyone can recompute it. Fix: "
-    "validate the body (e.g. a pydantic model) and raise ArtifactError naming the file and field.",
-)
 @pytest.mark.parametrize("name", sorted(STRUCTURAL_EDITS))
-def test_known_defect_checksum_consistent_structural_edits(
+def test_fixed_checksum_consistent_structural_edits(
     name: str, artifact_setup: tuple[Policy, dict[str, Any], Path], tmp_path: Path
 ) -> None:
     policy, body, _ = artifact_setup
@@ -803,14 +785,7 @@ def test_known_defect_checksum_consistent_structural_edits(
         load_artifact(path, policy)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="guard/corpora/_agentdojo_format.py read_run catches only OSError/UnicodeDecodeError/"
-    "JSONDecodeError: a deeply nested run file raises RecursionError out of load_runs. Fix: catch "
-    "RecursionError and ValueError there and raise FormatError (the file is then listed as failed).",
-)
-def test_known_defect_deeply_nested_run_file(tmp_path: Path) -> None:
+def test_fixed_deeply_nested_run_file(tmp_path: Path) -> None:
     path = tmp_path / RUN_FILES[0]
     path.parent.mkdir(parents=True)
     path.write_text('{"messages": ' + "[" * _DEEP + "]" * _DEEP + "}")
@@ -818,16 +793,7 @@ def test_known_defect_deeply_nested_run_file(tmp_path: Path) -> None:
     assert len(report.failed) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="guard/policy.py DEFAULT_VALUE_PATTERNS['email'] ([A-Za-z0-9._%+-]+@...) backtracks "
-    "quadratically on a long run of local-part characters without '@': indexing a 40k-character tool "
-    "result takes seconds, a 200k-character one minutes (a decision-time DoS). Fix: anchor the run, e.g. "
-    "(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@... (Python 3.11 possessive quantifier); the same for the "
-    "'path' pattern on 'a.a.a.…' runs. Changing the default patterns changes pipeline fingerprints.",
-)
-def test_known_defect_value_token_regex_is_quadratic() -> None:
+def test_fixed_value_token_regex_is_quadratic() -> None:
     policy = parse_policy(copy.deepcopy(BASE_POLICY))
     session = Guard(policy, threshold=0.5).session("slow")
     session.decide("read_inbox", {}, "c1")
@@ -836,15 +802,8 @@ def test_known_defect_value_token_regex_is_quadratic() -> None:
     assert time.perf_counter() - start < 0.5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="guard/runtime.py Session.observe_result looks the call id up in a dict before checking its type: "
-    "an unhashable call id (a list, a dict) raises TypeError instead of InputError. Fix: check "
-    "isinstance(call_id, str) first (the adapters pass tool_call_id from model output).",
-)
 @pytest.mark.parametrize("call_id", [["c1"], {"id": "c1"}])
-def test_known_defect_unhashable_result_call_id(call_id: Any) -> None:
+def test_fixed_unhashable_result_call_id(call_id: Any) -> None:
     session = Guard(parse_policy(copy.deepcopy(BASE_POLICY)), threshold=0.5).session("ids")
     with pytest.raises(InputError):
         session.observe_result(call_id, "text")
