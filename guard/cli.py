@@ -61,7 +61,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     corpus = _corpus(args)
     body = calibrate(
         corpus, alpha=args.alpha, selector=args.selector, rule=args.rule, delta=args.delta,
-        command=args.argv, progress=True,
+        command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
     )
     write_artifact(body, out)
     print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} "
@@ -83,7 +83,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     results = []
     for name in names:
         corpus = load_corpus(args.runs, name, progress=not args.json)
-        result = evaluate(corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json)
+        result = evaluate(
+            corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
+            workers=args.workers, dask_scheduler=args.dask_scheduler,
+        )
         results.append(result)
         if not args.json:
             _print_evaluation(result)
@@ -144,6 +147,27 @@ def _add_audit(sub: Any) -> None:
     verify.set_defaults(func=_audit_verify)
 
 
+def _recorded(argv: Sequence[str]) -> list[str]:
+    """The command to record in an artifact: scale-out options do not change it, so they are dropped."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token in ("--workers", "--dask-scheduler"):
+            skip = True
+            continue
+        if not token.startswith(("--workers=", "--dask-scheduler=")):
+            out.append(token)
+    return out
+
+
+def _add_scale_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=1, help="score episodes in N local processes")
+    parser.add_argument("--dask-scheduler", help="score on a running dask.distributed scheduler (extra [dask])")
+
+
 def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
@@ -160,6 +184,7 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     cal.add_argument("--out", required=True, help="artifact file to write")
     cal.add_argument("--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable)")
+    _add_scale_args(cal)
     cal.set_defaults(func=_calibrate)
 
 
@@ -176,6 +201,7 @@ def _add_evaluate(sub: Any) -> None:
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ev.add_argument("--plot", help="write the risk–utility frontier as PNG")
+    _add_scale_args(ev)
     ev.set_defaults(func=_evaluate)
 
 

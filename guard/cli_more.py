@@ -71,6 +71,9 @@ def add_bench(sub: Any) -> None:
     con.add_argument("--json", action="store_true")
     con.add_argument("--plot", help="write the edge-dropout plot (PNG)")
     con.set_defaults(func=_bench_constructed)
+    ev = bench.add_parser("evasion", help="recall of harmful paths when the agent transforms a private value")
+    ev.add_argument("--json", action="store_true")
+    ev.set_defaults(func=_bench_evasion)
     perf = bench.add_parser("perf", help="decision latency, peer comparison, calibration throughput")
     perf.add_argument("--quick", action="store_true", help="fewer repetitions")
     perf.add_argument("--json", action="store_true")
@@ -99,6 +102,12 @@ def _bench_constructed(args: argparse.Namespace) -> int:
     if args.plot:
         diagnostics.dropout_plot(result, args.plot)
     return _emit(result, args.json, diagnostics.format_constructed)
+
+
+def _bench_evasion(args: argparse.Namespace) -> int:
+    from guard.evasion import format_evasion, run_evasion_study
+
+    return _emit(run_evasion_study(), args.json, format_evasion)
 
 
 def _bench_perf(args: argparse.Namespace) -> int:

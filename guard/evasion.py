@@ -43,7 +43,6 @@ __all__ = [
     "VALUES",
     "BenignCase",
     "NormalizingPrefixGraph",
-    "NormalizingValueIndex",
     "PrivateValue",
     "Transform",
     "format_evasion",
@@ -56,55 +55,10 @@ __all__ = [
 # --------------------------------------------------------------------------- the graph with normalization
 
 
-class NormalizingValueIndex(ValueIndex):
-    """A :class:`~guard.graph.ValueIndex` that indexes and looks up raw *and* normalized text."""
-
-    def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
-        """Index ``text`` and its normal form (k-grams, value tokens, identifiers) under ``node``."""
-        idents = list(identifiers)
-        super().add(node, text, idents)
-        norm = normalize_value(text)
-        norm_idents = [normalize_value(i) for i in idents]
-        if norm != text or norm_idents != idents:
-            super().add(node, norm, norm_idents)
-
-    def span_sources(self, value: str) -> set[int]:
-        """Nodes sharing a ``min_span`` span with ``value`` or with its normal form."""
-        found = super().span_sources(value)
-        norm = normalize_value(value)
-        return found | super().span_sources(norm) if norm != value else found
-
-    def token_sources(self, value: str) -> set[int]:
-        """Nodes holding a whole value token of ``value`` or of its normal form."""
-        found = super().token_sources(value)
-        norm = normalize_value(value)
-        return found | super().token_sources(norm) if norm != value else found
-
-
-class NormalizingPrefixGraph(PrefixGraph):
-    """The prefix graph with ``graph.normalize: true`` semantics (used by this study only).
-
-    Differences from :class:`~guard.graph.PrefixGraph`: the value index keeps the k-grams and value
-    tokens of both the raw and the normalized text of every record, every argument value is looked
-    up in both forms (E2), and identifier arguments also match identifiers equal after
-    normalization (E3).  Everything else — edge types, priorities, queries — is inherited.
-    """
-
-    def __init__(self, policy: Policy) -> None:
-        super().__init__(policy)
-        self.index = NormalizingValueIndex(policy.graph.value_patterns.values(), policy.graph.min_span)
-
-    def _incoming(self, record: Record) -> Iterator[tuple[int, str, str]]:
-        yield from super()._incoming(record)
-        if record.kind is not RecordKind.PROPOSAL:
-            return
-        spec = self.policy.tool(record.tool or "")
-        ident_args = set(spec.identifier_args) if spec else set()
-        for name, value in record.arg_values():
-            norm = normalize_value(value)
-            if name in ident_args and norm != value:
-                for source in self.index.identifiers.get(norm, ()):
-                    yield source, self._reuse_type(source, E3), name
+def NormalizingPrefixGraph(policy: Policy) -> PrefixGraph:  # noqa: N802 - used like a class
+    """The prefix graph of ``policy`` with ``graph.normalize: true`` (the shipped opt-in)."""
+    graph_spec = policy.graph.model_copy(update={"normalize": True})
+    return PrefixGraph(policy.model_copy(update={"graph": graph_spec}))
 
 
 # --------------------------------------------------------------------------- the constructed cases

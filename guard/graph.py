@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
 
@@ -97,6 +98,31 @@ def record_text(record: Record) -> str:
     return record.text
 
 
+class NormalizingValueIndex(ValueIndex):
+    """A :class:`ValueIndex` that indexes and looks up raw *and* normalized text (``graph.normalize``)."""
+
+    def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
+        """Index ``text`` and its normal form (k-grams, value tokens, identifiers) under ``node``."""
+        idents = list(identifiers)
+        super().add(node, text, idents)
+        norm = normalize_value(text)
+        norm_idents = [normalize_value(i) for i in idents]
+        if norm != text or norm_idents != idents:
+            super().add(node, norm, norm_idents)
+
+    def span_sources(self, value: str) -> set[int]:
+        """Nodes sharing a ``min_span`` span with ``value`` or with its normal form."""
+        found = super().span_sources(value)
+        norm = normalize_value(value)
+        return found | super().span_sources(norm) if norm != value else found
+
+    def token_sources(self, value: str) -> set[int]:
+        """Nodes holding a whole value token of ``value`` or of its normal form."""
+        found = super().token_sources(value)
+        norm = normalize_value(value)
+        return found | super().token_sources(norm) if norm != value else found
+
+
 class PrefixGraph:
     """A DAG over the records of one episode, extended one record at a time."""
 
@@ -105,7 +131,8 @@ class PrefixGraph:
         self.graph: nx.DiGraph = nx.DiGraph()
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
-        self.index = ValueIndex(policy.graph.value_patterns.values(), policy.graph.min_span)
+        index_type = NormalizingValueIndex if policy.graph.normalize else ValueIndex
+        self.index = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
         self._calls: dict[str, int] = {}
         self._newest = -1
         self._ancestor_memo: dict[int, frozenset[int]] = {}
@@ -162,8 +189,16 @@ class PrefixGraph:
             for source in self.index.span_sources(value) | self.index.token_sources(value):
                 yield source, self._reuse_type(source, E2), name
             if name in ident_args:
-                for source in self.index.identifiers.get(value, ()):
-                    yield source, self._reuse_type(source, E3), name
+                for ident in self._identifier_forms(value):
+                    for source in self.index.identifiers.get(ident, ()):
+                        yield source, self._reuse_type(source, E3), name
+
+    def _identifier_forms(self, value: str) -> tuple[str, ...]:
+        """The value, and with ``graph.normalize`` its normal form too."""
+        if not self.policy.graph.normalize:
+            return (value,)
+        norm = normalize_value(value)
+        return (value,) if norm == value else (value, norm)
 
     def _reuse_type(self, source: int, etype: str) -> str:
         return E4 if self.facts[source].kind is RecordKind.USER else etype

@@ -108,6 +108,12 @@ class GraphSpec(_Strict):
         description="Regexes of value tokens (e-mails, IBANs, URLs, ...) that make E2/E3 edges at any length.",
     )
 
+    normalize: bool = Field(
+        default=False,
+        description="Also match values after cheap, sound normalization (case, whitespace, URL-decoding, "
+        "digit-group separators, Unicode compatibility forms). Opt-in: it changes edges, so recalibrate.",
+    )
+
     @field_validator("value_patterns")
     @classmethod
     def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:

@@ -100,3 +100,13 @@ def test_policy_schema_prints_json(capsys: pytest.CaptureFixture[str]) -> None:
     """`policy schema` prints a JSON Schema with the policy's top-level keys."""
     code, out, _ = _run(["policy", "schema"], capsys)
     assert code == 0 and "tools" in json.loads(out)["properties"]
+
+
+def test_evaluate_workers_identical(capsys: pytest.CaptureFixture[str]) -> None:
+    """--workers 2 gives the same results as the single-process run, bit for bit."""
+    base = ["evaluate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--permutations", "5", "--json"]
+    assert main(base) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert main([*base, "--workers", "2"]) == 0
+    double = json.loads(capsys.readouterr().out)
+    assert single["results"] == double["results"]

@@ -31,6 +31,8 @@ def _digest(value: Any) -> str:
 def pipeline_components(policy: Policy) -> dict[str, str]:
     """A hash per part of the pipeline the scores depend on."""
     dumped = policy.model_dump(mode="json")
+    if not dumped["graph"].get("normalize"):
+        dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),

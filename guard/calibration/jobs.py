@@ -15,7 +15,7 @@ from typing import Any
 from guard.calibration import crc
 from guard.calibration.artifact import build_artifact
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
-from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble, score_episode_selectors
+from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
 from guard.policy import Policy, SelectorName
 from guard.progress import Progress
@@ -98,29 +98,43 @@ def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
 
 
 def score_selectors(
-    episodes: Sequence[Episode], selectors: Sequence[SelectorName], *, progress: bool = False
+    episodes: Sequence[Episode],
+    selectors: Sequence[SelectorName],
+    *,
+    progress: bool = False,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
 ) -> tuple[dict[str, ScoredCorpus], float]:
-    """Score the corpus under every selector (one pass per episode); return the arrays and seconds."""
+    """Score the corpus under every selector (one pass per episode); return the arrays and seconds.
+
+    ``workers`` > 1 scores in local processes, ``dask_scheduler`` on a running dask.distributed
+    scheduler; both give arrays identical to the single-process run.
+    """
+    from guard.calibration.parallel import score_selectors_parallel
     from guard.corpora import agentdojo
 
     start = time.perf_counter()
-    items: dict[str, list[EpisodeScores]] = {name: [] for name in selectors}
-    pick = policy_for(selectors[0])
     with Progress(len(episodes), "scoring episodes", enabled=progress) as tick:
-        for count, episode in enumerate(episodes, start=1):
-            labels = agentdojo.episode_ledger_labels(episode)
-            for name, scores in score_episode_selectors(pick(episode), selectors, episode, labels).items():
-                items[name].append(scores)
-            tick(count)
-    return {name: assemble(rows) for name, rows in items.items()}, time.perf_counter() - start
+        out = score_selectors_parallel(
+            episodes,
+            policy_for(selectors[0]),
+            agentdojo.episode_ledger_labels,
+            selectors,
+            workers=workers,
+            dask_scheduler=dask_scheduler,
+            progress=tick,
+        )
+    return out, time.perf_counter() - start
 
 
 def calibrate(
     corpus: Corpus, *, alpha: float, selector: SelectorName, rule: str = "carb", delta: float = 0.1,
-    command: Sequence[str] = (), progress: bool = False,
+    command: Sequence[str] = (), progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Calibrate λ̂ on the whole corpus and return the artifact body."""
-    scored, _ = score_selectors(corpus.episodes, [selector], progress=progress)
+    scored, _ = score_selectors(
+        corpus.episodes, [selector], progress=progress, workers=workers, dask_scheduler=dask_scheduler
+    )
     data = scored[selector]
     grid = crc.exact_grid(data.scores)
     losses = (grid[None, :] >= data.harm_level[:, None]).astype("int64")
@@ -149,14 +163,16 @@ def calibrate(
 
 def evaluate(
     corpus: Corpus, *, alphas: Sequence[float] = DEFAULT_ALPHAS, permutations: int = 200, seed: int = 0,
-    progress: bool = False,
+    progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
 ) -> dict[str, Any]:
     """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
     for alpha in alphas:
         crc.alpha_fraction(alpha)
     if permutations < 1:
         raise CalibrationError(f"permutations must be >= 1, got {permutations}")
-    scored, score_seconds = score_selectors(corpus.episodes, SELECTOR_NAMES, progress=progress)
+    scored, score_seconds = score_selectors(
+        corpus.episodes, SELECTOR_NAMES, progress=progress, workers=workers, dask_scheduler=dask_scheduler
+    )
     start = time.perf_counter()
     with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
