@@ -196,7 +196,10 @@ def _agentdojo_run(args: argparse.Namespace) -> int:
 
 def _format_agentdojo(results: Any) -> str:
     rows = results if isinstance(results, list) else [results]
-    head = f"{'suite':<11}{'episodes':>9}{'utility':>9}{'->':>4}{'guard':>7}{'attack':>9}{'->':>4}{'guard':>7}{'online=offline':>17}"
+    head = (
+        f"{'suite':<11}{'episodes':>9}{'utility':>9}{'->':>4}{'guard':>7}"
+        f"{'attack':>9}{'->':>4}{'guard':>7}{'online=offline':>17}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         w, g = r["without_guard"], r["with_guard"]

@@ -25,15 +25,14 @@ from __future__ import annotations
 import base64
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from guard.graph import E3, PrefixGraph, ValueIndex
-from guard.normalize import normalize_value
+from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
-from guard.records import Record, RecordKind, Trust, proposal, result, user
+from guard.records import Record, Trust, proposal, result, user
 from guard.scorer import WeightedScorer
 from guard.selectors import gcarb_select
 
@@ -299,7 +298,7 @@ def _records(record_text: str, pieces: tuple[str, ...]) -> list[Record]:
     ]
 
 
-def provenance_fires(graph_cls: type[PrefixGraph], policy: Policy, records: list[Record]) -> bool:
+def provenance_fires(graph_cls: Callable[[Policy], PrefixGraph], policy: Policy, records: list[Record]) -> bool:
     """Whether ``provenance_path`` fires for the last record (a sink proposal) under G-CARB."""
     graph = graph_cls(policy)
     for record in records:

@@ -174,7 +174,8 @@ def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
         raise ArtifactError(f"{file}: field 'pipelines' must be an object")
     if policy.name not in pipelines:
         raise ArtifactError(
-            f"{file}: artifact was calibrated for policies {sorted(map(str, pipelines))}, not for policy {policy.name!r}"
+            f"{file}: artifact was calibrated for policies {sorted(map(str, pipelines))}, "
+            f"not for policy {policy.name!r}"
         )
     entry = pipelines[policy.name]
     recorded = entry.get("components") if isinstance(entry, dict) else None
