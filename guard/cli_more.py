@@ -111,8 +111,18 @@ def _bench_evasion(args: argparse.Namespace) -> int:
 
 
 def _bench_perf(args: argparse.Namespace) -> int:
+    import importlib
+    import sys
+    from pathlib import Path
+
+    import guard
+
+    for root in (Path.cwd(), Path(guard.__file__).resolve().parents[1]):
+        if (root / "benchmarks" / "perf.py").exists() and str(root) not in sys.path:
+            sys.path.insert(0, str(root))
+            break
     try:
-        from benchmarks import perf
+        perf = importlib.import_module("benchmarks.perf")
     except ImportError as exc:
         raise GuardError("bench perf runs from a source checkout (the benchmarks/ folder): " + str(exc)) from exc
     return _emit(perf.run(quick=args.quick), args.json, perf.format_perf)
