@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from guard.adapters.langchain import GuardMiddleware
+from guard.adapters.langchain_testing import ScriptedChatModel
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
 from guard import Guard, load_policy
@@ -56,21 +55,6 @@ def save_draft(subject: str, body: str) -> str:
 def send_email(to: str, subject: str, body: str) -> str:
     """Send an e-mail."""
     return f"sent to {to}"
-
-
-class ScriptedChatModel(FakeMessagesListChatModel):
-    """A fake chat model that answers turn ``k`` with ``responses[k]`` (stateless, so reusable)."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
-        """The script already names the tools."""
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        turn = sum(isinstance(m, AIMessage) for m in messages)
-        reply = self.responses[min(turn, len(self.responses) - 1)].model_copy(update={"id": None})
-        return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
 def script() -> list[BaseMessage]:

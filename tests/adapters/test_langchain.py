@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from guard.adapters.langchain_testing import ScriptedChatModel
 
 pytest.importorskip("langchain")
 
 from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tool_node, guard_tools
 from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
@@ -37,18 +36,7 @@ INJECTED = (
 TASK = "Read the record of customer Lena Novak, then check my inbox and draft replies."
 
 
-class Scripted(FakeMessagesListChatModel):
-    """Answers turn k (= number of AI messages so far) with responses[k]; stateless."""
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        turn = sum(isinstance(m, AIMessage) for m in messages)
-        reply = self.responses[min(turn, len(self.responses) - 1)].model_copy(update={"id": None})
-        return ChatResult(generations=[ChatGeneration(message=reply)])
+Scripted = ScriptedChatModel
 
 
 def call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:

@@ -265,22 +265,8 @@ def _langchain_tools(ran: list[str]) -> list[Any]:
 
 
 def _scripted_model() -> Any:
-    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-    from langchain_core.messages import AIMessage, BaseMessage
-    from langchain_core.outputs import ChatGeneration, ChatResult
-
-    class Scripted(FakeMessagesListChatModel):
-        """Answers turn k (= number of AI messages so far) with responses[k]; stateless."""
-
-        def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
-            return self
-
-        def _generate(
-            self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-        ) -> ChatResult:
-            turn = sum(isinstance(m, AIMessage) for m in messages)
-            reply = self.responses[min(turn, len(self.responses) - 1)].model_copy(update={"id": None})
-            return ChatResult(generations=[ChatGeneration(message=reply)])
+    from guard.adapters.langchain_testing import ScriptedChatModel as Scripted
+    from langchain_core.messages import AIMessage
 
     name, args, call_id = TARGET
     call = {"name": name, "args": dict(args), "id": call_id, "type": "tool_call"}
