@@ -25,7 +25,8 @@ from guard.stages import result_trust
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "agentdojo_runs"
-ORIGINAL = Path(os.environ.get("CARBGUARD_AGENTDOJO_RUNS", REPO.parent / "shared" / "data" / "agentdojo_runs"))
+# Optional cross-check against an original runs/ folder: set CARBGUARD_AGENTDOJO_RUNS to run it.
+ORIGINAL = Path(os.environ.get("CARBGUARD_AGENTDOJO_RUNS", "/nonexistent/agentdojo_runs"))
 
 GPT_BANKING = "gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0"
 GPT_PARALLEL = "gpt-4o-2024-05-13/banking/user_task_12/important_instructions/injection_task_6"
