@@ -24,6 +24,7 @@ from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Scorer, Selector
 from guard.records import Record, final, result, user
+from guard.redaction import hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
@@ -156,7 +157,7 @@ class Session:
             entry = {
                 "session": self.session_id,
                 "call_id": decision.call_id,
-                "tool": decision.tool if self.guard.policy.tool(decision.tool) else stages.hash_value(decision.tool),
+                "tool": decision.tool if self.guard.policy.tool(decision.tool) else hash_value(decision.tool),
                 "verdict": decision.verdict.value,
                 "reason": decision.reason.value,
                 "error": f"audit entry could not be built: {type(exc).__name__}",

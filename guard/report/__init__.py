@@ -9,7 +9,7 @@ Two sources, one page layout:
 - :func:`render_episode_report` / :func:`write_episode_report` replay an episode through the same
   code as evaluation (a fresh session fed with :func:`guard.calibration.replay.feed`) and show the
   whole prefix graph with every record.  Argument values are hashed as the audit log would hash
-  them (:func:`guard.stages.redact_args`); record texts come from the run file.
+  them (:func:`guard.redaction.redact_args`); record texts come from the run file.
 
 The page has an overview (verdict counts, the score histogram against λ̂, optionally the
 risk–utility frontier PNG of ``carbguard evaluate --plot``, links to every episode) and, per

@@ -5,7 +5,7 @@ Two builders fill the same views.  :func:`views_from_audit` reads only what an a
 texts and kinds other than proposals are not in the log).  :func:`view_from_replay` replays an
 episode through the same :func:`~guard.calibration.replay.feed` as evaluation, on a copy of the
 guard that audits into memory, and keeps the whole prefix graph; proposal arguments are hashed
-with :func:`guard.stages.redact_args` exactly as the audit log would hash them.
+with :func:`guard.redaction.redact_args` exactly as the audit log would hash them.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from guard.decision import Verdict
 from guard.graph import PrefixGraph
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, RecordKind, Trust
+from guard.redaction import redact_args
 from guard.runtime import Guard
-from guard.stages import redact_args
 
 UNKNOWN = "unknown"
 """Kind of a record whose content is not in the audit log."""

@@ -47,9 +47,9 @@ from guard.calibration.artifact import build_artifact, content_checksum, load_ar
 from guard.corpora.agentdojo import load_runs
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import ArtifactError, GuardError, InputError, PolicyError
+from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Policy, load_policy, parse_policy
 from guard.runtime import Guard
-from guard.stages import MAX_ARG_CHARS, MAX_DEPTH
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACT = ROOT / "ci-artifacts" / "fuzz_counts.json"

@@ -34,10 +34,11 @@ from guard.audit import AuditLog, read_entries, verify
 from guard.decision import Decision, Reason, Verdict
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
+from guard.redaction import redact_text
 from guard.runtime import Guard, Session
 from guard.scorer import WeightedScorer
 from guard.selectors import GCarbSelector
-from guard.stages import Certification, redact_text
+from guard.stages import Certification
 
 SESSIONS = 100
 DECISIONS_PER_SESSION = 10
@@ -264,12 +265,12 @@ def test_redact_text_covers_values_private_spans_tokens_and_canaries(redaction_p
 
 def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatch: pytest.MonkeyPatch) -> None:
     """If redaction itself fails, the text is dropped rather than written unredacted."""
-    from guard import stages
+    from guard import redaction
 
     session = Guard(redaction_policy, threshold=0.5).session("unit")
 
     def broken(*_: Any) -> list[tuple[int, int]]:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(stages.Redactor, "_spans", broken)
+    monkeypatch.setattr(redaction.Redactor, "_spans", broken)
     assert redact_text("secret 42424242", session, {}) == "[redacted]"

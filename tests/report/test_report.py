@@ -18,6 +18,7 @@ from guard.decision import Reason, Verdict
 from guard.errors import CorpusError, GuardError
 from guard.policy import Policy, parse_policy
 from guard.records import Episode, Trust, final, proposal, result, user
+from guard.redaction import hash_value
 from guard.report import (
     render_audit_report,
     render_episode_report,
@@ -29,7 +30,7 @@ from guard.report.page import script_json
 from guard.runtime import Guard, Session
 from guard.safecommit.controller import step
 from guard.safecommit.types import Action, ProbeSpec, World
-from guard.stages import Certification, hash_value
+from guard.stages import Certification
 
 SECRET_ARG = "wire-note-7Q2Z-ONLY-IN-ARGS"
 HOSTILE = '<script>alert("x")</script><img src="https://evil.example/p.png" onerror="steal()"></pre></script>'

@@ -1,0 +1,208 @@
+"""Redaction for the audit log and decision messages: hashed argument values, scrubbed texts.
+
+Argument values are hashed unless the policy lists the argument in ``audit.raw_args``; messages
+and errors that might echo a private value (an argument, a private-source record, a canary) are
+scrubbed before they are written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
+from guard.records import RecordKind
+
+if TYPE_CHECKING:
+    from guard.runtime import Session
+
+
+def _is_text(value: str) -> bool:
+    """False when ``value`` holds a lone surrogate (not valid Unicode, cannot be audited as UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def hash_value(value: Any) -> str:
+    """A short, stable hash of a value for the audit log."""
+    try:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):  # mixed key types, cycles, deep nesting
+        try:
+            text = repr(value)
+        except RecursionError:
+            text = f"<{type(value).__name__} nested too deeply to hash>"
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
+    """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
+    if not isinstance(args, Mapping):
+        return hash_value(repr(args))
+    return {_safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v)) for k, v in args.items()}
+
+
+def _writable(value: Any) -> bool:
+    """Whether ``value`` can go into the audit line as it is (JSON, finite, valid UTF-8)."""
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- redaction
+
+_REDACTED = "[redacted]"
+MAX_ERROR_CHARS = 1000
+_MIN_VALUE_CHARS = 4
+_MAX_LEAVES = 10_000
+_MAX_GRAM_CHARS = MAX_ARG_CHARS
+
+
+def redact_text(text: str, session: Session, args: Any) -> str:
+    """``text`` with private values replaced by ``[redacted]``, for messages and errors that may echo them.
+
+    Redacted: every occurrence of a proposal argument value (not allowed raw by the policy) of at
+    least 4 characters (values shorter than ``min_span`` only as whole words), and every
+    ``min_span``-character window of such a value (for the first ``MAX_ARG_CHARS`` characters of
+    argument values; longer arguments are refused unread); every ``min_span``-character window and
+    value token of a private-source record of the session; every match of the policy's canary
+    patterns.  Texts longer than 1,000 characters are clipped first.  If redaction itself fails,
+    the whole text is dropped.
+    """
+    return Redactor(session, args).redact(text)
+
+
+class Redactor:
+    """:func:`redact_text` for several texts of one decision (the argument values are read once).
+
+    ``node`` is the proposal's index when it is in the graph: its k-grams are then already indexed
+    and are not built again (they include raw-allowed arguments, which are then redacted too).
+    """
+
+    def __init__(self, session: Session, args: Any, node: int | None = None) -> None:
+        self.session = session
+        self.args = args
+        records = session.graph.records
+        self.node = node if node is not None and node in records and records[node].kind is RecordKind.PROPOSAL else None
+        self._values: list[str] | None = None
+        self._grams: set[str] = set()
+
+    def redact(self, text: str) -> str:
+        """See :func:`redact_text`."""
+        if not isinstance(text, str) or not text:
+            return text
+        if len(text) > MAX_ERROR_CHARS:  # value-token regexes backtrack on long runs: scan a bounded text
+            text = text[:MAX_ERROR_CHARS] + "...[clipped]"
+        try:
+            spans = self._spans(text)
+        except Exception:  # noqa: BLE001 - never let redaction fail a decision; drop the text instead
+            return _REDACTED
+        out, last = [], 0
+        for start, end in _merged(spans):
+            out += [text[last:start], _REDACTED]
+            last = end
+        return "".join([*out, text[last:]])
+
+    def _read_values(self, k: int) -> list[str]:
+        if self._values is None:
+            self._values = []
+            budget = _MAX_GRAM_CHARS
+            for value in _secret_leaves(self.args, self.session.guard.policy.audit.raw_args):
+                for variant in {value, repr(value)[1:-1]}:
+                    if len(variant) < _MIN_VALUE_CHARS:
+                        continue
+                    self._values.append(variant)
+                    if self.node is None and k <= len(variant) <= budget:
+                        budget -= len(variant)
+                        self._grams.update(variant[i : i + k] for i in range(len(variant) - k + 1))
+        return self._values
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        policy = self.session.guard.policy
+        graph = self.session.graph
+        k = policy.graph.min_span
+        spans: list[tuple[int, int]] = []
+        for variant in self._read_values(k):
+            spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
+        grams, kgrams, facts, own = self._grams, graph.index.kgrams, graph.facts, self.node
+        for i in range(len(text) - k + 1):
+            window = text[i : i + k]
+            nodes = kgrams.get(window, ())
+            if window in grams or own in nodes or any(facts[n].private for n in nodes if n in facts):
+                spans.append((i, i + k))
+        for token in graph.index.tokens_in(text):
+            if any(facts[n].private for n in graph.index.tokens.get(token, ()) if n in facts):
+                spans.extend(_occurrences(text, token))
+        for pattern in policy.scorer.canary_patterns:
+            spans.extend((m.start(), m.end()) for m in re.finditer(pattern, text))
+        return spans
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Overlapping or touching spans joined, in order."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _occurrences(text: str, value: str, whole_word: bool = False) -> Iterator[tuple[int, int]]:
+    """Spans of ``value`` in ``text``; with ``whole_word``, not inside a longer word (short values)."""
+    start = text.find(value)
+    while start >= 0:
+        end = start + len(value)
+        inside = whole_word and (
+            (start > 0 and text[start - 1].isalnum() and value[0].isalnum())
+            or (end < len(text) and text[end].isalnum() and value[-1].isalnum())
+        )
+        if not inside:
+            yield start, end
+        start = text.find(value, start + 1)
+
+
+def _secret_leaves(args: Any, raw_names: tuple[str, ...]) -> Iterator[str]:
+    """Text of every argument leaf value whose argument the policy does not allow raw (bounded)."""
+    if not isinstance(args, Mapping):
+        if isinstance(args, str):
+            yield args
+        return
+    stack: list[tuple[Any, int]] = [(v, 0) for k, v in args.items() if k not in raw_names]
+    seen = 0
+    while stack and seen < _MAX_LEAVES:
+        value, depth = stack.pop()
+        seen += 1
+        if isinstance(value, Mapping) and depth < MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple) and depth < MAX_DEPTH:
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, str):
+            yield value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield str(value)
+
+
+def _redact_safecommit(log: Mapping[str, Any] | None, raw_names: tuple[str, ...]) -> dict[str, Any] | None:
+    """SafeCommit's log for the audit: the replacement call's arguments hashed like the proposal's."""
+    if log is None:
+        return None
+    out = dict(log)
+    replacement = out.get("replacement")
+    if isinstance(replacement, Mapping) and "args" in replacement:
+        out["replacement"] = {**replacement, "args": redact_args(replacement["args"], raw_names)}
+    return out
+
+
+def _safe_text(value: str) -> str:
+    """``value`` with lone surrogates escaped, so the entry encodes as UTF-8."""
+    return value if _is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
