@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 import tracemalloc
 from collections.abc import Callable, Sequence
@@ -22,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._cli import bench_main
 from guard.calibration import crc
 
 MODEL = "gpt-4o-2024-05-13"
@@ -215,13 +214,13 @@ def format_calibration(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.calibration [--json] [--quick]``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="small repeat counts")
-    args = parser.parse_args(argv)
-    out = run(args.quick, progress=not args.json)
-    print(json.dumps(out) if args.json else format_calibration(out))
-    return 0
+    return bench_main(
+        "calibration",
+        __doc__.splitlines()[0],
+        lambda quick, progress: run(quick, progress=progress),
+        format_calibration,
+        argv,
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ decision, the whole per-decision cost (METHOD §1 step 2), reported beside it.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import random
@@ -34,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks._cli import bench_main
 from guard.graph import build_graph
 from guard.policy import Policy, parse_policy
 from guard.records import Episode, EpisodeMeta, Record, RecordKind, proposal, result, user
@@ -631,13 +631,9 @@ def format_latency(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.latency [--json] [--quick]``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.latency", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="small repeat counts")
-    args = parser.parse_args(argv)
-    out = run(args.quick, progress=not args.json)
-    print(json.dumps(out) if args.json else format_latency(out))
-    return 0
+    return bench_main(
+        "latency", __doc__.splitlines()[0], lambda quick, progress: run(quick, progress=progress), format_latency, argv
+    )
 
 
 if __name__ == "__main__":

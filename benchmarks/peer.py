@@ -19,17 +19,16 @@ then its window's decisions through the peer, so drifting machine load hits both
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import statistics
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import latency
+from benchmarks._cli import bench_main
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind
 from guard.runtime import Guard
@@ -248,17 +247,14 @@ def format_peer(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.peer [--json] [--quick]``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.peer", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="small repeat counts")
-    args = parser.parse_args(argv)
-    try:
-        out = run(args.quick, progress=not args.json)
-    except PeerUnavailableError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(out) if args.json else format_peer(out))
-    return 0
+    return bench_main(
+        "peer",
+        __doc__.splitlines()[0],
+        lambda quick, progress: run(quick, progress=progress),
+        format_peer,
+        argv,
+        errors=(PeerUnavailableError,),
+    )
 
 
 if __name__ == "__main__":

@@ -21,16 +21,14 @@ minutes; ``--quick`` uses small repeat counts.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
-import sys
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import calibration, latency, peer
+from benchmarks._cli import bench_main
 
 CONTRACT_ROW = ("method", "T", "p50_us", "p99_us")
 
@@ -147,13 +145,9 @@ def format_perf(result: dict[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m benchmarks.perf [--json] [--quick]``."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="small repeat counts")
-    args = parser.parse_args(argv)
-    out = run(args.quick, progress=sys.stderr.isatty() and not args.json)
-    print(json.dumps(out) if args.json else format_perf(out))
-    return 0
+    return bench_main(
+        "perf", __doc__.splitlines()[0], lambda quick, progress: run(quick, progress=progress), format_perf, argv
+    )
 
 
 if __name__ == "__main__":
