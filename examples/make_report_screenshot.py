@@ -27,19 +27,12 @@ from pathlib import Path
 from guard.corpora.agentdojo import load_embedded, load_runs, load_suite_policy
 from guard.records import Episode
 from guard.report import write_episode_report
+from guard.report.browser import CHROMIUM, CHROMIUM_FLAGS
 from guard.runtime import Guard
 
 ROOT = Path(__file__).resolve().parents[1]
 EPISODE = "gpt-4o-2024-05-13/workspace/user_task_1/important_instructions/injection_task_3"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+FLAGS = list(CHROMIUM_FLAGS)
 
 
 def episodes(runs: Path | None, episode_id: str) -> tuple[Episode, ...]:

@@ -187,10 +187,4 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def load_guard(policy: Policy | str | Path, threshold: float, **kwargs: Any) -> Guard:
-    """Convenience: a guard from a policy object or path and an explicit threshold."""
-    pol = policy if isinstance(policy, Policy) else load_policy(policy)
-    return Guard(pol, threshold=threshold, **kwargs)
-
-
-__all__ = ["Guard", "Session", "load_guard"]
+__all__ = ["Guard", "Session"]

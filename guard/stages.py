@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from guard.decision import Decision, ProbeCall, Reason, Verdict
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
-from guard.records import Record, RecordKind, Trust, proposal
+from guard.records import Trust, proposal
 from guard.redaction import (
     MAX_ERROR_CHARS,
     Redactor,
@@ -302,8 +302,3 @@ def _finite_or_text(value: float | None) -> float | str | None:
     if value is None or math.isfinite(value):
         return value
     return "inf" if value > 0 else "-inf"
-
-
-def is_proposal(record: Record) -> bool:
-    """Whether ``record`` is a proposal."""
-    return record.kind is RecordKind.PROPOSAL

@@ -6,7 +6,6 @@ Every method's λ̂ for every permutation comes from sorting per-episode arrays
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -169,11 +168,6 @@ def run_protocol(
     return rows
 
 
-def format_table(rows: Iterable[Row]) -> str:
-    """A readable table: one line per method and α."""
-    return format_rows([row.to_json() for row in rows])
-
-
 def format_rows(rows: Iterable[dict[str, Any]]) -> str:
     """A readable table of JSON result rows."""
     head = f"{'method':<22}{'alpha':>7}{'loss':>8}{'p05':>7}{'p95':>7}{'interv':>8}{'auto':>7}{'hfree':>7}{'ctxred':>8}"
@@ -186,11 +180,6 @@ def format_rows(rows: Iterable[dict[str, Any]]) -> str:
             f"{j['intervention']:>8.3f}{j['autonomous_success']:>7.3f}{j['harm_free_success']:>7.3f}{ctx:>8}"
         )
     return "\n".join(lines)
-
-
-def isfinite_or_none(value: float) -> float | None:
-    """JSON-safe float."""
-    return value if math.isfinite(value) else None
 
 
 def _row(result: dict[str, Any], method: str, alpha: float | None) -> dict[str, Any]:

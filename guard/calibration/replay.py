@@ -9,7 +9,7 @@ maximum at its first harmful step, so thresholds for every α and permutation co
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -181,19 +181,3 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
 
 def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
-
-
-def score_corpus(
-    episodes: Iterable[Episode],
-    policy_for: Callable[[Episode], Policy],
-    labels_for: Callable[[Episode], LedgerLabels],
-    *,
-    progress: Callable[[int], None] | None = None,
-) -> ScoredCorpus:
-    """Score every episode once (single process) and assemble the arrays."""
-    items = []
-    for count, episode in enumerate(episodes, start=1):
-        items.append(score_episode(policy_for(episode), episode, labels_for(episode)))
-        if progress is not None:
-            progress(count)
-    return assemble(items)

@@ -49,9 +49,9 @@ from guard.corpora._agentdojo_format import (
     read_run,
 )
 from guard.errors import CorpusError
-from guard.ledger import LedgerLabels, normalize_text
+from guard.ledger import LedgerLabels
 from guard.policy import Policy, load_policy
-from guard.records import Episode, EpisodeMeta, Record, RecordKind, final, proposal, result, user
+from guard.records import Episode, EpisodeMeta, Record, final, proposal, result, user
 from guard.stages import result_trust
 
 __all__ = [
@@ -166,22 +166,15 @@ def episode_ledger_labels(episode: Episode) -> LedgerLabels:
     - the episode's injected texts (its ``injections`` payloads) are added;
     - labels that ``ledger.yaml`` lists under this episode's injection task (values the attacker's
       goal names that are ordinary data of the suite, e.g. a real hotel) are added, only for
-      attacked episodes of that injection task;
-    - attacker identifiers and canaries that the user's own turns name are removed: a value the
-      user asked for is the user's (AgentDojo reuses the attacker's IBAN as a landlord's in a
-      banking user task).
+      attacked episodes of that injection task.
+
+    Values the user's own turns name are not charged: :class:`guard.ledger.Ledger` exempts them
+    (AgentDojo reuses the attacker's IBAN as a landlord's in a banking user task).
     """
     meta = episode.meta
     base = suite_ledger_labels(meta.suite)
     extra = _task_labels(meta.suite, meta.injection_task) if meta.attack else {}
-    labels = base.merged(injected_texts=meta.injections, **extra)
-    said = normalize_text(" ".join(r.text for r in episode.records if r.kind is RecordKind.USER))
-    return labels.model_copy(
-        update={
-            "attacker_identifiers": tuple(v for v in labels.attacker_identifiers if normalize_text(v) not in said),
-            "canaries": tuple(v for v in labels.canaries if normalize_text(v) not in said),
-        }
-    )
+    return base.merged(injected_texts=meta.injections, **extra)
 
 
 def is_injection_goal_run(episode: Episode) -> bool:

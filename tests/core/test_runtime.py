@@ -20,7 +20,7 @@ from guard.decision import Reason, Verdict
 from guard.errors import InputError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, ToolSpec, parse_policy
-from guard.runtime import Guard, Session, load_guard
+from guard.runtime import Guard, Session
 from guard.stages import Certification
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -245,13 +245,6 @@ def test_async_and_sync_agree(small_policy: Policy, leak_session: Callable[[Guar
     assert [(d.verdict, d.score, d.selected) for d in got] == [(d.verdict, d.score, d.selected) for d in want]
     assert [e["verdict"] for e in async_audit.entries] == [e["verdict"] for e in sync_audit.entries]
 
-
-def test_load_guard_from_path(tmp_path: Path) -> None:
-    """``load_guard`` builds a guard from a policy path and an explicit threshold."""
-    path = tmp_path / "p.json"
-    path.write_text('{"name": "p", "tools": {"t": {"kind": "other"}}}', encoding="utf-8")
-    guard = load_guard(path, threshold=0.3)
-    assert (guard.policy.name, guard.threshold) == ("p", 0.3)
 
 
 # --------------------------------------------------------------------------- failing closed

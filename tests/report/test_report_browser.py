@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from guard.errors import CorpusError
+from guard.report.browser import CHROMIUM, CHROMIUM_FLAGS
 from guard.runtime import Guard
 
 pytestmark = pytest.mark.browser
@@ -25,15 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "tests" / "fixtures" / "agentdojo_runs_report"
 ARTIFACT = ROOT / "ci-artifacts" / "report.png"
 EPISODE = "gpt-4o-2024-05-13/workspace/user_task_1/important_instructions/injection_task_3"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+FLAGS = list(CHROMIUM_FLAGS)
 
 
 @pytest.fixture(scope="module")
