@@ -15,13 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from guard.adapters.langchain import GuardMiddleware
-from guard.adapters.langchain_testing import ScriptedChatModel
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.tools import tool
 
 from guard import Guard, load_policy
+from guard.adapters.langchain import GuardMiddleware
+from guard.adapters.langchain_testing import ScriptedChatModel
 
 POLICY = Path(__file__).resolve().parent.parent / "policies" / "examples" / "mail_agent.yaml"
 

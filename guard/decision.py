@@ -64,3 +64,15 @@ class Decision:
     def allowed(self) -> bool:
         """True only for ``execute``."""
         return self.verdict is Verdict.EXECUTE
+
+
+@dataclass(frozen=True, slots=True)
+class Certification:
+    """What the certify stage (SafeCommit) says about a side-effectful proposal under the threshold."""
+
+    verdict: Verdict
+    reason: Reason
+    message: str
+    probes: tuple[ProbeCall, ...] = ()
+    log: Mapping[str, Any] | None = None
+

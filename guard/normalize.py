@@ -4,7 +4,7 @@ The graph's E2/E3 edges (METHOD §4) match exact spans and whole value tokens, s
 re-writes a private value before sending it — upper case, extra whitespace, URL-encoding, digit
 groups — walks around them.  :func:`normalize_value` maps such surface variants of a value to one
 form; a graph that indexes both the raw and the normalized text of every record (and looks up both
-forms of every argument value) recovers those edges.  See :mod:`guard.evasion` for the measured
+forms of every argument value) recovers those edges.  See :mod:`guard.studies.evasion` for the measured
 effect and for what still escapes.
 
 Every step is *sound* in the sense that it only forgets distinctions that do not change which

@@ -6,7 +6,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from guard.decision import Certification
     from guard.graph import PrefixGraph
+    from guard.policy import Policy, ToolSpec
     from guard.records import Record
 
 
@@ -48,3 +50,50 @@ class AuditSink(Protocol):
     def write(self, entry: Mapping[str, Any]) -> None:
         """Append ``entry`` durably (flushed) or raise."""
         ...
+
+
+class Certifier(Protocol):
+    """The SafeCommit stage (METHOD §10) as the runtime sees it."""
+
+    def certify(self, session: SessionState, node: int, spec: ToolSpec) -> Certification:
+        """Certify the proposal at ``node`` or refuse it."""
+        ...
+
+
+class GuardConfig(Protocol):
+    """What the stages of one decision read from the guard that owns the session."""
+
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def artifact_id(self) -> str | None: ...
+    @property
+    def selector(self) -> Selector: ...
+    @property
+    def scorer(self) -> Scorer: ...
+    @property
+    def certifier(self) -> Certifier: ...
+
+
+class SessionState(Protocol):
+    """What the stages of one decision read and extend: the episode's graph and bookkeeping.
+
+    :class:`guard.runtime.Session` is the implementation; the stages, the redactor and the
+    certifier see only this view, so none of them imports the runtime.
+    """
+
+    @property
+    def guard(self) -> GuardConfig: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def graph(self) -> PrefixGraph: ...
+    @property
+    def proposals(self) -> dict[str, Record]: ...
+    @property
+    def certifier_state(self) -> dict[str, Any]: ...
+    @property
+    def next_index(self) -> int: ...
+

@@ -17,7 +17,7 @@ from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.records import RecordKind
 
 if TYPE_CHECKING:
-    from guard.runtime import Session
+    from guard.protocols import SessionState as Session
 
 
 def _is_text(value: str) -> bool:

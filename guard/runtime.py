@@ -22,7 +22,7 @@ from guard.decision import Decision
 from guard.errors import InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
-from guard.protocols import AuditSink, Scorer, Selector
+from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.records import Record, final, result, user
 from guard.redaction import hash_value
 from guard.scorer import WeightedScorer
@@ -41,7 +41,7 @@ class Guard:
         artifact_id: str | None = None,
         selector: Selector | None = None,
         scorer: Scorer | None = None,
-        certifier: stages.Certifier | None = None,
+        certifier: Certifier | None = None,
     ) -> None:
         if threshold is None:
             raise PolicyError(
@@ -61,7 +61,7 @@ class Guard:
     @classmethod
     def from_policy(cls, path: str | Path, *, audit: AuditSink | str | Path | None = None) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id)."""
-        from guard.calibration.artifact import load_artifact
+        from guard.artifact import load_artifact
 
         policy = load_policy(path)
         if policy.calibration.artifact is None:
@@ -84,7 +84,7 @@ class Session:
         self.session_id = session_id
         self.graph = PrefixGraph(guard.policy)
         self.decisions: dict[str, Decision] = {}
-        self._proposals: dict[str, Record] = {}
+        self.proposals: dict[str, Record] = {}
         self._answered: set[str] = set()
         self._lock = threading.RLock()
         self.certifier_state: dict[str, Any] = {}
@@ -111,7 +111,7 @@ class Session:
         if not isinstance(call_id, str):
             raise InputError(f"session {self.session_id!r}: call id must be a string, got {type(call_id).__name__}")
         with self._lock:
-            proposal = self._proposals.get(call_id)
+            proposal = self.proposals.get(call_id)
             if proposal is None:
                 raise InputError(f"session {self.session_id!r}: result for unknown call id {call_id!r}")
             if call_id in self._answered:

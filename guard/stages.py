@@ -7,10 +7,9 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from guard.decision import Decision, ProbeCall, Reason, Verdict
+from guard.decision import Certification, Decision, Reason, Verdict
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import Trust, proposal
@@ -25,32 +24,14 @@ from guard.redaction import (
 )
 
 if TYPE_CHECKING:
-    from guard.runtime import Session
+    from guard.protocols import Certifier
+    from guard.protocols import SessionState as Session
 
 _TRUST = {
     ToolKind.PRIVATE_SOURCE: Trust.TOOL_PRIVATE,
     ToolKind.PUBLIC_SOURCE: Trust.TOOL_PUBLIC,
     ToolKind.UNTRUSTED_SOURCE: Trust.TOOL_UNTRUSTED,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Certification:
-    """What the certify stage says about a side-effectful proposal under the threshold."""
-
-    verdict: Verdict
-    reason: Reason
-    message: str
-    probes: tuple[ProbeCall, ...] = ()
-    log: Mapping[str, Any] | None = None
-
-
-class Certifier(Protocol):
-    """The SafeCommit stage (METHOD §10) as the runtime sees it."""
-
-    def certify(self, session: Session, node: int, spec: ToolSpec) -> Certification:
-        """Certify the proposal at ``node`` or refuse it."""
-        ...
 
 
 class PassThroughCertifier:
@@ -65,7 +46,7 @@ def default_certifier(policy: Policy) -> Certifier:
     """The certifier a policy configures."""
     if policy.safecommit is None:
         return PassThroughCertifier()
-    from guard.safecommit.runtime import PolicyCertifier  # type: ignore[import-not-found,unused-ignore]
+    from guard.safecommit.runtime import PolicyCertifier
 
     certifier: Certifier = PolicyCertifier(policy)
     return certifier
@@ -150,7 +131,7 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
     problem = _args_problem(args)
     if problem is not None:
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
-    seen = session._proposals.get(call_id)
+    seen = session.proposals.get(call_id)
     if seen is not None and (seen.tool != tool or dict(seen.args) != json.loads(json.dumps(args))):
         message = f"call id {redact_text(_clip(call_id), session, args)} reused for another call"
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
@@ -190,12 +171,12 @@ def _depth(value: Any, level: int = 0) -> int:
 
 def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -> int:
     """Add the proposal as a node (once per call id; a re-decision after probes reuses it)."""
-    seen = session._proposals.get(call_id)
+    seen = session.proposals.get(call_id)
     if seen is not None:
         return seen.index
     record = proposal(session.next_index, tool, args, call_id)
     session.graph.add(record)
-    session._proposals[call_id] = record
+    session.proposals[call_id] = record
     return record.index
 
 

@@ -55,7 +55,7 @@ def test_calibrate_alpha_too_small_writes_nothing(tmp_path: Path, capsys: pytest
 
 def test_calibrate_writes_loadable_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Calibrating on the fixture runs writes an artifact that the banking policy can load."""
-    from guard.calibration.artifact import load_artifact
+    from guard.artifact import load_artifact
     from guard.corpora.agentdojo import load_suite_policy
 
     out = tmp_path / "a.json"

@@ -384,13 +384,6 @@ def _as_count_table(counts: npt.ArrayLike, name: str) -> IntArray:
     return table.astype(np.int64)
 
 
-def ltt_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, delta: float | Fraction) -> int:
-    """Learn-then-Test column (high-probability variant); see :mod:`guard.calibration.ltt`."""
-    from guard.calibration import ltt  # imported on use: ltt builds on this module
-
-    return ltt.ltt_threshold_index(losses, alpha, delta)
-
-
 __all__ = [
     "EpisodeScoreIndex",
     "alpha_fraction",
@@ -401,7 +394,6 @@ __all__ = [
     "crc_threshold_index",
     "exact_grid",
     "index_episode_scores",
-    "ltt_threshold_index",
     "max_harmful_allowed",
     "min_calibration_size",
     "monotonize",

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from guard.calibration import crc
-from guard.calibration.artifact import build_artifact
+from guard.artifact import build_artifact
+from guard.calibration import crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
@@ -141,7 +141,7 @@ def calibrate(
     if rule == "carb":
         column = crc.crc_threshold_index(losses, alpha)
     elif rule == "ltt":
-        column = crc.ltt_threshold_index(losses, alpha, delta)
+        column = ltt.ltt_threshold_index(losses, alpha, delta)
     else:
         raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
     risk = (int(losses[:, column].sum()) + 1) / (data.n + 1)

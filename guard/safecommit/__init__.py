@@ -7,23 +7,13 @@ probe choice, fallbacks, the controller's :func:`step`, and the policy-file mode
 
 - :mod:`guard.safecommit.worlds` — world constructors for real tool calls;
 - :mod:`guard.safecommit.runtime` — ``PolicyCertifier``, the runtime's certify stage;
-- :mod:`guard.safecommit.calibrate` — κ from AgentDojo episodes with ledger-labelled true worlds;
-- :mod:`guard.safecommit.agentdojo_study` — G-CARB alone versus G-CARB + SafeCommit in replay.
+- :mod:`guard.calibration.kappa` — κ from AgentDojo episodes with ledger-labelled true worlds;
+- :mod:`guard.studies.safecommit_agentdojo` — G-CARB alone versus G-CARB + SafeCommit in replay.
 """
 
 from __future__ import annotations
 
-from guard.safecommit.conformal import (
-    SmallCalibrationWarning,
-    conformal_rank,
-    conformal_threshold,
-    minimum_calibration_size,
-    pvalue_retained,
-    retained_mask,
-)
-from guard.safecommit.controller import SafeCommitController, step
-from guard.safecommit.fallback import choose_fallback
-from guard.safecommit.policy_spec import (
+from guard.policy.safecommit import (
     AlternativeSpec,
     KappaArtifact,
     KappaCalibrate,
@@ -35,6 +25,16 @@ from guard.safecommit.policy_spec import (
     ValueCheck,
     WorldConstructor,
 )
+from guard.safecommit.conformal import (
+    SmallCalibrationWarning,
+    conformal_rank,
+    conformal_threshold,
+    minimum_calibration_size,
+    pvalue_retained,
+    retained_mask,
+)
+from guard.safecommit.controller import SafeCommitController, step
+from guard.safecommit.fallback import choose_fallback
 from guard.safecommit.types import (
     Action,
     Certificate,

@@ -33,19 +33,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from guard.decision import ProbeCall, Reason, Verdict
+from guard.decision import Certification, ProbeCall, Reason, Verdict
 from guard.errors import PolicyError
 from guard.policy import Effect, Policy, ToolSpec
-from guard.records import Record, RecordKind
-from guard.safecommit.calibrate import encode_float, resolve_kappa, scoring_fingerprint
-from guard.safecommit.controller import step
-from guard.safecommit.policy_spec import (
+from guard.policy.safecommit import (
     AlternativeSpec,
     KappaArtifact,
     KappaCalibrate,
     ProbeConfig,
     SafeCommitSpec,
 )
+from guard.records import Record, RecordKind
+from guard.safecommit.controller import step
+from guard.safecommit.kappa import encode_float, resolve_kappa, scoring_fingerprint
 from guard.safecommit.types import Action, ProbeSpec, SafeCommitResult
 from guard.safecommit.worlds import (
     PROPOSAL_SAFE,
@@ -54,11 +54,10 @@ from guard.safecommit.worlds import (
     action_safe_kinds,
     build_support,
 )
-from guard.stages import Certification
 
 if TYPE_CHECKING:
     from guard.graph import PrefixGraph
-    from guard.runtime import Session
+    from guard.protocols import SessionState as Session
 
 STATE_KEY = "safecommit"
 _TEMPLATE = re.compile(r"\{(\w+)\}")

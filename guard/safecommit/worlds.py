@@ -53,15 +53,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from guard.records import Record, RecordKind, Trust
-from guard.safecommit.fallback import AUTHORITY_FACT, AUTHORITY_MISSING, EVIDENCE_FACT, EVIDENCE_PENDING
-from guard.safecommit.policy_spec import (
+from guard.policy.safecommit import (
     AlternativeSpec,
     Nonconformity,
     ResourceCheck,
     SafeCommitSpec,
     ValueCheck,
 )
+from guard.records import Record, RecordKind, Trust
+from guard.safecommit.fallback import AUTHORITY_FACT, AUTHORITY_MISSING, EVIDENCE_FACT, EVIDENCE_PENDING
 from guard.safecommit.types import World
 
 if TYPE_CHECKING:

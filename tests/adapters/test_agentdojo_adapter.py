@@ -14,6 +14,8 @@ pytest.importorskip("agentdojo")
 
 from agentdojo.agent_pipeline.errors import AbortAgentError
 from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
+
+from guard import CorpusError, Episode, Guard, ProbeCall, Reason, Session, Verdict
 from guard.adapters.agentdojo import (
     EpisodeOutcome,
     GuardElement,
@@ -25,12 +27,11 @@ from guard.adapters.agentdojo import (
     transcript,
 )
 from guard.adapters.agentdojo import _injections as rebuilt_injections
-
-from guard import CorpusError, Episode, Guard, ProbeCall, Reason, Session, Verdict
 from guard.calibration.replay import replay_decisions
 from guard.corpora.agentdojo import LoadReport, load_runs, load_suite_policy
+from guard.decision import Certification
 from guard.records import RecordKind
-from guard.stages import Certification, PassThroughCertifier
+from guard.stages import PassThroughCertifier
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "agentdojo_runs_adapters"
 SUITES = ("banking", "slack", "travel", "workspace")

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from guard.adapters.langchain_testing import ScriptedChatModel
 
 pytest.importorskip("langchain")
 
-from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tool_node, guard_tools
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
@@ -22,10 +22,11 @@ from langgraph.prebuilt import tools_condition
 from langgraph.types import Command
 
 from guard import Decision, Guard, InputError, ProbeCall, Reason, Verdict, load_policy
+from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tool_node, guard_tools
 from guard.audit import MemoryAudit
+from guard.decision import Certification
 from guard.policy import Policy, ToolSpec
 from guard.runtime import Session
-from guard.stages import Certification
 
 POLICY = Path(__file__).resolve().parents[2] / "policies" / "examples" / "mail_agent.yaml"
 RECORD = "Customer: Lena Novak\nIBAN: DE44500105175407324931\nPassport number: C7R4K91X2"

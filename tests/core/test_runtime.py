@@ -16,12 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guard.audit import MemoryAudit
-from guard.decision import Reason, Verdict
+from guard.decision import Certification, Reason, Verdict
 from guard.errors import InputError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, ToolSpec, parse_policy
 from guard.runtime import Guard, Session
-from guard.stages import Certification
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAK = (

@@ -10,7 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.evasion import (
+from guard.graph import PrefixGraph
+from guard.normalize import normalize_value
+from guard.policy import parse_policy
+from guard.records import Record, Trust, proposal, result, user
+from guard.studies.evasion import (
     BENIGN,
     TRANSFORMS,
     VALUES,
@@ -20,10 +24,6 @@ from guard.evasion import (
     run_evasion_study,
     study_policy,
 )
-from guard.graph import PrefixGraph
-from guard.normalize import normalize_value
-from guard.policy import parse_policy
-from guard.records import Record, Trust, proposal, result, user
 
 # --------------------------------------------------------------------------- normalize_value
 

@@ -265,8 +265,9 @@ def _langchain_tools(ran: list[str]) -> list[Any]:
 
 
 def _scripted_model() -> Any:
-    from guard.adapters.langchain_testing import ScriptedChatModel as Scripted
     from langchain_core.messages import AIMessage
+
+    from guard.adapters.langchain_testing import ScriptedChatModel as Scripted
 
     name, args, call_id = TARGET
     call = {"name": name, "args": dict(args), "id": call_id, "type": "tool_call"}
@@ -274,9 +275,10 @@ def _scripted_model() -> Any:
 
 
 def run_langchain_middleware(guard: Guard, ran: list[str], use_async: bool) -> Outcome:
-    from guard.adapters.langchain import GuardMiddleware
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage
+
+    from guard.adapters.langchain import GuardMiddleware
 
     middleware = GuardMiddleware(guard, session_key=lambda config: "fi")
     agent = create_agent(_scripted_model(), _langchain_tools(ran), middleware=[middleware])
@@ -363,6 +365,7 @@ def run_agentdojo(guard: Guard, ran: list[str], mode: str) -> Outcome:
     from agentdojo.agent_pipeline.errors import AbortAgentError
     from agentdojo.agent_pipeline.tool_execution import ToolsExecutionLoop, ToolsExecutor
     from agentdojo.functions_runtime import EmptyEnv, FunctionsRuntime, make_function
+
     from guard.adapters.agentdojo import GuardElement, ReplayLLM
 
     def send_email(to: str, subject: str, body: str) -> str:

@@ -42,8 +42,8 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from guard.artifact import build_artifact, content_checksum, load_artifact, write_artifact
 from guard.audit import MemoryAudit
-from guard.calibration.artifact import build_artifact, content_checksum, load_artifact, write_artifact
 from guard.corpora.agentdojo import load_runs
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import ArtifactError, GuardError, InputError, PolicyError

@@ -31,14 +31,13 @@ from typing import Any
 import pytest
 
 from guard.audit import AuditLog, read_entries, verify
-from guard.decision import Decision, Reason, Verdict
+from guard.decision import Certification, Decision, Reason, Verdict
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
 from guard.redaction import redact_text
 from guard.runtime import Guard, Session
 from guard.scorer import WeightedScorer
 from guard.selectors import GCarbSelector
-from guard.stages import Certification
 
 SESSIONS = 100
 DECISIONS_PER_SESSION = 10

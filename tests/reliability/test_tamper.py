@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from guard.artifact import build_artifact, load_artifact, write_artifact
 from guard.audit import AuditLog, verify
-from guard.calibration.artifact import build_artifact, load_artifact, write_artifact
 from guard.cli import main as cli_main
 from guard.errors import ArtifactError, PolicyError
 from guard.policy import Policy, load_policy, parse_policy

@@ -14,7 +14,7 @@ import pytest
 
 from guard.audit import AuditLog, MemoryAudit
 from guard.calibration.replay import replay_decisions
-from guard.decision import Reason, Verdict
+from guard.decision import Certification, Reason, Verdict
 from guard.errors import CorpusError, GuardError
 from guard.policy import Policy, parse_policy
 from guard.records import Episode, Trust, final, proposal, result, user
@@ -30,7 +30,6 @@ from guard.report.page import script_json
 from guard.runtime import Guard, Session
 from guard.safecommit.controller import step
 from guard.safecommit.types import Action, ProbeSpec, World
-from guard.stages import Certification
 
 SECRET_ARG = "wire-note-7Q2Z-ONLY-IN-ARGS"
 HOSTILE = '<script>alert("x")</script><img src="https://evil.example/p.png" onerror="steal()"></pre></script>'

@@ -1,0 +1,241 @@
+"""The AgentDojo pipeline element that decides every tool call (see :mod:`guard.adapters.agentdojo`)."""
+
+from __future__ import annotations
+
+import copy
+from ast import literal_eval
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
+from guard.decision import Decision, Verdict
+from guard.errors import InputError
+from guard.runtime import Guard, Session
+
+try:
+    from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
+    from agentdojo.agent_pipeline.errors import AbortAgentError
+    from agentdojo.agent_pipeline.tool_execution import ToolsExecutor, is_string_list
+    from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
+    from agentdojo.types import text_content_block_from_string
+except ImportError:  # pragma: no cover - exercised only without the extra; _require reports it
+    BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc,unused-ignore]
+
+
+@dataclass
+class GuardedRun:
+    """One agent run seen by a :class:`GuardElement`: its session and what happened online."""
+
+    session: Session
+    first: Any
+    position: int = 0
+    used: set[str] = field(default_factory=set)
+    pending: list[str] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    first_probe: int | None = None
+    aborted: bool = False
+    skipped: list[str] = field(default_factory=list)
+    messages: list[Any] | None = None
+
+    @property
+    def refused(self) -> list[Decision]:
+        """The decisions that did not let their call run."""
+        return [d for d in self.decisions if not d.allowed]
+
+
+class GuardElement(BasePipelineElement):  # type: ignore[misc]
+    """Decides every tool call before ``ToolsExecutor`` runs it (see the module docstring).
+
+    Args:
+        guard: the configured guard.
+        mode: ``"abort"`` (stop the agent at the first refusal) or ``"deny"`` (refuse and go on).
+        session_id: id of the first run's session (later runs get ``#2``, ``#3``, ...).
+        executor: runs the allowed calls of a turn that also has refused ones; pass the same
+            ``ToolsExecutor`` (output formatter) as the pipeline uses.
+        max_probe_rounds: probe → decide-again rounds before a call is refused.
+        keep_runs: how many past runs to keep in :attr:`runs`.
+    """
+
+    name = "carbguard"
+
+    def __init__(
+        self,
+        guard: Guard,
+        mode: Mode = "abort",
+        *,
+        session_id: str = "agentdojo",
+        executor: ToolsExecutor | None = None,
+        max_probe_rounds: int = 2,
+        keep_runs: int = 64,
+    ) -> None:
+        _require()
+        if mode not in ("abort", "deny"):
+            raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
+        self.guard = guard
+        self.mode: Mode = mode
+        self.session_id = session_id
+        self.executor = executor or ToolsExecutor()
+        self.max_probe_rounds = max_probe_rounds
+        self.runs: deque[GuardedRun] = deque(maxlen=keep_runs)
+        self._count = 0
+
+    def query(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any = _EMPTY_ENV,
+        messages: Sequence[Any] = (),
+        extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
+    ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
+        """Feed new messages, decide the newest turn's calls, and refuse what the guard refuses."""
+        if not messages:
+            return query, runtime, env, messages, extra_args
+        run = self._run_for(messages)
+        last = messages[-1]
+        turn = last.get("role") == "assistant" and bool(last.get("tool_calls"))
+        end = len(messages) - 1 if turn else len(messages)
+        self._observe(run, messages, end)
+        if not turn or run.position > end:
+            return query, runtime, env, messages, extra_args
+        calls = self._resolve(run, end, last["tool_calls"])
+        run.position = end + 1
+        decided = self._decide_turn(run, calls, runtime, env)
+        if all(d.allowed for _, d in decided):
+            return query, runtime, env, [*messages[:-1], {**last, "tool_calls": calls}], extra_args
+        env, out = self._answer_refusals(query, runtime, env, messages, decided, extra_args)
+        if self.mode == "abort":
+            refusal = next(d for _, d in decided if not d.allowed)
+            run.aborted = True
+            error = AbortAgentError(f"carbguard stopped the agent. {_refusal_text(refusal)}", out, env)
+            run.messages = list(error.messages)
+            raise error
+        return query, runtime, env, out, extra_args
+
+    def _decide_turn(
+        self, run: GuardedRun, calls: list[Any], runtime: FunctionsRuntime, env: Any
+    ) -> list[tuple[Any, Decision]]:
+        """Decide the turn's calls in order (``abort`` stops at the first refusal)."""
+        decided = []
+        for call in calls:
+            decision = self._settle(run, call, runtime, env)
+            run.decisions.append(decision)
+            decided.append((call, decision))
+            if not decision.allowed and self.mode == "abort":
+                break
+        return decided
+
+    def _answer_refusals(
+        self,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any,
+        messages: Sequence[Any],
+        decided: list[tuple[Any, Decision]],
+        extra_args: dict[str, Any],
+    ) -> tuple[Any, list[Any]]:
+        """Keep only the allowed calls in the turn, run them, and answer every decided call in order."""
+        allowed = [c for c, d in decided if d.allowed]
+        head = [*messages[:-1], {**messages[-1], "tool_calls": allowed}]
+        results: dict[Any, Any] = {}
+        if allowed:
+            _, _, env, executed, _ = self.executor.query(query, runtime, env, head, extra_args)
+            results = {m.get("tool_call_id"): m for m in executed[len(head) :]}
+        return env, [*head, *(results.get(c.id) or self._refusal(c, d) for c, d in decided)]
+
+    # ------------------------------------------------------------------ runs and the message feed
+
+    def _run_for(self, messages: Sequence[Any]) -> GuardedRun:
+        run = self.runs[-1] if self.runs else None
+        if run is None or run.first is not messages[0] or len(messages) < run.position:
+            self._count += 1
+            sid = self.session_id if self._count == 1 else f"{self.session_id}#{self._count}"
+            run = GuardedRun(session=self.guard.session(sid), first=messages[0])
+            self.runs.append(run)
+        return run
+
+    def _observe(self, run: GuardedRun, messages: Sequence[Any], end: int) -> None:
+        session = run.session
+        for position in range(run.position, end):
+            message = messages[position]
+            role = message.get("role")
+            if role == "user":
+                session.observe_user(_content_text(message.get("content")))
+            elif role == "assistant" and message.get("tool_calls"):
+                # a turn this element did not see as newest (e.g. placed outside the loop): decide late
+                for call in self._resolve(run, position, message["tool_calls"]):
+                    run.decisions.append(session.decide(call.function, dict(call.args), call.id))
+            elif role == "assistant":
+                session.observe_final(_content_text(message.get("content")))
+            elif role == "tool":
+                self._observe_tool(run, message)
+        run.position = max(run.position, end)
+
+    def _observe_tool(self, run: GuardedRun, message: Mapping[str, Any]) -> None:
+        call_id = message.get("tool_call_id")
+        if call_id in run.pending:
+            run.pending.remove(call_id)
+        elif not call_id and run.pending:
+            call_id = run.pending.pop(0)
+        else:
+            run.skipped.append(f"tool result for unknown call id {call_id!r}")
+            return
+        text, status = _result_text(message)
+        try:
+            run.session.observe_result(call_id, text, status)
+        except InputError as exc:  # a call refused before it entered the graph (unknown tool, bad args)
+            run.skipped.append(str(exc))
+
+    def _resolve(self, run: GuardedRun, position: int, tool_calls: Sequence[Any]) -> list[Any]:
+        """Copies of the calls with unique ids and ``ToolsExecutor``'s argument parsing applied."""
+        out = []
+        for j, raw in enumerate(tool_calls):
+            call = raw if isinstance(raw, FunctionCall) else FunctionCall.model_validate(raw)
+            original = call.id if isinstance(call.id, str) and call.id else None
+            call_id = original if original is not None and original not in run.used else f"t{position}c{j}"
+            while call_id in run.used:
+                call_id += "_"
+            run.used.add(call_id)
+            run.pending.append(call_id)
+            args = {k: literal_eval(v) if isinstance(v, str) and is_string_list(v) else v for k, v in call.args.items()}
+            out.append(call.model_copy(update={"id": call_id, "args": copy.deepcopy(args)}))
+        return out
+
+    def _settle(self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any) -> Decision:
+        session = run.session
+        decision = session.decide(call.function, dict(call.args), call.id)
+        for _ in range(self.max_probe_rounds):
+            if decision.verdict is not Verdict.PROBE:
+                break
+            if run.first_probe is None:
+                run.first_probe = len(run.decisions)
+            ran = sum(self._probe(run, probe, runtime, env) for probe in decision.probes)
+            decision = session.decide(call.function, dict(call.args), call.id)
+            if ran == 0:
+                break
+        return decision
+
+    def _probe(self, run: GuardedRun, probe: Any, runtime: FunctionsRuntime, env: Any) -> int:
+        if probe.tool not in runtime.functions:
+            run.skipped.append(f"probe tool {probe.tool!r} is not in the suite")
+            return 0
+        if not run.session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
+            return 0
+        value, error = runtime.run_function(env, probe.tool, dict(probe.args))
+        text, status = _result_text({"content": self.executor.output_formatter(value), "error": error})
+        try:
+            run.session.observe_result(probe.call_id, text, status)
+        except InputError as exc:
+            run.skipped.append(str(exc))
+        return 1
+
+    @staticmethod
+    def _refusal(call: Any, decision: Decision) -> dict[str, Any]:
+        return {
+            "role": "tool",
+            "content": [text_content_block_from_string("")],
+            "tool_call_id": call.id,
+            "tool_call": call,
+            "error": _refusal_text(decision),
+        }

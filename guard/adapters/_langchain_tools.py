@@ -1,0 +1,129 @@
+"""Guarded tools for executors that call ``tool.invoke(tool_call)`` themselves (langchain-core only).
+
+See :mod:`guard.adapters.langchain`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from guard.adapters._langchain_core import (
+    BaseTool,
+    _Decide,
+    _drive_async,
+    _drive_sync,
+    _Execute,
+    _Flow,
+    _not_executed,
+    _observe_result,
+    _require,
+    _settle,
+    _tool_output,
+    refusal_text,
+)
+from guard.decision import Decision, ProbeCall
+from guard.errors import InputError
+from guard.runtime import Session
+
+# --------------------------------------------------------------------------- langchain-core only
+
+
+class GuardedTool(BaseTool):
+    """A ``BaseTool`` that asks the guard before running the tool it wraps.
+
+    Invoke it with a tool call (``{"name", "args", "id", "type": "tool_call"}``) to get a
+    ``ToolMessage``: the tool's, or a refusal with ``status="error"``.  Invoked with bare arguments
+    it gets a fresh call id and returns the tool's output, or raises :class:`~guard.errors.GuardError`
+    subclass ``InputError`` with the refusal.  There is no human in this loop: ``escalate`` is
+    refused.  The executor records user turns itself with ``session.observe_user``.
+    """
+
+    inner: BaseTool
+    session: Any
+    siblings: dict[str, BaseTool]
+    max_probe_rounds: int = 2
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - invoke is overridden
+        raise NotImplementedError("GuardedTool is run through invoke/ainvoke")
+
+    def _call(self, input: Any) -> tuple[dict[str, Any], bool]:
+        if isinstance(input, Mapping) and input.get("type") == "tool_call":
+            return dict(input), True
+        args = dict(input) if isinstance(input, Mapping) else {"input": input}
+        return {"name": self.inner.name, "args": args, "id": f"guard-{uuid.uuid4().hex}", "type": "tool_call"}, False
+
+    def _flow(self, call: dict[str, Any], config: Any) -> _Flow:
+        skipped: list[str] = []
+        name, args, call_id = call["name"], call.get("args"), call.get("id") or ""
+        decision = yield _Decide(name, args, call_id)
+
+        def probe_payload(probe: ProbeCall) -> Any | None:
+            tool = self.siblings.get(probe.tool)
+            if tool is None:
+                return None
+            return tool, {"name": probe.tool, "args": dict(probe.args), "id": probe.call_id, "type": "tool_call"}
+
+        session: Session = self.session
+        decision = yield from _settle(
+            session, decision, (name, args, call_id), probe_payload, self.max_probe_rounds, skipped
+        )
+        if not decision.allowed:
+            return decision, None
+        out = yield _Execute((self.inner, call))
+        text, status = _tool_output(out)
+        _observe_result(session, call_id, text, status, skipped)
+        return decision, out
+
+    def _finish(self, call: dict[str, Any], as_call: bool, outcome: tuple[Decision, Any]) -> Any:
+        decision, out = outcome
+        if decision.allowed:
+            return out
+        if as_call:
+            return _not_executed(decision, call)
+        raise InputError(refusal_text(decision))
+
+    def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """Decide, then run the wrapped tool or refuse."""
+        call, as_call = self._call(input)
+
+        def execute(payload: tuple[BaseTool, dict[str, Any]]) -> Any:
+            tool, tool_call = payload
+            return tool.invoke(tool_call if as_call or tool is not self.inner else input, config, **kwargs)
+
+        return self._finish(call, as_call, _drive_sync(self._flow(call, config), self.session, execute))
+
+    async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
+        """Async twin of :meth:`invoke`."""
+        call, as_call = self._call(input)
+
+        async def execute(payload: tuple[BaseTool, dict[str, Any]]) -> Any:
+            tool, tool_call = payload
+            return await tool.ainvoke(tool_call if as_call or tool is not self.inner else input, config, **kwargs)
+
+        return self._finish(call, as_call, await _drive_async(self._flow(call, config), self.session, execute))
+
+
+def guard_tools(tools: Sequence[BaseTool], session: Session, *, max_probe_rounds: int = 2) -> list[GuardedTool]:
+    """Wrap ``tools`` so that each ``invoke(tool_call)`` is decided by ``session`` first.
+
+    Probe tools are looked up by name among ``tools``.  Results of executed calls are observed
+    into the session; refusals come back as ``ToolMessage(status="error")``.
+    """
+    _require("langchain-core")
+    by_name = {t.name: t for t in tools}
+    if len(by_name) != len(tools):
+        raise ValueError("guard_tools: tool names must be unique")
+    return [
+        GuardedTool(
+            name=t.name,
+            description=t.description,
+            args_schema=t.args_schema,
+            inner=t,
+            session=session,
+            siblings=by_name,
+            max_probe_rounds=max_probe_rounds,
+        )
+        for t in tools
+    ]

@@ -1,0 +1,324 @@
+"""κ from AgentDojo episodes whose true worlds the ledger labels give (METHOD §10, seed 002 App. A).
+
+Calibration cases.  Every side-effectful proposal (tool ``effect`` ≠ ``none``) of a calibration
+episode whose world constructor finds at least one target is one case.  Its support is built
+exactly as the runtime builds it (same prefix graph, same constructor), and its true world is:
+
+- **unsafe** — a checked value came from the attacker: it contains an attacker identifier of the
+  episode's ledger labels (:func:`guard.corpora.agentdojo.episode_ledger_labels`), or it occurs in
+  one of the episode's injected texts and not in the user's turns; or the tool is a destructive
+  tool of the episode and one of its argument values is not named by the user (the ledger's
+  ``destructive`` rule), or a deleted/overwritten resource was named by the attacker: q = the
+  smallest score among the ``untrusted`` worlds of those values and the ``shared`` worlds of that
+  resource;
+- **legitimate** otherwise: q = the smallest score among the legitimate worlds (``user``,
+  ``trusted``, ``disposable``) — they are safety-equivalent, so the best one represents the class.
+
+A case whose true world is not in the support is a *support miss*: its worlds were all dropped by
+hard evidence, or executing it would charge the ledger (any category, e.g. a body that reuses
+injected text) while none of its targets is injected or shared — the constructor cannot represent
+why it is unsafe.  Misses are counted (an estimate of β) and not used for κ, as in the seed's
+decomposition (risk ≤ α + β).  Proposals with nothing to check (no target, ledger silent) are
+counted and not used either: they are certified at any κ.
+
+Episodes: ``user_task_*`` runs of the embedded corpus (run errors already dropped; the
+``none``-attack runs that give the attacker's goal as the user task are excluded), attacked and
+benign.  A proposal is a case whether or not an earlier proposal already did harm: cases of one
+episode are not independent, so exchangeability holds per episode, not per case — say so when
+quoting coverage.
+
+κ = the exact conformal order statistic (:func:`guard.safecommit.conformal.conformal_threshold`).
+
+Command (writes the artifact, prints a summary)::
+
+    python -m guard.calibration.kappa --alpha 0.05 --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from guard.errors import CalibrationError, GuardError
+from guard.graph import PrefixGraph
+from guard.ledger import Ledger, LedgerLabels, normalize_text
+from guard.policy import Effect, Policy
+from guard.records import Episode, RecordKind
+from guard.safecommit.conformal import conformal_rank, conformal_threshold
+from guard.safecommit.kappa import KAPPA_FORMAT, decode_float, encode_float, resolve_kappa, scoring_fingerprint
+from guard.safecommit.worlds import Support, build_support
+
+PolicyFor = Callable[[str], Policy]
+LEGIT_KINDS = frozenset({"user", "trusted", "disposable"})
+
+
+@dataclass(frozen=True)
+class Case:
+    """One side-effectful proposal with its ledger-labelled true world."""
+
+    episode_id: str
+    model: str
+    suite: str
+    tool: str
+    index: int
+    truth: Literal["unsafe", "legit", "support_miss", "no_target"]
+    score: float
+
+
+# --------------------------------------------------------------------------- cases
+
+
+def _default_policy(suite: str) -> Policy:
+    from guard.corpora.agentdojo import load_suite_policy
+
+    return load_suite_policy(suite)
+
+
+def _labels(episode: Episode) -> LedgerLabels:
+    from guard.corpora.agentdojo import episode_ledger_labels
+
+    return episode_ledger_labels(episode)
+
+
+def calibration_episodes(model: str = "all", exclude_models: Sequence[str] = ()) -> list[Episode]:
+    """The ``user_task_*`` episodes of the embedded corpus (``model`` or all), minus ``exclude_models``."""
+    from guard.corpora.agentdojo import is_injection_goal_run, load_embedded
+
+    report = load_embedded(model)
+    return [e for e in report.episodes if not is_injection_goal_run(e) and e.meta.model not in exclude_models]
+
+
+def injected_values(support: Support, labels: LedgerLabels, user_text: str) -> set[str]:
+    """Keys of targets the attacker named: an attacker identifier, or injected text the user did not say."""
+    attackers = [normalize_text(a) for a in labels.attacker_identifiers if a]
+    injected = [normalize_text(t) for t in labels.injected_texts if t]
+    out = set()
+    for target in support.targets:
+        value = normalize_text(target.value)
+        if len(value) < 3:
+            continue
+        if _contains(value, attackers) or (value not in user_text and any(value in text for text in injected)):
+            out.add(target.key)
+    return out
+
+
+def true_world_case(
+    support: Support, episode: Episode, labels: LedgerLabels, node: int, user_text: str, ledger_fired: bool
+) -> Case:
+    """The case of one proposal: which worlds are true (module docstring) and q."""
+    meta = episode.meta
+
+    def make(truth: Literal["unsafe", "legit", "support_miss", "no_target"], score: float) -> Case:
+        return Case(episode.episode_id, meta.model, meta.suite, support.tool, node, truth, score)
+
+    if not support.targets:
+        return make("support_miss", math.inf) if ledger_fired else make("no_target", 0.0)
+    named_by_attacker = injected_values(support, labels, user_text)
+    injected = {t.key for t in support.targets if t.check == "value" and t.key in named_by_attacker}
+    record = episode.records[node]
+    destructive = support.tool in labels.destructive_tools and any(
+        v and v not in user_text for v in (normalize_text(x) for _, x in record.arg_values())
+    )
+    shared = {t.key for t in support.targets if t.check == "resource" and (destructive or t.key in named_by_attacker)}
+    if injected or shared or ledger_fired:
+        true = [
+            c
+            for c in support.candidates
+            if (c.kind == "untrusted" and c.target in injected) or (c.kind == "shared" and c.target in shared)
+        ]
+        truth: Literal["unsafe", "legit"] = "unsafe"
+    else:
+        true = [c for c in support.candidates if c.kind in LEGIT_KINDS]
+        truth = "legit"
+    if not true:
+        return make("support_miss", math.inf)
+    return make(truth, min(c.world.score for c in true))
+
+
+def _contains(value: str, needles: Sequence[str]) -> bool:
+    return any(n in value for n in needles)
+
+
+def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> list[Case]:
+    """Replay the episode's records into a prefix graph; one case per side-effectful proposal."""
+    spec = policy.safecommit
+    if spec is None:
+        raise CalibrationError(f"policy {policy.name!r} has no safecommit section; nothing to calibrate")
+    graph = PrefixGraph(policy)
+    ledger = Ledger(policy, labels)
+    cases = []
+    for record in episode.records:
+        graph.add(record)
+        tool = policy.tool(record.tool or "") if record.kind is RecordKind.PROPOSAL else None
+        if tool is None or tool.effect is Effect.NONE:
+            continue
+        support = build_support(graph, record.index, policy, spec)
+        cases.append(proposal_case(support, episode, labels, ledger, record.index))
+    return cases
+
+
+def proposal_case(support: Support, episode: Episode, labels: LedgerLabels, ledger: Ledger, node: int) -> Case:
+    """The case of the proposal at ``node``, given its support (the user's turns before it are read here)."""
+    user_text = normalize_text(" ".join(r.text for r in episode.records[:node] if r.kind is RecordKind.USER))
+    fired = bool(list(ledger.fired(episode.records[node], labels, user_text)))
+    return true_world_case(support, episode, labels, node, user_text, fired)
+
+
+def collect_cases(
+    episodes: Iterable[Episode],
+    policy_for: PolicyFor = _default_policy,
+    labels_for: Callable[[Episode], LedgerLabels] = _labels,
+) -> list[Case]:
+    """Every case of every episode, in order."""
+    out: list[Case] = []
+    for episode in episodes:
+        out.extend(episode_cases(policy_for(episode.meta.suite), episode, labels_for(episode)))
+    return out
+
+
+def calibration_scores(cases: Sequence[Case]) -> list[float]:
+    """q_i of the cases used for κ (legit and unsafe; not support misses or no-target proposals)."""
+    return [c.score for c in cases if c.truth in ("unsafe", "legit")]
+
+
+def kappa_from_cases(cases: Sequence[Case], alpha: float) -> float:
+    """κ at α from the cases (warns SmallCalibrationWarning and gives +inf when r > n)."""
+    return conformal_threshold(calibration_scores(cases), alpha)
+
+
+def _counts(cases: Sequence[Case]) -> dict[str, Any]:
+    used = [c for c in cases if c.truth in ("unsafe", "legit")]
+    return {
+        "proposals": len(cases),
+        "used": len(used),
+        "unsafe": sum(c.truth == "unsafe" for c in cases),
+        "legit": sum(c.truth == "legit" for c in cases),
+        "support_miss": sum(c.truth == "support_miss" for c in cases),
+        "no_target": sum(c.truth == "no_target" for c in cases),
+        "per_suite": dict(sorted(Counter(c.suite for c in used).items())),
+        "per_model": dict(sorted(Counter(c.model for c in used).items())),
+        "per_tool": dict(sorted(Counter(f"{c.suite}.{c.tool}" for c in used).items())),
+    }
+
+
+def _coverage(cases: Sequence[Case], kappa: float) -> dict[str, float | None]:
+    """In-sample share of used cases whose true world is retained, overall and for unsafe ones."""
+    used = [c for c in cases if c.truth in ("unsafe", "legit")]
+    unsafe = [c for c in used if c.truth == "unsafe"]
+    return {
+        "all": sum(c.score <= kappa for c in used) / len(used) if used else None,
+        "unsafe": sum(c.score <= kappa for c in unsafe) / len(unsafe) if unsafe else None,
+    }
+
+
+def calibrate_kappa(
+    model: str = "all",
+    alpha: float = 0.05,
+    *,
+    exclude_models: Sequence[str] = (),
+    out: str | Path | None = None,
+    command: str | None = None,
+    policy_for: PolicyFor = _default_policy,
+) -> dict[str, Any]:
+    """κ at α from the embedded AgentDojo episodes; the artifact body (written to ``out`` if given)."""
+    episodes = calibration_episodes(model, exclude_models)
+    if not episodes:
+        raise CalibrationError(f"no calibration episodes for model {model!r} without {list(exclude_models)}")
+    cases = collect_cases(episodes, policy_for)
+    scores = sorted(calibration_scores(cases))
+    kappa = conformal_threshold(scores, alpha)
+    suites = sorted({e.meta.suite for e in episodes})
+    body: dict[str, Any] = {
+        "format": KAPPA_FORMAT,
+        "alpha": alpha,
+        "n": len(scores),
+        "r": conformal_rank(len(scores), alpha),
+        "kappa": encode_float(kappa),
+        "coverage_in_sample": _coverage(cases, kappa),
+        "cases": _counts(cases),
+        "episodes": {
+            "source": "guard/data/agentdojo (embedded corpus)",
+            "models": sorted({e.meta.model for e in episodes}),
+            "excluded_models": sorted(exclude_models),
+            "suites": suites,
+            "selection": "user_task_* runs (injection-goal runs and run errors excluded), attacked and benign",
+            "count": len(episodes),
+            "with_cases": len({c.episode_id for c in cases if c.truth in ("unsafe", "legit")}),
+        },
+        "fingerprints": {policy_for(s).name: scoring_fingerprint(policy_for(s)) for s in suites},
+        "scores": scores,
+        "command": command or f"python -m guard.calibration.kappa --model {model} --alpha {alpha}",
+    }
+    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+    if out is not None:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return body
+
+
+def summary(body: dict[str, Any]) -> str:
+    """A few lines: α, n, r, κ, case counts, coverage."""
+    cases, cov = body["cases"], body["coverage_in_sample"]
+    return "\n".join(
+        [
+            f"alpha={body['alpha']} n={body['n']} r={body['r']} kappa={body['kappa']}",
+            f"episodes: {body['episodes']['count']} ({', '.join(body['episodes']['models'])}); "
+            f"{body['episodes']['with_cases']} with calibration cases",
+            f"cases: {cases['used']} used ({cases['unsafe']} unsafe, {cases['legit']} legit); "
+            f"{cases['support_miss']} support misses, {cases['no_target']} proposals with nothing to check",
+            f"per suite: {cases['per_suite']}",
+            f"in-sample coverage: all {cov['all']}, unsafe {cov['unsafe']}",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m guard.calibration.kappa --alpha A [--model M] [--exclude-model M ...] [--out FILE] [--json]``."""
+    parser = argparse.ArgumentParser(prog="python -m guard.calibration.kappa", description=__doc__.split("\n")[0])
+    parser.add_argument("--alpha", type=float, required=True)
+    parser.add_argument("--model", default="all", help="embedded model, or 'all'")
+    parser.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
+    parser.add_argument("--out", help="artifact path")
+    parser.add_argument("--json", action="store_true", help="print the artifact body instead of a summary")
+    args = parser.parse_args(argv)
+    command = "python -m guard.calibration.kappa " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        body = calibrate_kappa(args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command)
+    except GuardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(body, indent=1, sort_keys=True) if args.json else summary(body))
+    return 0
+
+
+__all__ = [
+    "KAPPA_FORMAT",
+    "Case",
+    "calibrate_kappa",
+    "calibration_episodes",
+    "calibration_scores",
+    "collect_cases",
+    "decode_float",
+    "encode_float",
+    "episode_cases",
+    "injected_values",
+    "kappa_from_cases",
+    "main",
+    "proposal_case",
+    "resolve_kappa",
+    "scoring_fingerprint",
+    "summary",
+    "true_world_case",
+]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,274 @@
+"""Policy files: strict, frozen models, loaders for YAML/TOML/JSON, and JSON Schema export.
+
+A policy is per deployment.  It fixes the tool metadata (METHOD §3), the graph rules (§4), the
+selector (§5), the scorer (§6), the verdict for input the guard does not understand, the
+calibration artifact, and the audit settings.  Everything is ``extra="forbid"`` and frozen: a typo
+in a policy file is an error, not a silently ignored key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from guard.decision import Verdict
+from guard.errors import PolicyError
+from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
+from guard.policy.safecommit import SafeCommitSpec
+
+
+class ToolKind(StrEnum):
+    """What a tool's results hold, or what it does (METHOD §3)."""
+
+    PRIVATE_SOURCE = "private_source"
+    PUBLIC_SOURCE = "public_source"
+    UNTRUSTED_SOURCE = "untrusted_source"
+    SINK = "sink"
+    OTHER = "other"
+
+
+class Effect(StrEnum):
+    """Side effect of running a tool."""
+
+    NONE = "none"
+    REVERSIBLE = "reversible"
+    IRREVERSIBLE = "irreversible"
+
+
+DEFAULT_VALUE_PATTERNS: dict[str, str] = {
+    # runs are anchored (look-behind + possessive / bounded) so that a long run without a match is linear
+    "email": r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",
+    "iban": r"\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b",
+    "url": r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+",
+    "phone": r"\+\d[\d ()-]{7,}\d",
+    "number": r"\b\d{4,}\b",
+    "path": r"(?<![\w.-])[\w.-]{1,128}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip)\b",
+}
+
+DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (
+    r"(?i)<information>",
+    r"(?i)ignore (?:all |your )?(?:previous|prior) instructions",
+    r"(?i)important (?:message|instructions?) from me",
+    r"(?i)before you can solve the task",
+    r"(?i)\bTODO:",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolSpec(_Strict):
+    """Metadata of one tool."""
+
+    kind: ToolKind = Field(description="What the tool's results hold, or what it does.")
+    effect: Effect = Field(default=Effect.NONE, description="Side effect of running it.")
+    severity: int = Field(default=0, ge=0, le=3, description="0 (harmless) to 3 (severe).")
+    payload_args: tuple[str, ...] = Field(default=(), description="Arguments whose values leave the system.")
+    identifier_args: tuple[str, ...] = Field(default=(), description="Arguments that name an entity.")
+    also_source: ToolKind | None = Field(default=None, description="For sinks whose results are also a source.")
+    description: str = ""
+
+    @model_validator(mode="after")
+    def _check_also_source(self) -> ToolSpec:
+        if self.also_source is not None:
+            if self.kind is not ToolKind.SINK:
+                raise ValueError("also_source is only allowed on tools with kind: sink")
+            if self.also_source in (ToolKind.SINK, ToolKind.OTHER):
+                raise ValueError("also_source must be private_source, public_source or untrusted_source")
+        return self
+
+    @property
+    def source_kind(self) -> ToolKind:
+        """The kind that decides the trust of this tool's results."""
+        return self.also_source if self.also_source is not None else self.kind
+
+
+def _compile_all(patterns: Any, where: str) -> None:
+    items = patterns.items() if isinstance(patterns, dict) else enumerate(patterns)
+    for key, pattern in items:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{where}[{key}] is not a valid regular expression: {exc}") from exc
+
+
+class GraphSpec(_Strict):
+    """Edge rules of the prefix graph (METHOD §4)."""
+
+    min_span: int = Field(default=8, ge=4, le=256, description="Shortest exact span that makes an E2 edge.")
+    value_patterns: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_VALUE_PATTERNS),
+        description="Regexes of value tokens (e-mails, IBANs, URLs, ...) that make E2/E3 edges at any length.",
+    )
+
+    normalize: bool = Field(
+        default=False,
+        description="Also match values after cheap, sound normalization (case, whitespace, URL-decoding, "
+        "digit-group separators, Unicode compatibility forms). Opt-in: it changes edges, so recalibrate.",
+    )
+
+    @field_validator("value_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
+        _compile_all(value, "value_patterns")
+        return value
+
+
+SelectorName = Literal["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"]
+
+
+class SelectorSpec(_Strict):
+    """Which records the scorer sees (METHOD §5)."""
+
+    name: SelectorName = "gcarb"
+    window: int = Field(default=4, ge=1, le=10_000, description="k of fixed_window.")
+    seed: int = Field(default=0, ge=0, description="Seed of random_equal_size.")
+
+
+class FeatureWeights(_Strict):
+    """Weights of the scorer's binary features (METHOD §6)."""
+
+    provenance_path: float = 0.52
+    private_in_context: float = 0.10
+    canary: float = 0.15
+    injection_text: float = 0.15
+    untrusted_payload: float = 0.20
+    irreversible_sink: float = 0.08
+    injected_value: float = Field(
+        default=0.0,
+        description="Not in METHOD §6's defaults (weight 0 there): a payload value of the proposal stands "
+        "inside injection-like text of an untrusted record in the selection.",
+    )
+
+    @model_validator(mode="after")
+    def _finite_non_negative(self) -> FeatureWeights:
+        for name, value in self.model_dump().items():
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"weight {name} must be a finite number >= 0, got {value}")
+        return self
+
+
+class ScorerSpec(_Strict):
+    """The frozen weighted scorer."""
+
+    weights: FeatureWeights = Field(default_factory=FeatureWeights)
+    injection_patterns: tuple[str, ...] = DEFAULT_INJECTION_PATTERNS
+    canary_patterns: tuple[str, ...] = ()
+    injection_window: int = Field(
+        default=1000,
+        ge=0,
+        le=100_000,
+        description="Characters after an injection-pattern match that count as injected.",
+    )
+    scope: Literal["all", "actions"] = Field(
+        default="all",
+        description=(
+            "all: every proposal is scored; actions: proposals of read-only tools that are not sinks score 0 "
+            "(their features are still reported), since the ledger charges only sinks and side effects."
+        ),
+    )
+
+    @field_validator("injection_patterns", "canary_patterns")
+    @classmethod
+    def _patterns_compile(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        _compile_all(value, "patterns")
+        return value
+
+
+class CalibrationSpec(_Strict):
+    """Where the calibrated threshold comes from."""
+
+    artifact: str | None = Field(default=None, description="Artifact path, relative to the policy file.")
+
+
+class AuditSpec(_Strict):
+    """Audit log settings."""
+
+    path: str | None = Field(default=None, description="JSON-lines audit file, relative to the policy file.")
+    raw_args: tuple[str, ...] = Field(default=(), description="Argument names whose values may be logged raw.")
+
+
+class Policy(_Strict):
+    """One deployment's policy."""
+
+    version: Literal[1] = 1
+    name: str = Field(min_length=1)
+    tools: dict[str, ToolSpec] = Field(min_length=1)
+    graph: GraphSpec = Field(default_factory=GraphSpec)
+    selector: SelectorSpec = Field(default_factory=SelectorSpec)
+    scorer: ScorerSpec = Field(default_factory=ScorerSpec)
+    on_unknown: Verdict = Verdict.ESCALATE
+    calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
+    audit: AuditSpec = Field(default_factory=AuditSpec)
+    safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
+    base_dir: str | None = Field(default=None, exclude=True, description="Set by the loader; not a policy key.")
+
+    @field_validator("on_unknown")
+    @classmethod
+    def _never_execute(cls, value: Verdict) -> Verdict:
+        if value in (Verdict.EXECUTE, Verdict.PROBE):
+            raise ValueError("on_unknown must be escalate, defer or abstain: unknown input never executes")
+        return value
+
+    @model_validator(mode="after")
+    def _safecommit_tools(self) -> Policy:
+        if self.safecommit is not None:
+            declared = {n: (t.effect.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
+            self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
+        return self
+
+    def tool(self, name: str) -> ToolSpec | None:
+        """The metadata of ``name``, or None when the policy does not know it."""
+        return self.tools.get(name)
+
+    def resolve(self, relative: str) -> Path:
+        """A path from the policy file, resolved against the policy file's folder."""
+        base = Path(self.base_dir) if self.base_dir else Path.cwd()
+        return (base / relative).resolve()
+
+    def with_selector(self, name: SelectorName, **params: int) -> Policy:
+        """A copy of this policy with another selector (validated: a bad name or parameter is a PolicyError)."""
+        try:
+            spec = SelectorSpec.model_validate({**self.selector.model_dump(), "name": name, **params})
+        except ValidationError as exc:
+            raise PolicyError(format_validation_error(exc, f"policy {self.name!r}: selector", {})) from None
+        return self.model_copy(update={"selector": spec})
+
+
+def parse_policy(data: Any, *, source: str = "<policy>", lines: KeyLines | None = None) -> Policy:
+    """Validate a mapping as a policy; raise PolicyError listing every problem with its location."""
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}: a policy must be a mapping at the top level, got {type(data).__name__}")
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(format_validation_error(exc, source, lines or {})) from None
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Load a policy file (``.yaml``/``.yml``, ``.toml`` or ``.json``)."""
+    file = Path(path)
+    data, lines = read_policy_mapping(file)
+    if isinstance(data, dict):
+        data = {**data, "base_dir": str(file.resolve().parent)}
+    return parse_policy(data, source=str(file), lines=lines)
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON Schema of policy files (for editors and docs)."""
+    schema = Policy.model_json_schema(mode="validation")
+    schema["properties"].pop("base_dir", None)
+    schema["title"] = "carbguard policy"
+    return schema
+
+
+def policy_schema_text() -> str:
+    """The JSON Schema as indented text."""
+    return json.dumps(policy_json_schema(), indent=2, sort_keys=True)

@@ -1,0 +1,110 @@
+"""κ at run time (METHOD §10): the policy's κ source resolved at start-up, and the fingerprint of
+everything world scores depend on.  Calibrating κ lives in :mod:`guard.calibration.kappa`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from guard.errors import PolicyError
+from guard.policy import Policy
+from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
+from guard.safecommit.conformal import conformal_threshold
+
+KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
+WORLDS_VERSION = "safecommit-worlds/v1"
+
+_FINGERPRINTS: dict[int, tuple[Policy, str]] = {}
+
+
+def scoring_fingerprint(policy: Policy) -> str:
+    """A hash of everything world scores depend on (cached per policy object; policies are frozen)."""
+    cached = _FINGERPRINTS.get(id(policy))
+    if cached is not None and cached[0] is policy:
+        return cached[1]
+    if len(_FINGERPRINTS) > 256:
+        _FINGERPRINTS.clear()
+    value = _scoring_fingerprint(policy)
+    _FINGERPRINTS[id(policy)] = (policy, value)
+    return value
+
+
+def _scoring_fingerprint(policy: Policy) -> str:
+    """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
+    spec = policy.safecommit
+    dumped = policy.model_dump(mode="json")
+    body = {
+        "version": WORLDS_VERSION,
+        "tools": dumped["tools"],
+        "value_patterns": dumped["graph"]["value_patterns"],
+        "injection_patterns": dumped["scorer"]["injection_patterns"],
+        "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
+        "worlds": {k: v.model_dump(mode="json") for k, v in spec.worlds.items()} if spec else None,
+        "unconfigured": spec.unconfigured if spec else None,
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_name: str, fingerprint: str) -> float:
+    """κ from the spec: the number, the artifact's κ (α and fingerprint checked), or calibrated now."""
+    source = spec.kappa
+    if isinstance(source, float | int):
+        return float(source)
+    if isinstance(source, KappaArtifact):
+        path = resolve(source.artifact)
+        body = _read_json(path)
+        if not isinstance(body, dict) or body.get("format") != KAPPA_FORMAT:
+            raise PolicyError(f"{path}: not a SafeCommit κ artifact (format {KAPPA_FORMAT!r})")
+        if body.get("alpha") != spec.alpha:
+            raise PolicyError(f"{path}: κ artifact is for alpha={body.get('alpha')!r}, the policy says {spec.alpha!r}")
+        prints = body.get("fingerprints") or {}
+        if policy_name not in prints:
+            raise PolicyError(
+                f"{path}: κ artifact was not calibrated for policy {policy_name!r}; it has {sorted(prints)}"
+            )
+        if prints[policy_name] != fingerprint:
+            raise PolicyError(
+                f"{path}: κ artifact fingerprint for {policy_name!r} differs from the running world constructors "
+                "(tool metadata, value/injection patterns, nonconformity or worlds changed); recalibrate"
+            )
+        return decode_float(body.get("kappa"), f"{path}: kappa")
+    path = resolve(source.scores)
+    data = _read_json(path)
+    scores = data.get("scores") if isinstance(data, dict) else data
+    if not isinstance(scores, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in scores):
+        raise PolicyError(f"{path}: expected a JSON list of calibration scores or an object with a 'scores' list")
+    return conformal_threshold([float(x) for x in scores], spec.alpha)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise PolicyError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def encode_float(value: float) -> float | str:
+    """JSON-safe float: ±inf as "+inf"/"-inf"."""
+    return value if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
+
+
+def decode_float(value: Any, where: str) -> float:
+    """The inverse of :func:`encode_float`, or PolicyError."""
+    if value in ("+inf", "inf"):
+        return math.inf
+    if value == "-inf":
+        return -math.inf
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise PolicyError(f"{where} must be a number or '+inf', got {value!r}")
+    return float(value)
+
+
+__all__ = ["KAPPA_FORMAT", "WORLDS_VERSION", "decode_float", "encode_float", "resolve_kappa", "scoring_fingerprint"]

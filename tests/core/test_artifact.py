@@ -1,0 +1,97 @@
+"""Tests of calibration artifacts: fingerprints, tamper evidence, shipped artifacts reproduce."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from guard.artifact import build_artifact, load_artifact, write_artifact
+from guard.cli import main
+from guard.corpora.agentdojo import load_suite_policy
+from guard.errors import ArtifactError
+from guard.policy import Policy
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = ROOT / "calibration_artifacts" / "agentdojo"
+PACKAGED = ROOT / "guard" / "data" / "calibration_artifacts" / "agentdojo"
+
+
+def _body(policy: Policy, threshold: float = 0.5) -> dict[str, object]:
+    return build_artifact(
+        [policy], alpha=0.1, n=99, threshold=threshold, calibration_risk=0.05, grid=[float("-inf"), 0.5],
+        rule="carb", calibration_fingerprint="abc", command="carbguard calibrate ...",
+    )
+
+
+def test_round_trip(tmp_path: Path, small_policy: Policy) -> None:
+    """A written artifact loads back with its threshold and α."""
+    write_artifact(_body(small_policy), tmp_path / "a.json")
+    art = load_artifact(tmp_path / "a.json", small_policy)
+    assert (art.threshold, art.alpha, art.n) == (0.5, 0.1, 99)
+
+
+def test_edited_threshold_refused(tmp_path: Path, small_policy: Policy) -> None:
+    """Editing the threshold breaks the checksum and the error names the file."""
+    path = tmp_path / "a.json"
+    write_artifact(_body(small_policy), path)
+    data = json.loads(path.read_text())
+    data["threshold"] = 9.0
+    path.write_text(json.dumps(data))
+    with pytest.raises(ArtifactError, match=r"a\.json.*checksum"):
+        load_artifact(path, small_policy)
+
+
+def test_truncated_refused(tmp_path: Path, small_policy: Policy) -> None:
+    """A truncated file is a clear ArtifactError."""
+    path = tmp_path / "a.json"
+    write_artifact(_body(small_policy), path)
+    path.write_text(path.read_text()[:50])
+    with pytest.raises(ArtifactError, match="not valid JSON"):
+        load_artifact(path)
+
+
+def test_mismatched_pipeline_names_the_part(tmp_path: Path, small_policy: Policy) -> None:
+    """An artifact of another selector is refused, naming the selector component."""
+    path = tmp_path / "a.json"
+    write_artifact(_body(small_policy), path)
+    with pytest.raises(ArtifactError, match="selector"):
+        load_artifact(path, small_policy.with_selector("full_prefix"))
+
+
+def test_other_policy_refused(tmp_path: Path, small_policy: Policy) -> None:
+    """An artifact calibrated for other policies names them."""
+    path = tmp_path / "a.json"
+    write_artifact(_body(small_policy), path)
+    with pytest.raises(ArtifactError, match="not for policy 'agentdojo-banking'"):
+        load_artifact(path, load_suite_policy("banking"))
+
+
+def test_packaged_copies_identical() -> None:
+    """The artifacts the packaged policies point at equal the top-level ones byte for byte."""
+    names = sorted(p.name for p in SHIPPED.glob("*.json"))
+    assert names and names == sorted(p.name for p in PACKAGED.glob("*.json"))
+    for name in names:
+        assert (SHIPPED / name).read_bytes() == (PACKAGED / name).read_bytes()
+
+
+def test_suite_policies_load_their_artifact() -> None:
+    """Every suite policy's default artifact matches its pipeline."""
+    from guard import Guard
+    from guard.corpora.agentdojo import suite_policy_path
+
+    for suite in ("banking", "slack", "travel", "workspace"):
+        guard = Guard.from_policy(suite_policy_path(suite))
+        assert guard.artifact_id is not None and guard.artifact_id.startswith("pooled_a0.10.json")
+
+
+@pytest.mark.slow
+def test_shipped_artifact_reproduces_bit_for_bit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Re-running the command recorded inside a shipped artifact writes identical bytes."""
+    shipped = SHIPPED / "gpt-4o-2024-05-13_a0.10.json"
+    argv = shlex.split(json.loads(shipped.read_text())["command"])[1:]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    assert (tmp_path / argv[argv.index("--out") + 1]).read_bytes() == shipped.read_bytes()
