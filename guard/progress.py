@@ -1,4 +1,9 @@
-"""A dependency-free progress bar on stderr (quiet when stderr is not a terminal unless forced)."""
+"""The one progress bar of carbguard, on stderr.
+
+On a terminal it redraws one line (at most ten times a second).  When stderr is not a terminal
+(a CI log, a file) it writes plain lines instead — one at each tenth of the work and one at the
+end — so logs never fill with carriage-return frames.  Disabled, it writes nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,33 +14,69 @@ from typing import TextIO
 
 
 class Progress:
-    """``with Progress(total, "scoring") as tick: tick(done)``."""
+    """``with Progress(total, "scoring", enabled=True) as tick: tick(done)``."""
 
     def __init__(self, total: int, label: str, *, stream: TextIO | None = None, enabled: bool | None = None) -> None:
         self.total = max(total, 1)
         self.label = label
         self.stream = stream or sys.stderr
-        self.enabled = bool(enabled) and self.stream.isatty()
+        self.enabled = bool(enabled)
+        self.tty = self.enabled and _isatty(self.stream)
         self._start = time.perf_counter()
         self._last = 0.0
+        self._next_line = 0
+        self._done = 0
 
     def __enter__(self) -> Callable[[int], None]:
         return self.update
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.update(self.total, force=True)
+        self.close()
+
+    def step(self, count: int = 1) -> None:
+        """Advance by ``count`` units."""
+        self.update(self._done + count)
+
+    def close(self) -> None:
+        """Finish the bar (the final count, and a newline on a terminal)."""
+        if not self.enabled:
+            return
+        self.update(max(self._done, 0), force=True)
+        if self.tty:
             self.stream.write("\n")
             self.stream.flush()
+        self.enabled = False
 
     def update(self, done: int, force: bool = False) -> None:
-        """Redraw the bar at ``done`` of ``total`` (at most ten times a second)."""
+        """Show ``done`` of ``total``."""
+        self._done = done
+        if not self.enabled:
+            return
+        if self.tty:
+            self._redraw(done, force)
+        elif force or done >= self._next_line:
+            self._next_line = done + max(self.total // 10, 1)
+            self.stream.write(f"{self.label}: {done}/{self.total}{self._rate(done)}\n")
+            self.stream.flush()
+
+    def _redraw(self, done: int, force: bool) -> None:
         now = time.perf_counter()
-        if not self.enabled or (not force and now - self._last < 0.1 and done < self.total):
+        if not force and now - self._last < 0.1 and done < self.total:
             return
         self._last = now
-        frac = min(done / self.total, 1.0)
-        bar = "#" * int(frac * 30)
-        rate = done / max(now - self._start, 1e-9)
-        self.stream.write(f"\r{self.label:<28} [{bar:<30}] {done}/{self.total} ({rate:,.0f}/s)")
+        bar = "#" * int(min(done / self.total, 1.0) * 30)
+        self.stream.write(f"\r{self.label:<28} [{bar:<30}] {done}/{self.total}{self._rate(done)}")
         self.stream.flush()
+
+    def _rate(self, done: int) -> str:
+        return f" ({done / max(time.perf_counter() - self._start, 1e-9):,.0f}/s)"
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed or exotic streams
+        return False
+
+
+__all__ = ["Progress"]

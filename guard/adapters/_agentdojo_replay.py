@@ -203,8 +203,7 @@ def offline_episode(
     attack: str | None,
 ) -> Episode:
     """The offline :class:`Episode` of a re-run transcript, built by the corpus loader (the replay path)."""
-    from guard.corpora._agentdojo_format import FormatError, RunFile, parse_run
-    from guard.corpora.agentdojo import build_episode
+    from guard.corpora.agentdojo import FormatError, RunFile, build_episode, parse_run
 
     data: dict[str, Any] = {
         "suite_name": suite,

@@ -20,6 +20,7 @@ from guard.adapters._agentdojo_compat import Mode, _require
 from guard.adapters._agentdojo_element import GuardedRun, GuardElement
 from guard.adapters._agentdojo_replay import ReplayLLM, _Recorder, offline_episode
 from guard.decision import Decision
+from guard.progress import Progress
 from guard.errors import CorpusError
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard
@@ -293,16 +294,14 @@ def run_suite(
     episodes = episodes[: limit if limit is not None else None]
     versions = {e.episode_id: version for e in episodes} if version else _choose_versions(episodes, declared)
     pairs = []
+    bar = Progress(len(episodes), f"{suite}: episodes re-run", enabled=progress and bool(episodes))
     for count, episode in enumerate(episodes, start=1):
         ver = versions[episode.episode_id]
         base = rerun_episode(episode, ver)
         guarded = rerun_episode(episode, ver, guard=guard_factory(suite), mode=mode, offline_guard=guard_factory(suite))
         pairs.append((base, guarded))
-        if progress:
-            sys.stderr.write(f"\r{suite}: {count}/{len(episodes)} episodes re-run")
-            sys.stderr.flush()
-    if progress and episodes:
-        sys.stderr.write("\n")
+        bar.update(count)
+    bar.close()
     if outcomes is not None:
         outcomes.extend(pairs)
     return {

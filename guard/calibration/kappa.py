@@ -31,7 +31,7 @@ quoting coverage.
 
 Command (writes the artifact, prints a summary)::
 
-    python -m guard.calibration.kappa --alpha 0.05 --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
+    carbguard safecommit calibrate --alpha 0.05 --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
 """
 
 from __future__ import annotations
@@ -255,7 +255,7 @@ def calibrate_kappa(
         },
         "fingerprints": {policy_for(s).name: scoring_fingerprint(policy_for(s)) for s in suites},
         "scores": scores,
-        "command": command or f"python -m guard.calibration.kappa --model {model} --alpha {alpha}",
+        "command": command or f"carbguard safecommit calibrate --model {model} --alpha {alpha}",
     }
     body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
     if out is not None:
@@ -282,15 +282,15 @@ def summary(body: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.calibration.kappa --alpha A [--model M] [--exclude-model M ...] [--out FILE] [--json]``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.calibration.kappa", description=__doc__.split("\n")[0])
+    """``carbguard safecommit calibrate --alpha A [--model M] [--exclude-model M ...] [--out FILE] [--json]``."""
+    parser = argparse.ArgumentParser(prog="carbguard safecommit calibrate", description=__doc__.split("\n")[0])
     parser.add_argument("--alpha", type=float, required=True)
     parser.add_argument("--model", default="all", help="embedded model, or 'all'")
     parser.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
     parser.add_argument("--out", help="artifact path")
     parser.add_argument("--json", action="store_true", help="print the artifact body instead of a summary")
     args = parser.parse_args(argv)
-    command = "python -m guard.calibration.kappa " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "carbguard safecommit calibrate " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         body = calibrate_kappa(args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command)
     except GuardError as exc:

@@ -46,9 +46,11 @@ from guard.corpora._agentdojo_format import (
     discover,
     encode_run,
     header_line,
+    parse_run,
     read_run,
 )
 from guard.errors import CorpusError
+from guard.progress import Progress
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, load_policy
 from guard.records import Episode, EpisodeMeta, Record, final, proposal, result, user
@@ -226,37 +228,6 @@ def _suites(suites: Iterable[str] | None) -> tuple[str, ...]:
     return tuple(s for s in SUITES if s in chosen)
 
 
-class _Progress:
-    """tqdm when installed, else a plain counter on stderr; silent when disabled."""
-
-    def __init__(self, total: int, enabled: bool, label: str) -> None:
-        self.enabled, self.total, self.label, self.done = enabled, total, label, 0
-        self._bar: Any = None
-        if enabled:
-            try:
-                from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
-
-                self._bar = tqdm(total=total, desc=label, unit="run", file=sys.stderr)
-            except ImportError:
-                self._bar = None
-
-    def step(self) -> None:
-        self.done += 1
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.update(1)
-        elif self.done == self.total or self.done % 100 == 0:
-            sys.stderr.write(f"\r{self.label}: {self.done}/{self.total}")
-            if self.done == self.total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-
-
 Outcome = RawRun | str | FormatError
 
 
@@ -272,7 +243,7 @@ def _read_raw(root: Path, suites: tuple[str, ...], progress: bool) -> Iterator[t
             f"no run files under {root}: expected <model>/<suite>/<task_id>/<attack>/<injection>.json "
             f"with suites {', '.join(suites)}"
         )
-    bar = _Progress(len(files), progress, "loading AgentDojo runs")
+    bar = Progress(len(files), "loading AgentDojo runs", enabled=progress)
     try:
         for file in files:
             try:

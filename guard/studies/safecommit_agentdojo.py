@@ -41,6 +41,7 @@ from guard.decision import Decision, Reason, Verdict
 from guard.errors import CalibrationError, GuardError
 from guard.ledger import CATEGORIES, Ledger
 from guard.policy import Effect
+from guard.progress import Progress
 from guard.records import Episode, Record
 from guard.runtime import Guard
 from guard.safecommit.conformal import SmallCalibrationWarning
@@ -282,7 +283,7 @@ def format_study(result: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m guard.studies.safecommit_agentdojo [--model M] [--alpha A ...] [--permutations R] [--json]``."""
     parser = argparse.ArgumentParser(
-        prog="python -m guard.studies.safecommit_agentdojo", description=__doc__.split("\n")[0]
+        prog="carbguard safecommit study", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--model", default="all")
     parser.add_argument("--alpha", type=float, action="append", help="repeatable; default .05 and .10")
@@ -291,9 +292,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
 
+    bars: dict[int, Progress] = {}
+
     def tick(done: int, total: int) -> None:
-        if not args.json and (done == total or done % 250 == 0):
-            print(f"\rreplayed {done}/{total}", end="\n" if done == total else "", file=sys.stderr, flush=True)
+        bar = bars.setdefault(total, Progress(total, "replayed", enabled=not args.json))
+        bar.update(done)
+        if done == total:
+            bar.close()
 
     try:
         result = safecommit_replay_study(

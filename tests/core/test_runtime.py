@@ -352,30 +352,4 @@ def test_decide_never_raises_or_executes_on_malformed_input(
     assert audit.entries[1]["error"] is None
 
 
-# --------------------------------------------------------------------------- the gate never sees the ledger
-
-GATE_ONLY = """
-import sys
-import guard.runtime, guard.stages, guard.graph, guard.selectors, guard.scorer
-from guard.policy import parse_policy
-policy = parse_policy({"name": "p", "tools": {
-    "read_certificate": {"kind": "private_source"},
-    "send_email": {"kind": "sink", "effect": "irreversible", "payload_args": ["body"]}}})
-s = guard.runtime.Guard(policy, threshold=0.5).session("s")
-s.decide("read_certificate", {}, "c1")
-s.observe_result("c1", "Number: X4821-99317")
-d = s.decide("send_email", {"body": "X4821-99317"}, "c2")
-assert d.verdict.value == "escalate", d
-assert "guard.ledger" not in sys.modules, sorted(m for m in sys.modules if m.startswith("guard"))
-print("ok")
-"""
-
-
-def test_gate_path_does_not_import_ledger() -> None:
-    """In a fresh interpreter, deciding imports neither ``guard.ledger`` nor anything that pulls it in."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-c", GATE_ONLY], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -1,0 +1,147 @@
+"""``carbguard calibrate`` and ``carbguard evaluate``: CARB on a corpus of episodes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from guard.cli._common import SCOPE
+from guard.errors import GuardError
+
+
+def _corpus(args: argparse.Namespace) -> Any:
+    from guard.calibration.jobs import load_corpus
+
+    return load_corpus(args.runs, args.corpus, progress=True, exclude_models=args.exclude_model)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from guard.artifact import write_artifact
+    from guard.calibration import crc
+    from guard.calibration.jobs import calibrate
+
+    crc.alpha_fraction(args.alpha)
+    out = Path(args.out)
+    if out.exists() and out.is_dir():
+        raise GuardError(f"--out {out} is a folder; give a file path")
+    corpus = _corpus(args)
+    body = calibrate(
+        corpus, alpha=args.alpha, selector=args.selector, rule=args.rule, delta=args.delta,
+        command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
+    )
+    write_artifact(body, out)
+    print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} "
+          f"calibration risk (corrected)={body['calibration_risk']:.4f}")
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from guard.calibration import crc
+    from guard.calibration.evaluate import DEFAULT_ALPHAS, format_summary
+    from guard.calibration.jobs import EACH, evaluate, load_corpus
+
+    alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS
+    for alpha in alphas:
+        crc.alpha_fraction(alpha)
+    if args.permutations < 1:
+        raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    names = [args.corpus] if (args.runs or args.corpus) else list(EACH)
+    results = []
+    for name in names:
+        corpus = load_corpus(args.runs, name, progress=not args.json)
+        result = evaluate(
+            corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
+            workers=args.workers, dask_scheduler=args.dask_scheduler,
+        )
+        results.append(result)
+        if not args.json:
+            _print_evaluation(result)
+    if args.plot:
+        from guard.report.plots import frontier_plot
+
+        frontier_plot(results[-1], args.plot)
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else {"corpora": results}, indent=1))
+    elif len(results) > 1:
+        print("\nSummary (G-CARB = carb_gcarb; hfree ratio = harm-free success / no-guard harm-free success)")
+        print(format_summary(results))
+    if not args.json:
+        print(SCOPE)
+    return 0
+
+
+def _print_evaluation(result: dict[str, Any]) -> None:
+    from guard.calibration.evaluate import format_rows
+
+    print(f"corpus {result['corpus']}: {result['n_episodes']} episodes "
+          f"({result['n_dropped']} dropped, {result['n_excluded_injection_goal_runs']} injection-goal runs excluded), "
+          f"{result['permutations']} permutations, 50/50 splits")
+    print(format_rows(result["results"]))
+    print(f"scoring {result['seconds']['scoring']:.1f}s, calibration {result['seconds']['calibration']:.1f}s\n")
+
+
+def _recorded(argv: Sequence[str]) -> list[str]:
+    """The command to record in an artifact: scale-out options do not change it, so they are dropped."""
+    out: list[str] = []
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+            continue
+        if token in ("--workers", "--dask-scheduler"):
+            skip = True
+            continue
+        if not token.startswith(("--workers=", "--dask-scheduler=")):
+            out.append(token)
+    return out
+
+
+def _add_scale_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=int, default=1, help="score episodes in N local processes")
+    parser.add_argument("--dask-scheduler", help="score on a running dask.distributed scheduler (extra [dask])")
+
+
+def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
+    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
+
+
+def _add_calibrate(sub: Any) -> None:
+    cal = sub.add_parser("calibrate", help="calibrate the threshold (CARB) and write an artifact", epilog=SCOPE)
+    _add_corpus_args(cal)
+    cal.add_argument("--alpha", type=float, required=True, help="risk level in (0, 1)")
+    cal.add_argument("--selector", default="gcarb",
+                     choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"])
+    cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
+    cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
+    cal.add_argument("--out", required=True, help="artifact file to write")
+    cal.add_argument("--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable)")
+    _add_scale_args(cal)
+    cal.set_defaults(func=_calibrate)
+
+
+def _add_evaluate(sub: Any) -> None:
+    ev = sub.add_parser(
+        "evaluate",
+        help="the replay protocol: permutations, 50/50 splits, all methods "
+        "(default: each embedded model, then all pooled)",
+        epilog=SCOPE,
+    )
+    _add_corpus_args(ev)
+    ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .025 .05 .10 .15 .20")
+    ev.add_argument("--permutations", type=int, default=200)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ev.add_argument("--plot", help="write the risk–utility frontier as PNG")
+    _add_scale_args(ev)
+    ev.set_defaults(func=_evaluate)
+
+
+def register(sub: Any) -> None:
+    """``carbguard calibrate`` and ``carbguard evaluate``."""
+    _add_calibrate(sub)
+    _add_evaluate(sub)

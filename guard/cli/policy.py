@@ -1,0 +1,31 @@
+"""``carbguard policy validate|schema``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def _policy_validate(args: argparse.Namespace) -> int:
+    from guard.policy import load_policy
+
+    policy = load_policy(args.file)
+    print(f"OK: policy {policy.name!r} with {len(policy.tools)} tools is valid")
+    return 0
+
+
+def _policy_schema(args: argparse.Namespace) -> int:
+    from guard.policy import policy_schema_text
+
+    print(policy_schema_text())
+    return 0
+
+
+def register(sub: Any) -> None:
+    policy = sub.add_parser("policy", help="validate a policy file or print its JSON Schema").add_subparsers(
+        dest="action", required=True
+    )
+    validate = policy.add_parser("validate", help="report every error of a policy file with its location")
+    validate.add_argument("file")
+    validate.set_defaults(func=_policy_validate)
+    policy.add_parser("schema", help="print the JSON Schema of policy files").set_defaults(func=_policy_schema)
