@@ -13,6 +13,12 @@ Adding a record costs time in the size of that record and the number of matches,
 length of the prefix: earlier texts are kept in a k-gram index (k = ``min_span``) and a value-token
 index.  These rules are lexical, not semantic dataflow: a paraphrase escapes them, and common
 strings shared by chance can add spurious edges.
+
+Edges into a node are fixed when it is added, so per-node facts that depend on its ancestors are
+computed once, oldest node first, and kept as integer bit sets: ancestors, private sources, and
+*tainted* nodes (private, or with a private ancestor).  A decision then costs set operations, not a
+walk over the prefix.  Observed texts beyond the limits of :mod:`guard.limits` are indexed cut and
+mark the graph ``limited``; every later proposal is then refused (:class:`InputError`).
 """
 
 from __future__ import annotations
@@ -23,7 +29,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
+from guard.errors import InputError
+from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
@@ -44,6 +53,7 @@ class NodeFacts:
     injection: bool
     canary: bool
     injection_at: tuple[int, ...] = ()
+    truncated: bool = False
 
 
 class ValueIndex:
@@ -76,12 +86,9 @@ class ValueIndex:
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
         k = self.min_span
-        found: set[int] = set()
-        for i in range(len(value) - k + 1):
-            nodes = self.kgrams.get(value[i : i + k])
-            if nodes:
-                found |= nodes
-        return found
+        get = self.kgrams.get
+        postings = [p for p in map(get, {value[i : i + k] for i in range(len(value) - k + 1)}) if p]
+        return set().union(*postings)
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -133,42 +140,82 @@ class PrefixGraph:
         self.records: dict[int, Record] = {}
         index_type = NormalizingValueIndex if policy.graph.normalize else ValueIndex
         self.index = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
+        self.indexed_chars = 0
+        self.limited: str | None = None
         self._calls: dict[str, int] = {}
         self._newest = -1
-        self._ancestor_memo: dict[int, frozenset[int]] = {}
+        self._users: set[int] = set()
         self._injection = [re.compile(p) for p in policy.scorer.injection_patterns]
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+        self._reset_derived()
 
     def __len__(self) -> int:
         return int(self.graph.number_of_nodes())
 
     def add(self, record: Record) -> None:
-        """Add ``record`` and the edges into it; earlier nodes are never touched."""
+        """Add ``record`` and the edges into it; earlier nodes are never touched.
+
+        A proposal is refused (:class:`InputError`, nothing added) when the graph is ``limited`` or
+        its text would exceed the session budget; an observed text beyond a limit is indexed cut
+        and marks the graph ``limited`` (see :mod:`guard.limits`).
+        """
         if record.index in self.records:
             raise ValueError(f"record index {record.index} is already in the graph")
-        self._ancestor_memo.clear()
         if self.records and record.index < self._newest:
             raise ValueError(f"record index {record.index} is older than the graph's newest record")
         text = record_text(record)
+        indexed = self._admit(record, text)
         self.records[record.index] = record
+        self._order.append(record.index)
         self._newest = record.index
-        self.facts[record.index] = self._facts(record, text)
+        self.facts[record.index] = self._facts(record, indexed, truncated=len(indexed) < len(text))
         self.graph.add_node(record.index)
-        for source, etype, arg in self._incoming(record):
-            self._add_edge(source, record.index, etype, arg)
+        if record.kind is RecordKind.USER:
+            self._users.add(record.index)
+        if type(self)._add_edge is PrefixGraph._add_edge:
+            self._link(record)
+        else:  # a subclass filters edges one at a time (guard.studies): the reference path
+            for source, etype, arg in self._incoming(record):
+                self._add_edge(source, record.index, etype, arg)
         if record.kind is RecordKind.PROPOSAL and record.call_id is not None:
             self._calls[record.call_id] = record.index
-        self.index.add(record.index, text, self._identifiers(record))
+        self.index.add(record.index, indexed, self._identifiers(record))
+        self.indexed_chars += len(indexed)
 
-    def _facts(self, record: Record, text: str) -> NodeFacts:
+    def _admit(self, record: Record, text: str) -> str:
+        """The part of ``text`` to index; refuse a proposal over a limit, cut an observed text."""
+        if record.kind is RecordKind.PROPOSAL:
+            if self.limited is not None:
+                raise InputError(f"refused: {self.limited}")
+            if len(self.records) >= MAX_SESSION_RECORDS or self.indexed_chars + len(text) > MAX_SESSION_CHARS:
+                raise InputError(
+                    f"refused: the session holds {len(self.records)} records and {self.indexed_chars} indexed "
+                    f"characters; this proposal's {len(text)} would exceed the session limits "
+                    f"({MAX_SESSION_RECORDS} records, {MAX_SESSION_CHARS} characters)"
+                )
+            return text
+        room = 0 if len(self.records) >= MAX_SESSION_RECORDS else max(0, MAX_SESSION_CHARS - self.indexed_chars)
+        keep = min(len(text), MAX_RECORD_CHARS, room)
+        if keep < len(text) and self.limited is None:
+            self.limited = (
+                f"the session's index is limited: record {record.index} ({record.kind.value}) has {len(text)} "
+                f"characters and only the first {keep} were indexed (limits: {MAX_RECORD_CHARS} per record, "
+                f"{MAX_SESSION_CHARS} per session, {MAX_SESSION_RECORDS} records), so every later proposal "
+                "of this session is refused"
+            )
+        return text[:keep]
+
+    def _facts(self, record: Record, text: str, truncated: bool = False) -> NodeFacts:
+        injection_at = tuple(sorted(m.start() for p in self._injection for m in p.finditer(text)))
         return NodeFacts(
             index=record.index,
             kind=record.kind,
             trust=record.trust,
             private=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_PRIVATE,
-            injection=any(p.search(text) for p in self._injection),
-            injection_at=tuple(sorted(m.start() for p in self._injection for m in p.finditer(text))),
+            injection=bool(injection_at),
+            injection_at=injection_at,
             canary=any(p.search(text) for p in self._canary),
+            truncated=truncated,
         )
 
     def _identifiers(self, record: Record) -> list[str]:
@@ -178,7 +225,10 @@ class PrefixGraph:
         names = set(spec.identifier_args) if spec else set()
         return [value for name, value in record.arg_values() if name in names]
 
+    # ----------------------------------------------------------------- edges
+
     def _incoming(self, record: Record) -> Iterator[tuple[int, str, str]]:
+        """``(source, type, argument)`` of every edge rule that fires into ``record`` (the reference rules)."""
         if record.kind is RecordKind.RESULT and record.call_id in self._calls:
             yield self._calls[record.call_id], E1, ""
         if record.kind is not RecordKind.PROPOSAL:
@@ -192,6 +242,58 @@ class PrefixGraph:
                 for ident in self._identifier_forms(value):
                     for source in self.index.identifiers.get(ident, ()):
                         yield source, self._reuse_type(source, E3), name
+
+    def _link(self, record: Record) -> None:
+        """The edges of :meth:`_incoming`, grouped per source and inserted at once (same attributes)."""
+        target = record.index
+        if record.kind is RecordKind.RESULT:
+            source = self._calls.get(record.call_id) if record.call_id is not None else None
+            if source is not None:
+                self._insert(target, {source: {"etype": E1, "types": {E1}, "args": set()}})
+            return
+        if record.kind is not RecordKind.PROPOSAL:
+            return
+        spec = self.policy.tool(record.tool or "")
+        ident_args = set(spec.identifier_args) if spec else set()
+        reuse: dict[str, set[int]] = {}
+        named: dict[str, set[int]] = {}
+        for name, value in record.arg_values():
+            found = self.index.span_sources(value) | self.index.token_sources(value)
+            if found:
+                reuse.setdefault(name, set()).update(found)
+            if name in ident_args:
+                for ident in self._identifier_forms(value):
+                    holders = self.index.identifiers.get(ident)
+                    if holders:
+                        named.setdefault(name, set()).update(holders)
+        if reuse or named:
+            self._insert(target, self._edge_data(reuse, named))
+
+    def _edge_data(self, reuse: dict[str, set[int]], named: dict[str, set[int]]) -> dict[int, dict[str, object]]:
+        by_reuse = set().union(*reuse.values())
+        by_name = set().union(*named.values())
+        groups = [(n, s) for n, s in (*reuse.items(), *named.items()) if n]
+        one = {g[0] for g in groups}
+        single = next(iter(one)) if len(one) == 1 else None
+        users = self._users
+        out: dict[int, dict[str, object]] = {}
+        for source in sorted(by_reuse | by_name):
+            if source in users:
+                etype, types = E4, {E4}
+            elif source in by_name:
+                etype, types = E3, ({E3, E2} if source in by_reuse else {E3})
+            else:
+                etype, types = E2, {E2}
+            args = {single} if single is not None else {n for n, s in groups if source in s}
+            out[source] = {"etype": etype, "types": types, "args": args}
+        return out
+
+    def _insert(self, target: int, data: dict[int, dict[str, object]]) -> None:
+        succ = self.graph._succ
+        for source, attrs in data.items():
+            succ[source][target] = attrs
+        self.graph._pred[target].update(data)
+        nx._clear_cache(self.graph)
 
     def _identifier_forms(self, value: str) -> tuple[str, ...]:
         """The value, and with ``graph.normalize`` its normal form too."""
@@ -214,28 +316,74 @@ class PrefixGraph:
         if _PRIORITY[etype] < _PRIORITY[data["etype"]]:
             data["etype"] = etype
 
+    # ----------------------------------------------------------------- derived bit sets
+
+    def _reset_derived(self) -> None:
+        self._order: list[int] = list(self.records)
+        self._synced = 0
+        self._anc: dict[int, int] = {}
+        self._private_bits = 0
+        self._tainted_bits = 0
+        self.flagged: dict[str, set[int]] = {"private": set(), "canary": set(), "injection": set(), "tainted": set()}
+
+    def _sync(self) -> None:
+        """Compute ancestors, private and tainted bits of the nodes added since the last call, oldest first."""
+        if len(self._order) != len(self.records):  # records set from outside (a snapshot): start over
+            self._reset_derived()
+        if self._synced == len(self._order):
+            return
+        pred, anc, flagged = self.graph._pred, self._anc, self.flagged
+        for node in self._order[self._synced :]:
+            bits = 0
+            for p in sorted(pred[node], reverse=True):
+                if not bits >> p & 1:  # else p and its ancestors are in already
+                    bits |= anc[p] | 1 << p
+            anc[node] = bits
+            facts = self.facts[node]
+            if facts.private:
+                self._private_bits |= 1 << node
+                flagged["private"].add(node)
+            if facts.private or bits & self._private_bits:
+                self._tainted_bits |= 1 << node
+                flagged["tainted"].add(node)
+            if facts.canary:
+                flagged["canary"].add(node)
+            if facts.injection:
+                flagged["injection"].add(node)
+        self._synced = len(self._order)
+
+    def ancestor_bits(self, node: int) -> int:
+        """Ancestors of ``node`` as a bit set (bit ``i`` set: record ``i`` has a path to ``node``)."""
+        self._sync()
+        return self._anc[node]
+
+    def path_bits(self, node: int) -> int:
+        """Ancestors of ``node`` that are private sources or descend from one (G-CARB's path nodes)."""
+        return self.ancestor_bits(node) & self._tainted_bits
+
+    def flagged_among(self, flag: str, nodes: Iterable[int]) -> set[int]:
+        """Nodes of ``nodes`` with ``flag`` (``private``, ``tainted``, ``canary`` or ``injection``)."""
+        self._sync()
+        return self.flagged[flag].intersection(nodes)
+
+    def private_bits(self) -> int:
+        """Private-source nodes as a bit set."""
+        self._sync()
+        return self._private_bits
+
     # ----------------------------------------------------------------- queries
 
     def private_sources(self, nodes: Iterable[int] | None = None) -> set[int]:
         """Private-source nodes (results of private tools) among ``nodes`` (default: all)."""
-        pool = self.facts.keys() if nodes is None else nodes
-        return {n for n in pool if self.facts[n].private}
+        self._sync()
+        private = self.flagged["private"]
+        if nodes is None:
+            return set(private)
+        return private.intersection(nodes)
 
     def ancestors(self, node: int) -> set[int]:
-        """Every node with a path to ``node`` (memoised until the next :meth:`add`)."""
-        known = self._ancestor_memo.get(node)
-        if known is None:
-            pred = self.graph._pred
-            found = set(pred[node])
-            frontier = set(found)
-            while frontier:
-                step: set[int] = set()
-                for current in frontier:
-                    step.update(pred[current])
-                frontier = step - found
-                found |= frontier
-            known = self._ancestor_memo[node] = frozenset(found)
-        return set(known)
+        """Every node with a path to ``node``."""
+        return set(members(self.ancestor_bits(node)))
 
     def is_sink(self, node: int) -> bool:
         """Whether ``node`` is a proposal of a sink tool."""
@@ -245,16 +393,27 @@ class PrefixGraph:
 
     def private_ancestors(self, node: int, ancestors: set[int] | None = None) -> set[int]:
         """Private sources with a path to ``node``."""
-        return self.private_sources(self.ancestors(node) if ancestors is None else ancestors)
+        if ancestors is None:
+            return set(members(self.ancestor_bits(node) & self._private_bits))
+        return self.private_sources(ancestors)
 
     def is_reachable_sink(self, node: int) -> bool:
         """A sink proposal with a path from some private source."""
-        return self.is_sink(node) and bool(self.private_ancestors(node))
+        return self.is_sink(node) and bool(self.ancestor_bits(node) & self._private_bits)
 
     def edges_into(self, node: int) -> Iterator[tuple[int, str, set[str], set[str]]]:
         """``(source, primary type, all types, argument names)`` of every edge into ``node``."""
-        for source, _, data in self.graph.in_edges(node, data=True):
+        for source, data in self.graph._pred[node].items():
             yield source, data["etype"], data["types"], data["args"]
+
+
+def members(bits: int) -> list[int]:
+    """The positions of the set bits of ``bits``, ascending."""
+    if not bits:
+        return []
+    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
+    found: list[int] = np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
+    return found
 
 
 def build_graph(policy: Policy, records: Iterable[Record]) -> PrefixGraph:

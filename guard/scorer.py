@@ -38,13 +38,13 @@ class WeightedScorer:
         record = graph.records[node]
         spec = self.policy.tool(record.tool or "")
         is_sink = spec is not None and spec.kind is ToolKind.SINK
-        facts = [graph.facts[n] for n in selected]
-        private = {f.index for f in facts if f.private}
+        private = graph.flagged_among("private", selected)
+        ancestors = graph.ancestor_bits(node) if is_sink and private else 0
         return {
-            "provenance_path": is_sink and bool(private) and bool(private & graph.private_ancestors(node)),
+            "provenance_path": any(ancestors >> p & 1 for p in private),
             "private_in_context": bool(private),
-            "canary": any(f.canary for f in facts) or self._payload_canary(graph, node),
-            "injection_text": any(f.injection for f in facts),
+            "canary": bool(graph.flagged_among("canary", selected)) or self._payload_canary(graph, node),
+            "injection_text": bool(graph.flagged_among("injection", selected)),
             "untrusted_payload": self._untrusted_payload(graph, node, selected),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
             "injected_value": self._injected_value(graph, node, selected),
@@ -79,7 +79,7 @@ class WeightedScorer:
         names = self._payload_args(graph, node)
         values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
         window = self.policy.scorer.injection_window
-        for source in selected:
+        for source in graph.flagged_among("injection", selected):
             facts = graph.facts[source]
             if not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
                 continue

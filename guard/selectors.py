@@ -10,25 +10,21 @@ import hashlib
 import random
 
 from guard.errors import PolicyError
-from guard.graph import PrefixGraph
+from guard.graph import PrefixGraph, members
 from guard.policy import SelectorSpec
 from guard.protocols import Selector
 
 
 def gcarb_select(graph: PrefixGraph, node: int) -> frozenset[int]:
-    """G-CARB: private-source → ``node`` paths if ``node`` is a reachable sink, else its ancestors."""
-    ancestors = graph.ancestors(node)
-    sources = graph.private_sources(ancestors)
-    if not (sources and graph.is_sink(node)):
-        return frozenset(ancestors)
-    # one pass in index order (a topological order: edges point forward in time)
-    pred = graph.graph._pred
-    on_path = set(sources)
-    first = min(sources)
-    for current in sorted(a for a in ancestors if a > first):
-        if current not in on_path and not on_path.isdisjoint(pred[current]):
-            on_path.add(current)
-    return frozenset(on_path)
+    """G-CARB: private-source → ``node`` paths if ``node`` is a reachable sink, else its ancestors.
+
+    The path nodes are the ancestors that are private sources or descend from one (the graph keeps
+    that flag per node), so this is a few bit-set operations, not a walk over the prefix.
+    """
+    ancestors = graph.ancestor_bits(node)
+    if graph.is_sink(node) and ancestors & graph.private_bits():
+        return frozenset(members(graph.path_bits(node)))
+    return frozenset(members(ancestors))
 
 
 class GCarbSelector:
