@@ -24,9 +24,14 @@ mark the graph ``limited``; every later proposal is then refused (:class:`InputE
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from array import array
+from collections import defaultdict, deque
+from functools import reduce
+from itertools import repeat
+from operator import or_, setitem
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -40,6 +45,7 @@ from guard.records import Record, RecordKind, Trust
 E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
 _PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}
 _WS = re.compile(r"\s+")
+_DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR per lookup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +63,20 @@ class NodeFacts:
 
 
 class ValueIndex:
-    """Value tokens and k-grams of earlier records → the nodes that hold them."""
+    """Value tokens and k-grams of earlier records → the nodes that hold them.
+
+    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing), not a set: the
+    index holds millions of them, and arrays are invisible to the garbage collector, whose full
+    collections would otherwise walk them all in the middle of a decision.
+    """
 
     def __init__(self, patterns: Iterable[str], min_span: int) -> None:
         self._token_re = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self.min_span = min_span
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, set[int]] = defaultdict(set)
+        self.kgrams: dict[str, array[int]] = {}
+        self._dense: dict[str, int] = {}
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``."""
@@ -79,16 +91,37 @@ class ValueIndex:
             self.identifiers[token].add(node)
         for ident in identifiers:
             self.identifiers[ident].add(node)
-        k = self.min_span
+        k, kgrams = self.min_span, self.kgrams
         for gram in {text[i : i + k] for i in range(len(text) - k + 1)}:
-            self.kgrams[gram].add(node)
+            posting = kgrams.get(gram)
+            if posting is None:
+                kgrams[gram] = array("q", (node,))
+                continue
+            posting.append(node)
+            if len(posting) > _DENSE:
+                bits = self._dense.get(gram)
+                self._dense[gram] = sum(1 << n for n in set(posting)) if bits is None else bits | 1 << node
 
     def span_sources(self, value: str) -> set[int]:
-        """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
-        k = self.min_span
-        get = self.kgrams.get
-        postings = [p for p in map(get, {value[i : i + k] for i in range(len(value) - k + 1)}) if p]
-        return set().union(*postings)
+        """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``.
+
+        Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
+        those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
+        """
+        k, get, dense = self.min_span, self.kgrams.get, self._dense.get
+        sparse: list[array[int]] = []
+        bits = 0
+        for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
+            posting = get(gram)
+            if posting is not None:
+                if len(posting) > _DENSE:
+                    bits |= dense(gram, 0)
+                else:
+                    sparse.append(posting)
+        found: set[int] = set().union(*sparse)
+        if bits:
+            found.update(members(bits))
+        return found
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -249,7 +282,7 @@ class PrefixGraph:
         if record.kind is RecordKind.RESULT:
             source = self._calls.get(record.call_id) if record.call_id is not None else None
             if source is not None:
-                self._insert(target, {source: {"etype": E1, "types": {E1}, "args": set()}})
+                self._insert(target, [({source}, {"etype": E1, "types": {E1}, "args": set()})])
             return
         if record.kind is not RecordKind.PROPOSAL:
             return
@@ -269,31 +302,52 @@ class PrefixGraph:
         if reuse or named:
             self._insert(target, self._edge_data(reuse, named))
 
-    def _edge_data(self, reuse: dict[str, set[int]], named: dict[str, set[int]]) -> dict[int, dict[str, object]]:
-        by_reuse = set().union(*reuse.values())
-        by_name = set().union(*named.values())
-        groups = [(n, s) for n, s in (*reuse.items(), *named.items()) if n]
-        one = {g[0] for g in groups}
-        single = next(iter(one)) if len(one) == 1 else None
-        users = self._users
-        out: dict[int, dict[str, object]] = {}
-        for source in sorted(by_reuse | by_name):
-            if source in users:
-                etype, types = E4, {E4}
-            elif source in by_name:
-                etype, types = E3, ({E3, E2} if source in by_reuse else {E3})
-            else:
-                etype, types = E2, {E2}
-            args = {single} if single is not None else {n for n, s in groups if source in s}
-            out[source] = {"etype": etype, "types": types, "args": args}
+    def _edge_data(self, reuse: dict[str, set[int]], named: dict[str, set[int]]) -> list[tuple[set[int], dict[str, Any]]]:
+        """Sources partitioned by the rules that fired for them, each block with its edge attributes.
+
+        The edges of one block share one attribute dict (the graph's edge data is read-only).
+        """
+        rules = [(E2, n, s) for n, s in reuse.items()] + [(E3, n, s) for n, s in named.items()]
+        blocks: list[tuple[set[int], frozenset[int]]] = [(set().union(*(s for _, _, s in rules)), frozenset())]
+        for j, (_, _, members_j) in enumerate(rules):
+            split: list[tuple[set[int], frozenset[int]]] = []
+            for block, fired in blocks:
+                inside = block & members_j
+                if inside:
+                    split.append((inside, fired | {j}))
+                if len(inside) < len(block):
+                    split.append((block - inside, fired))
+            blocks = split
+        out: list[tuple[set[int], dict[str, Any]]] = []
+        for block, fired in blocks:
+            kinds = {rules[j][0] for j in fired}
+            args = {rules[j][1] for j in fired} - {""}
+            users = block & self._users
+            if users:
+                out.append((users, {"etype": E4, "types": {E4}, "args": args}))
+            others = block - users if users else block
+            if others:
+                etype = E3 if E3 in kinds else E2
+                out.append((others, {"etype": etype, "types": kinds, "args": set(args)}))
         return out
 
-    def _insert(self, target: int, data: dict[int, dict[str, object]]) -> None:
-        succ = self.graph._succ
-        for source, attrs in data.items():
-            succ[source][target] = attrs
-        self.graph._pred[target].update(data)
+    def _insert(self, target: int, blocks: list[tuple[set[int], dict[str, Any]]]) -> None:
+        succ, pred = self.graph._succ, self.graph._pred[target]
+        for block, attrs in blocks:
+            deque(map(setitem, map(succ.__getitem__, block), repeat(target), repeat(attrs)), maxlen=0)
+            pred.update(dict.fromkeys(block, attrs))
+        self._blocks[target] = [(block, attrs["etype"], attrs["args"]) for block, attrs in blocks]
         nx._clear_cache(self.graph)
+
+    def edge_blocks(self, node: int) -> list[tuple[set[int], str, set[str]]]:
+        """The edges into ``node`` grouped by attributes: ``(sources, primary type, argument names)``."""
+        blocks = self._blocks.get(node)
+        if blocks is None:  # edges added one at a time (a subclass): group them now
+            grouped: dict[int, tuple[set[int], str, set[str]]] = {}
+            for source, data in self.graph._pred[node].items():
+                grouped.setdefault(id(data), (set(), data["etype"], data["args"]))[0].add(source)
+            blocks = list(grouped.values())
+        return blocks
 
     def _identifier_forms(self, value: str) -> tuple[str, ...]:
         """The value, and with ``graph.normalize`` its normal form too."""
@@ -324,7 +378,9 @@ class PrefixGraph:
         self._anc: dict[int, int] = {}
         self._private_bits = 0
         self._tainted_bits = 0
-        self.flagged: dict[str, set[int]] = {"private": set(), "canary": set(), "injection": set(), "tainted": set()}
+        self._blocks: dict[int, list[tuple[set[int], str, set[str]]]] = {}
+        names = ("private", "tainted", "canary", "injection", "untrusted")
+        self.flagged: dict[str, set[int]] = {name: set() for name in names}
 
     def _sync(self) -> None:
         """Compute ancestors, private and tainted bits of the nodes added since the last call, oldest first."""
@@ -332,12 +388,10 @@ class PrefixGraph:
             self._reset_derived()
         if self._synced == len(self._order):
             return
-        pred, anc, flagged = self.graph._pred, self._anc, self.flagged
+        pred, anc, flagged, records = self.graph._pred, self._anc, self.flagged, self.records
         for node in self._order[self._synced :]:
-            bits = 0
-            for p in sorted(pred[node], reverse=True):
-                if not bits >> p & 1:  # else p and its ancestors are in already
-                    bits |= anc[p] | 1 << p
+            preds = pred[node]
+            bits = reduce(or_, map(anc.__getitem__, preds), 0) | reduce(or_, map((1).__lshift__, preds), 0)
             anc[node] = bits
             facts = self.facts[node]
             if facts.private:
@@ -350,6 +404,8 @@ class PrefixGraph:
                 flagged["canary"].add(node)
             if facts.injection:
                 flagged["injection"].add(node)
+            if records[node].trust is Trust.TOOL_UNTRUSTED:
+                flagged["untrusted"].add(node)
         self._synced = len(self._order)
 
     def ancestor_bits(self, node: int) -> int:
@@ -362,7 +418,7 @@ class PrefixGraph:
         return self.ancestor_bits(node) & self._tainted_bits
 
     def flagged_among(self, flag: str, nodes: Iterable[int]) -> set[int]:
-        """Nodes of ``nodes`` with ``flag`` (``private``, ``tainted``, ``canary`` or ``injection``)."""
+        """Nodes of ``nodes`` with ``flag``: ``private``, ``tainted``, ``canary``, ``injection``, ``untrusted``."""
         self._sync()
         return self.flagged[flag].intersection(nodes)
 

@@ -90,12 +90,13 @@ class WeightedScorer:
 
     def _untrusted_payload(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
         names = self._payload_args(graph, node)
+        untrusted_selected = graph.flagged_among("untrusted", selected)
         untrusted: set[str] = set()
         from_user: set[str] = set()
-        for source, etype, _types, args in graph.edges_into(node):
+        for sources, etype, args in graph.edge_blocks(node):
             if etype == E4:
                 from_user |= args
-            elif source in selected and graph.facts[source].trust is Trust.TOOL_UNTRUSTED:
+            elif not untrusted_selected.isdisjoint(sources):
                 untrusted |= args
         return bool((untrusted - from_user) & names)
 

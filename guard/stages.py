@@ -183,11 +183,16 @@ def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -
 def select(session: Session, node: int) -> frozenset[int]:
     """The selector's evidence, checked: a subset of the earlier records."""
     selected = session.guard.selector.select(session.graph, node, session.session_id)
-    if not isinstance(selected, frozenset | set) or any(
-        not isinstance(n, int) or n >= node or n not in session.graph.records for n in selected
-    ):
+    if not isinstance(selected, frozenset | set) or not _earlier_records(session, node, selected):
         raise TypeError(f"selector returned {type(selected).__name__} that is not a subset of the prefix")
     return frozenset(selected)
+
+
+def _earlier_records(session: Session, node: int, selected: frozenset[int] | set[int]) -> bool:
+    """Whether every member is an ``int`` record index below ``node`` (set operations, no loop per member)."""
+    if not all(issubclass(kind, int) for kind in set(map(type, selected))):
+        return False
+    return not selected or (max(selected) < node and session.graph.records.keys() >= selected)
 
 
 def score_proposal(session: Session, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
