@@ -9,9 +9,13 @@ private-source tool, ``(out: ToolOutput) -> (call: ToolCall)``, ``out is tool:<s
 private read before a sink, as our ``private_in_context`` does over a full prefix.
 
 The analyzer enumerates (output, call) pairs and stops with "Maximum checking cycles exceeded"
-once a trace has more pairs than its cap (``INVARIANT_MAX_ITERATIONS``, default 100).  The cap is
-left as shipped; where a decision fails, the T is reported as failed, its ratio is ``null``, and the
-largest prefix (in records) that completes is found by walking one episode's decisions in order.
+once a trace has more pairs than its cap (``INVARIANT_MAX_ITERATIONS``, default 100).  Two runs:
+with the cap as shipped (what the peer's users get) — where a decision fails, the T is reported as
+failed, its ratio is ``null``, and the largest prefix (in records) that completes is found by walking
+one episode's decisions in order — and with the cap raised to :data:`RAISED_CAP`, so every T
+completes and gets a ratio; the raised run samples fewer decisions at large T (one analysis of a
+1,000-record trace takes minutes) and stops a T after :data:`RAISED_BUDGET_S` seconds once it has
+one sample.
 Our side (G-CARB on the incremental graph, observe + decide as in :mod:`benchmarks.latency`) is
 measured in the same run on the same decisions, paired: each episode goes through our session,
 then its window's decisions through the peer, so drifting machine load hits both alike.
@@ -34,6 +38,10 @@ from guard.records import Episode, Record, RecordKind
 from guard.runtime import Guard
 
 PEER_T: tuple[int, ...] = (10, 100, 1000)
+RAISED_CAP = 10**9
+RAISED_WANT = {10: 200, 100: 20, 1000: 2}
+RAISED_WANT_QUICK = {10: 40, 100: 3}
+RAISED_BUDGET_S = 600.0
 CYCLES = "Maximum checking cycles exceeded"
 INSTALL_HINT = "the peer benchmark needs invariant-ai: pip install invariant-ai"
 
@@ -114,11 +122,14 @@ def largest_completed(peer: Any, episode: Episode) -> tuple[int, int | None]:
     return best, None
 
 
-def measure(peer: Any, guard: Guard, episodes: Sequence[Episode], t: int, want: int) -> dict[str, Any]:
+def measure(
+    peer: Any, guard: Guard, episodes: Sequence[Episode], t: int, want: int, budget_s: float = float("inf")
+) -> dict[str, Any]:
     """Paired per-decision latency at T: each episode goes through our session, then each of its
     decisions in the window through the peer, so both see the same prefixes under the same load.
-    Stops at the first decision the peer cannot complete."""
+    Stops at the first decision the peer cannot complete, or after ``budget_s`` seconds."""
     start = latency.window(t)
+    began = time.perf_counter()
     theirs: list[float] = []
     ours: list[float] = []
     ours_incl: list[float] = []
@@ -141,9 +152,9 @@ def measure(peer: Any, guard: Guard, episodes: Sequence[Episode], t: int, want: 
             theirs.append(took)
             ours.append(mine[i])
             ours_incl.append(mine_incl[i])
-            if len(theirs) >= want:
+            if len(theirs) >= want or time.perf_counter() - began > budget_s:
                 break
-        if len(theirs) >= want:
+        if len(theirs) >= want or time.perf_counter() - began > budget_s:
             break
     return {
         "T": t,
@@ -186,18 +197,48 @@ def run(quick: bool = False, progress: bool = True) -> dict[str, Any]:
         latency.say(progress, f"T={t:>5} invariant          {shown}  ({time.perf_counter() - began:.1f} s)")
     probe = latency.make_episode(200, 0, policy)
     best, first_fail = largest_completed(peer, probe)
-    ratio = {str(r["T"]): round(r["ours_p50_us"] / r["p50_us"], 4) if r["completed"] else None for r in rows}
-    ratio_incl = {str(r["T"]): round(r["ours_incl_p50_us"] / r["p50_us"], 4) if r["completed"] else None for r in rows}
+    raised = run_raised(peer, guard, policy, plan, quick, progress)
     return {
         "peer": rows,
-        "peer_ratio": ratio,
-        "peer_ratio_inclusive": ratio_incl,
+        "peer_ratio": _ratios(rows, "ours_p50_us"),
+        "peer_ratio_inclusive": _ratios(rows, "ours_incl_p50_us"),
+        "peer_raised": raised,
+        "peer_ratio_raised": _ratios(raised, "ours_p50_us"),
+        "peer_ratio_raised_inclusive": _ratios(raised, "ours_incl_p50_us"),
+        "raised_cycle_cap": RAISED_CAP,
         "largest_T_completed": best,
         "first_T_capped": first_fail,
         "rules": rules_for(policy),
         "invariant_version": _version(),
         "cycle_cap": int(os.environ.get("INVARIANT_MAX_ITERATIONS", 100)),
     }
+
+
+def _ratios(rows: Sequence[dict[str, Any]], ours: str) -> dict[str, float | None]:
+    return {str(r["T"]): round(r[ours] / r["p50_us"], 4) if r["completed"] else None for r in rows}
+
+
+def run_raised(
+    peer: Any, guard: Guard, policy: Policy, plan: Any, quick: bool, progress: bool
+) -> list[dict[str, Any]]:
+    """The same paired measurement with the peer's cycle cap raised to :data:`RAISED_CAP`."""
+    wants = RAISED_WANT_QUICK if quick else RAISED_WANT
+    saved = os.environ.get("INVARIANT_MAX_ITERATIONS")
+    os.environ["INVARIANT_MAX_ITERATIONS"] = str(RAISED_CAP)  # read per analysis by the peer's evaluation context
+    rows: list[dict[str, Any]] = []
+    try:
+        for t, want in wants.items():
+            episodes = [latency.make_episode(t, seed, policy) for seed in range(plan.episodes[t])]
+            began = time.perf_counter()
+            rows.append(measure(peer, guard, episodes, t, want, RAISED_BUDGET_S))
+            shown = rows[-1].get("p50_us", rows[-1].get("error"))
+            latency.say(progress, f"T={t:>5} invariant (raised cap) {shown}  ({time.perf_counter() - began:.1f} s)")
+    finally:
+        if saved is None:
+            os.environ.pop("INVARIANT_MAX_ITERATIONS", None)
+        else:
+            os.environ["INVARIANT_MAX_ITERATIONS"] = saved
+    return rows
 
 
 def latency_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -219,30 +260,47 @@ def _version() -> str:
 
 
 def format_peer(result: dict[str, Any]) -> str:
-    """The peer table: their latency, ours on the same decisions, the ratios; where they stop."""
+    """The peer tables (cap as shipped, cap raised): their latency, ours on the same decisions, the ratios."""
     lines = [
         f"Against invariant-ai {result['invariant_version']} "
-        f"(local analyzer, cycle cap {result['cycle_cap']}, not raised), paired on the same decisions",
-        f"{'T':>6} {'invariant p50':>14} {'p99':>10} {'G-CARB p50':>11} {'ratio':>8} {'G-CARB incl.':>13} {'ratio':>8}",
+        f"(local analyzer, cycle cap {result['cycle_cap']}, as shipped), paired on the same decisions",
+        *_peer_table(result["peer"], result["peer_ratio"], result["peer_ratio_inclusive"]),
     ]
-    for r in result["peer"]:
+    if result.get("peer_raised"):
+        lines += [
+            f"With the cycle cap raised (INVARIANT_MAX_ITERATIONS={result['raised_cycle_cap']}), paired the same way",
+            *_peer_table(
+                result["peer_raised"], result["peer_ratio_raised"], result["peer_ratio_raised_inclusive"]
+            ),
+        ]
+    lines.append(
+        f"largest trace the peer completes with the shipped cap: {result['largest_T_completed']} records "
+        f"(first capped at {result['first_T_capped']} records)"
+    )
+    return "\n".join(lines)
+
+
+def _peer_table(
+    rows: Sequence[dict[str, Any]], ratio: dict[str, float | None], ratio_incl: dict[str, float | None]
+) -> list[str]:
+    lines = [
+        f"{'T':>6} {'invariant p50':>14} {'p99':>10} {'n':>4} {'G-CARB p50':>11} {'ratio':>8} "
+        f"{'G-CARB incl.':>13} {'ratio':>8}"
+    ]
+    for r in rows:
         ours = [r.get(k) or float("nan") for k in ("ours_p50_us", "ours_incl_p50_us")]
         if r["completed"]:
-            a, b = result["peer_ratio"][str(r["T"])], result["peer_ratio_inclusive"][str(r["T"])]
+            a, b = ratio[str(r["T"])], ratio_incl[str(r["T"])]
             lines.append(
-                f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>10.1f} "
+                f"{r['T']:>6} {r['p50_us']:>14.1f} {r['p99_us']:>10.1f} {r['n']:>4} "
                 f"{ours[0]:>11.1f} {a:>8.4f} {ours[1]:>13.1f} {b:>8.4f}"
             )
         else:
             lines.append(
-                f"{r['T']:>6} {'failed':>14} {'':>10} {ours[0]:>11.1f} {'null':>8} {ours[1]:>13.1f} {'null':>8}"
-                f"   {r['error']}"
+                f"{r['T']:>6} {'failed':>14} {'':>10} {r.get('n', 0):>4} {ours[0]:>11.1f} {'null':>8} "
+                f"{ours[1]:>13.1f} {'null':>8}   {r['error']}"
             )
-    lines.append(
-        f"largest trace the peer completes: {result['largest_T_completed']} records "
-        f"(first capped at {result['first_T_capped']} records)"
-    )
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:

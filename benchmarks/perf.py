@@ -7,13 +7,17 @@ object::
     {"latency": [{"method": "gcarb_incremental"|"full_prefix"|"rebuild"|"invariant", "T": int,
                   "p50_us": float, "p99_us": float}, ...],
      "growth": {"gcarb_incremental": float, "full_prefix": float, "rebuild": float},
+     "flatness": {"p50_ratio": float, "p99_over_p50": float},
      "peer_ratio": {"10": float|null, "100": float|null, "1000": float|null},
+     "peer_ratio_raised_cap": {"10": float|null, "100": float|null, "1000": float|null},
      "records_per_episode": [{"T": int, "gcarb": int, "full_prefix": int}, ...],
      "crc_seconds_1e6x200": float, "episodes_per_second": float,
      "machine": {"cores": int, ...}, "details": {...}}
 
-``growth`` = p50 at T=1000 / p50 at T=10; ``peer_ratio`` = our G-CARB p50 / invariant's p50 at that
-T, both over the same decisions measured back to back (``null`` where the peer stops).  ``details``
+``growth`` = p50 at T=1000 / p50 at T=10; ``flatness`` = G-CARB p50 at T=5000 / p50 at T=10 and
+p99 / p50 at T=5000; ``peer_ratio`` = our G-CARB p50 / invariant's p50 at that
+T, both over the same decisions measured back to back (``null`` where the peer stops at its shipped
+cycle cap); ``peer_ratio_raised_cap`` the same with the peer's cap raised (fewer decisions at large T).  ``details``
 holds what the tables show beyond the contract (sample counts, decide-only latency, the peer's
 largest completed trace, memory, the speed-up with two local workers).  A full run takes a few
 minutes; ``--quick`` uses small repeat counts.
@@ -69,7 +73,11 @@ def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
     return {
         "latency": rows,
         "growth": lat["growth"],
+        "flatness": flatness(lat["latency"]),
         "peer_ratio": peer_result["peer_ratio"] if peer_result else {str(t): None for t in peer.PEER_T},
+        "peer_ratio_raised_cap": (
+            peer_result["peer_ratio_raised"] if peer_result else {str(t): None for t in peer.PEER_T}
+        ),
         "records_per_episode": lat["records_per_episode"],
         "crc_seconds_1e6x200": cal["crc"]["seconds"],
         "episodes_per_second": cal["scoring"]["episodes_per_second"],
@@ -87,6 +95,18 @@ def run(quick: bool = False, progress: bool = False) -> dict[str, Any]:
     }
 
 
+def flatness(rows: list[dict[str, Any]], method: str = "gcarb_incremental") -> dict[str, float | None]:
+    """p50 at T=5000 over p50 at T=10, and p99 over p50 at T=5000 (``Session.decide``)."""
+    by_t = {r["T"]: r for r in rows if r["method"] == method}
+    low, high = by_t.get(10), by_t.get(5000)
+    if low is None or high is None:
+        return {"p50_ratio": None, "p99_over_p50": None}
+    return {
+        "p50_ratio": round(high["p50_us"] / low["p50_us"], 2),
+        "p99_over_p50": round(high["p99_us"] / high["p50_us"], 2),
+    }
+
+
 def _peer_details(result: dict[str, Any] | None, note: str | None) -> dict[str, Any]:
     if result is None:
         return {"available": False, "note": note}
@@ -98,6 +118,10 @@ def _peer_details(result: dict[str, Any] | None, note: str | None) -> dict[str, 
         "invariant_version",
         "cycle_cap",
         "rules",
+        "peer_raised",
+        "peer_ratio_raised",
+        "peer_ratio_raised_inclusive",
+        "raised_cycle_cap",
     )
     return {"available": True, **{k: result[k] for k in keep}}
 
@@ -126,11 +150,20 @@ def format_perf(result: dict[str, Any]) -> str:
         g = growth.get("gcarb_incremental")
         verdict = "met" if g is not None and g <= 3 else "NOT met"
         parts.append(f"Target G-CARB growth ≤ 3× ({label}): {g}× — {verdict}")
+    flat = result["flatness"]
+    for key, label, bound in (("p50_ratio", "p50(T=5000)/p50(T=10)", 3), ("p99_over_p50", "p99/p50 at T=5000", 4)):
+        value = flat.get(key)
+        verdict = "met" if value is not None and value <= bound else "NOT met"
+        parts.append(f"Target G-CARB {label} ≤ {bound}×: {value}× — {verdict}")
     peer_d = d["peer"]
     if peer_d["available"]:
         parts += ["", peer.format_peer({**peer_d, "peer_ratio": result["peer_ratio"]})]
-        ratios = (("Session.decide", result["peer_ratio"]), ("incl. observe", peer_d["peer_ratio_inclusive"]))
-        for t in ("10", "100"):
+        ratios: list[tuple[str, dict[str, Any]]] = [
+            ("Session.decide", result["peer_ratio"]),
+            ("incl. observe", peer_d["peer_ratio_inclusive"]),
+            ("Session.decide, cap raised", peer_d.get("peer_ratio_raised") or {}),
+        ]
+        for t in ("10", "100", "1000"):
             for label, by_t in ratios:
                 ratio = by_t.get(t)
                 verdict = "met" if ratio is not None and ratio <= 0.1 else "NOT met"

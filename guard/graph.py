@@ -26,11 +26,11 @@ from __future__ import annotations
 import re
 from array import array
 from collections import defaultdict, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from functools import reduce
 from itertools import repeat
 from operator import or_, setitem
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -302,7 +302,9 @@ class PrefixGraph:
         if reuse or named:
             self._insert(target, self._edge_data(reuse, named))
 
-    def _edge_data(self, reuse: dict[str, set[int]], named: dict[str, set[int]]) -> list[tuple[set[int], dict[str, Any]]]:
+    def _edge_data(
+        self, reuse: dict[str, set[int]], named: dict[str, set[int]]
+    ) -> list[tuple[set[int], dict[str, Any]]]:
         """Sources partitioned by the rules that fired for them, each block with its edge attributes.
 
         The edges of one block share one attribute dict (the graph's edge data is read-only).
