@@ -1,8 +1,14 @@
-"""Reading policy files: one loader per format, key-path → line maps, readable errors."""
+"""Reading policy files: one loader per format, key-path → line maps, readable errors.
+
+A key that appears twice in one mapping is refused in every format (YAML and JSON parsers would
+keep the last one silently; TOML's parser refuses it itself), with its key path and both lines.
+"""
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +74,33 @@ def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
         raise PolicyError(f"{path}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
     lines: KeyLines = {}
     if node is not None:
+        duplicate = _yaml_duplicate(node, ())
+        if duplicate is not None:
+            raise PolicyError(f"{path}: {duplicate}")
         _collect_lines(node, (), lines)
     return data, lines
+
+
+def _duplicate_message(key_path: tuple[str, ...], line: int, first: int) -> str:
+    return f"line {line}: duplicate key {'.'.join(key_path)!r} (first defined at line {first}); each key may appear once"
+
+
+def _yaml_duplicate(node: yaml.Node, prefix: tuple[str, ...]) -> str | None:
+    """The first key defined twice in one mapping, as an error message; None when there is none."""
+    stack: list[tuple[yaml.Node, tuple[str, ...]]] = [(node, prefix)]
+    while stack:
+        current, where = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in current.value:
+                name, line = str(key.value), key.start_mark.line + 1
+                if name in seen:
+                    return _duplicate_message((*where, name), line, seen[name])
+                seen[name] = line
+                stack.append((value, (*where, name)))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((item, (*where, str(i))) for i, item in enumerate(current.value))
+    return None
 
 
 def _collect_lines(node: yaml.Node, prefix: tuple[str, ...], lines: KeyLines) -> None:
@@ -103,9 +134,74 @@ def _read_toml(text: str, path: Path) -> Any:
 
 def _read_json(text: str, path: Path) -> Any:
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         raise PolicyError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from None
+    except _DuplicateKeyError:
+        raise PolicyError(f"{path}: {_json_duplicate(text)}") from None
+    return data
+
+
+class _DuplicateKeyError(ValueError):
+    """A JSON object holds a key twice (located afterwards by :func:`_json_duplicate`)."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _DuplicateKeyError
+    return out
+
+
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+
+
+def _json_duplicate(text: str) -> str:
+    """Where the first duplicated key of a syntactically valid JSON text is, as an error message."""
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    decoder = json.JSONDecoder()
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(starts, pos)
+
+    def skip(pos: int) -> int:
+        match = _JSON_WS.match(text, pos)
+        return match.end() if match else pos
+
+    def value(pos: int, where: tuple[str, ...]) -> int:
+        pos = skip(pos)
+        if text[pos] == "{":
+            return members(pos + 1, where)
+        if text[pos] == "[":
+            pos, i = skip(pos + 1), 0
+            while text[pos] != "]":
+                pos = skip(value(pos, (*where, str(i))))
+                pos, i = (pos + 1 if text[pos] == "," else pos), i + 1
+                pos = skip(pos)
+            return pos + 1
+        return int(decoder.raw_decode(text, pos)[1])
+
+    def members(pos: int, where: tuple[str, ...]) -> int:
+        seen: dict[str, int] = {}
+        pos = skip(pos)
+        while text[pos] != "}":
+            key, end = json.decoder.scanstring(text, pos + 1)
+            if key in seen:
+                raise _Located(_duplicate_message((*where, key), line_of(pos), seen[key]))
+            seen[key] = line_of(pos)
+            pos = skip(value(skip(end) + 1, (*where, key)))
+            pos = skip(pos + 1 if text[pos] == "," else pos)
+        return pos + 1
+
+    try:
+        value(0, ())
+    except _Located as found:
+        return str(found)
+    return "duplicate key in a JSON object"
+
+
+class _Located(Exception):
+    """Carries the located duplicate-key message out of the walk."""
 
 
 def format_validation_error(exc: ValidationError, source: str, lines: KeyLines) -> str:

@@ -295,3 +295,51 @@ def test_policy_error_is_value_error() -> None:
     """PolicyError can be caught as ValueError (STYLE 4)."""
     with pytest.raises(ValueError, match=re.escape("<policy>")):
         parse_policy([1, 2])
+
+
+# --------------------------------------------------------------------------- duplicate keys (issue 13, item 14)
+
+DUPLICATES = {
+    "sink-redefined.yaml": (
+        "version: 1\nname: dup\ntools:\n  send_email: {kind: sink, effect: irreversible}\n  read: {kind: private_source}\n"
+        "  send_email: {kind: other}\n",
+        r"line 6: duplicate key 'tools\.send_email' \(first defined at line 4\)",
+    ),
+    "second-on-unknown.yaml": (
+        "version: 1\nname: dup\non_unknown: escalate\ntools: {t: {kind: sink}}\non_unknown: abstain\n",
+        r"line 5: duplicate key 'on_unknown' \(first defined at line 3\)",
+    ),
+    "nested-in-list.yaml": (
+        "version: 1\nname: dup\ntools: {t: {kind: sink}}\nscorer:\n  weights: {canary: 0.1, canary: 0.9}\n",
+        r"line 5: duplicate key 'scorer\.weights\.canary' \(first defined at line 5\)",
+    ),
+    "sink-redefined.json": (
+        '{"version": 1, "name": "dup",\n "tools": {"send_email": {"kind": "sink"},\n'
+        '   "read": {"kind": "private_source", "identifier_args": ["a", "b"]},\n   "send_email": {"kind": "other"}}}',
+        r"line 4: duplicate key 'tools\.send_email' \(first defined at line 2\)",
+    ),
+    "top-level.json": (
+        '{"version": 1, "name": "dup", "on_unknown": "escalate",\n"tools": {"t": {"kind": "sink"}},\n'
+        '"on_unknown": "abstain"}',
+        r"line 3: duplicate key 'on_unknown' \(first defined at line 1\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DUPLICATES))
+def test_duplicate_keys_are_refused_with_key_path_and_line(name: str, tmp_path: Path) -> None:
+    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused, not last-wins; fails before item 14."""
+    text, message = DUPLICATES[name]
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(PolicyError, match=re.escape(str(path)) + ": " + message):
+        load_policy(path)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_same_key_in_different_mappings_is_fine(suffix: str, tmp_path: Path) -> None:
+    """The negative control: one key name in two different mappings is not a duplicate."""
+    data = {"version": 1, "name": "ok", "tools": {"a": {"kind": "sink"}, "b": {"kind": "sink"}}}
+    path = tmp_path / f"policy{suffix}"
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")  # JSON is also YAML
+    assert set(load_policy(path).tools) == {"a", "b"}
