@@ -1,21 +1,58 @@
-"""``carbguard audit verify``."""
+"""``carbguard audit verify|checkpoint``."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import Any
+
+KEY_HELP = "file holding the deployment key the log was written with (keyed chain; never printed)"
+
+
+def _key(args: argparse.Namespace) -> bytes | None:
+    from guard.audit import read_key_file
+
+    return read_key_file(args.key_file) if args.key_file else None
 
 
 def _audit_verify(args: argparse.Namespace) -> int:
-    from guard.audit import verify
+    from guard.audit import load_checkpoint, verify
 
-    report = verify(args.file)
+    point = load_checkpoint(args.checkpoint) if args.checkpoint else None
+    report = verify(args.file, key=_key(args), checkpoint=point)
     print(report.describe())
+    if report.ok and not report.keyed:
+        print("note: an unkeyed chain shows edited, removed or reordered lines, not a rewritten log", end="")
+        print(" or entries cut at the end" if point is None else "")
+    elif report.ok and point is None:
+        print("note: without a checkpoint, entries cut at the end of the log are not detected")
     return 0 if report.ok else 1
+
+
+def _audit_checkpoint(args: argparse.Namespace) -> int:
+    from guard.audit import checkpoint
+
+    body = json.dumps(checkpoint(args.file, key=_key(args)), sort_keys=True) + "\n"
+    if args.out:
+        Path(args.out).write_text(body, encoding="utf-8")
+        print(f"wrote {args.out}: checkpoint of {json.loads(body)['entries']} entries (store it outside the log)")
+    else:
+        print(body, end="")
+    return 0
 
 
 def register(sub: Any) -> None:
     audit = sub.add_parser("audit", help="audit log tools").add_subparsers(dest="action", required=True)
-    verify = audit.add_parser("verify", help="check the hash chain; name the first edited/removed line")
+    verify = audit.add_parser(
+        "verify", help="check the hash chain (and a checkpoint); name the first line and the check that failed"
+    )
     verify.add_argument("file")
+    verify.add_argument("--key-file", help=KEY_HELP)
+    verify.add_argument("--checkpoint", help="a checkpoint written by `carbguard audit checkpoint`")
     verify.set_defaults(func=_audit_verify)
+    point = audit.add_parser("checkpoint", help="export entry count + last hash of a verifying log (keyed: with a MAC)")
+    point.add_argument("file")
+    point.add_argument("--key-file", help=KEY_HELP)
+    point.add_argument("-o", "--out", help="checkpoint file to write (default: stdout)")
+    point.set_defaults(func=_audit_checkpoint)

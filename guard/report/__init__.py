@@ -22,14 +22,13 @@ The file makes no network request (a Content-Security-Policy forbids it) and ope
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from guard.audit import verify
+from guard.audit import StrictJSONError, parse_line, verify
 from guard.errors import AuditError, CorpusError, GuardError
 from guard.policy import Policy
 from guard.records import Episode
@@ -63,7 +62,7 @@ def _read_png(path: str | Path | None) -> bytes | None:
 
 
 def _audit_entries(path: Path) -> tuple[list[Mapping[str, Any]], int]:
-    """Every parseable entry of an audit log, and how many lines could not be parsed."""
+    """Every entry of an audit log that parses strictly (:func:`guard.audit.parse_line`), and how many lines do not."""
     try:
         lines = path.read_bytes().split(b"\n")
     except OSError as exc:
@@ -74,13 +73,8 @@ def _audit_entries(path: Path) -> tuple[list[Mapping[str, Any]], int]:
         if not raw.strip():
             continue
         try:
-            entry = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            bad += 1
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-        else:
+            entries.append(parse_line(raw))
+        except StrictJSONError:
             bad += 1
     return entries, bad
 
@@ -94,7 +88,7 @@ def render_audit_report(
     views = views_from_audit(entries, policy_weights(policy))
     notes = [f"Source: audit log {path.name} ({len(entries)} entries). Hash chain: {verify(path).describe()}."]
     if bad:
-        notes.append(f"{bad} lines could not be parsed as audit entries and are not shown.")
+        notes.append(f"{bad} lines are not strict JSON audit entries and are not shown.")
     artifacts = sorted({str(e["artifact"]) for e in entries if e.get("artifact")})
     if artifacts:
         notes.append(f"Calibration artifact(s): {', '.join(artifacts)}.")
