@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +83,8 @@ def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
 
 
 def _duplicate_message(key_path: tuple[str, ...], line: int, first: int) -> str:
-    return f"line {line}: duplicate key {'.'.join(key_path)!r} (first defined at line {first}); each key may appear once"
+    where = ".".join(key_path)
+    return f"line {line}: duplicate key {where!r} (first defined at line {first}); each key may appear once"
 
 
 def _yaml_duplicate(node: yaml.Node, prefix: tuple[str, ...]) -> str | None:
@@ -185,9 +187,9 @@ def _json_duplicate(text: str) -> str:
         seen: dict[str, int] = {}
         pos = skip(pos)
         while text[pos] != "}":
-            key, end = json.decoder.scanstring(text, pos + 1)
+            key, end = scanstring(text, pos + 1)
             if key in seen:
-                raise _Located(_duplicate_message((*where, key), line_of(pos), seen[key]))
+                raise _LocatedError(_duplicate_message((*where, key), line_of(pos), seen[key]))
             seen[key] = line_of(pos)
             pos = skip(value(skip(end) + 1, (*where, key)))
             pos = skip(pos + 1 if text[pos] == "," else pos)
@@ -195,12 +197,12 @@ def _json_duplicate(text: str) -> str:
 
     try:
         value(0, ())
-    except _Located as found:
+    except _LocatedError as found:
         return str(found)
     return "duplicate key in a JSON object"
 
 
-class _Located(Exception):
+class _LocatedError(Exception):
     """Carries the located duplicate-key message out of the walk."""
 
 
