@@ -1,16 +1,20 @@
 """Redaction for the audit log and decision messages: hashed argument values, scrubbed texts.
 
-Argument values are hashed unless the policy lists the argument in ``audit.raw_args``; messages
-and errors that might echo a private value (an argument, a private-source record, a canary) are
-scrubbed before they are written.
+Argument values are hashed unless the policy lists the argument in ``audit.raw_args`` — with an
+HMAC under the audit key when the sink has one (``AuditLog(path, key=...)``), so that short values
+(PINs, codes) cannot be found by hashing guesses; without a key, with SHA-256.  Every other string
+of an entry (call ids, messages, errors, SafeCommit's log down to its probe calls' ids) goes
+through the same :class:`Redactor`; the name of a tool the policy does not know is replaced by its
+hash everywhere in the entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
@@ -29,8 +33,8 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def hash_value(value: Any) -> str:
-    """A short, stable hash of a value for the audit log."""
+def hash_value(value: Any, key: bytes | None = None) -> str:
+    """A short, stable hash of a value for the audit log (``hmac-sha256:`` under ``key``, else ``sha256:``)."""
     try:
         text = json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
     except (TypeError, ValueError, RecursionError):  # mixed key types, cycles, deep nesting
@@ -38,14 +42,19 @@ def hash_value(value: Any) -> str:
             text = repr(value)
         except RecursionError:
             text = f"<{type(value).__name__} nested too deeply to hash>"
-    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    data = text.encode("utf-8", "surrogatepass")
+    if key is not None:
+        return "hmac-sha256:" + hmac.new(key, data, hashlib.sha256).hexdigest()[:32]
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:32]
 
 
-def redact_args(args: Any, raw_names: tuple[str, ...]) -> Any:
+def redact_args(args: Any, raw_names: tuple[str, ...], key: bytes | None = None) -> Any:
     """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
     if not isinstance(args, Mapping):
-        return hash_value(repr(args))
-    return {_safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v)) for k, v in args.items()}
+        return hash_value(repr(args), key)
+    return {
+        _safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v, key)) for k, v in args.items()
+    }
 
 
 def _writable(value: Any) -> bool:
@@ -192,15 +201,65 @@ def _secret_leaves(args: Any, raw_names: tuple[str, ...]) -> Iterator[str]:
             yield str(value)
 
 
-def _redact_safecommit(log: Mapping[str, Any] | None, raw_names: tuple[str, ...]) -> dict[str, Any] | None:
-    """SafeCommit's log for the audit: the replacement call's arguments hashed like the proposal's."""
+def _redact_safecommit(
+    log: Mapping[str, Any] | None,
+    raw_names: tuple[str, ...],
+    key: bytes | None = None,
+    redact: Callable[[str], str] | None = None,
+) -> dict[str, Any] | None:
+    """SafeCommit's log for the audit: replacement arguments hashed like the proposal's, other strings redacted."""
     if log is None:
         return None
-    out = dict(log)
-    replacement = out.get("replacement")
+    out = dict(scrub_tree(log, redact) if redact is not None else log)
+    replacement = log.get("replacement")
     if isinstance(replacement, Mapping) and "args" in replacement:
-        out["replacement"] = {**replacement, "args": redact_args(replacement["args"], raw_names)}
+        outer = scrub_tree({k: v for k, v in replacement.items() if k != "args"}, redact) if redact else replacement
+        out["replacement"] = {**outer, "args": redact_args(replacement["args"], raw_names, key)}
     return out
+
+
+def scrub_tree(value: Any, redact: Callable[[str], str], depth: int = 0) -> Any:
+    """``value`` with every string (mapping keys too) passed through ``redact``; deeper than MAX_DEPTH: dropped."""
+    if isinstance(value, str):
+        return redact(value)
+    if depth > MAX_DEPTH:
+        return _REDACTED
+    if isinstance(value, Mapping):
+        return {redact(str(k)): scrub_tree(v, redact, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_tree(v, redact, depth + 1) for v in value]
+    return value
+
+
+def name_masker(name: Any, key: bytes | None) -> tuple[str, Callable[[str], str]]:
+    """For a tool name the policy does not know: its hash marker, and a function replacing it in texts.
+
+    The name is replaced as given, as ``repr`` shows it (also clipped to 200 characters) and as JSON
+    escapes it, so a short private code in the name cannot survive in a message.
+    """
+    text = name if isinstance(name, str) else _repr(name)
+    marker = f"<unknown tool {hash_value(text, key)}>"
+    shown = _repr(text)
+    forms = sorted(
+        {f for f in (text, shown, shown[:200], shown[1:-1], json.dumps(text)[1:-1]) if len(f) >= 1},
+        key=len,
+        reverse=True,
+    )
+
+    def mask(value: str) -> str:
+        for form in forms:
+            value = value.replace(form, marker)
+        return value
+
+    return _safe_text(marker), mask
+
+
+def _repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not break the audit entry
+        return f"<unrepresentable {type(value).__name__}>"
+    return text if isinstance(text, str) else f"<{type(value).__name__}>"
 
 
 def _safe_text(value: str) -> str:

@@ -19,6 +19,7 @@ from guard.redaction import (
     _is_text,
     _redact_safecommit,
     _safe_text,
+    name_masker,
     redact_args,
     redact_text,
 )
@@ -249,31 +250,38 @@ def with_latency(decision: Decision, latency_us: float) -> Decision:
 
 
 def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:
-    """The audit entry of METHOD §12 (argument values hashed unless allowed raw)."""
+    """The audit entry of METHOD §12: argument values hashed (keyed with the sink's key), every string redacted."""
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
+    key = getattr(getattr(guard, "audit", None), "value_key", None)
+    key = key if isinstance(key, bytes) else None
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
-    redact = Redactor(session, args, decision.proposal_index).redact
+    redactor = Redactor(session, args, decision.proposal_index).redact
+    tool, mask = (decision.tool, None) if known_tool else name_masker(decision.tool, key)
+
+    def redact(text: str) -> str:
+        return _safe_text(redactor(mask(text) if mask is not None else text))
+
     return {
         "ts": time.time(),
-        "session": _safe_text(session.session_id),
+        "session": redact(session.session_id),
         "proposal_index": decision.proposal_index,
-        "call_id": _safe_text(redact(decision.call_id)),
-        "tool": _safe_text(decision.tool if known_tool else redact(decision.tool)),
-        "args": redact_args(args, raw_names),
+        "call_id": redact(decision.call_id),
+        "tool": _safe_text(tool),
+        "args": redact_args(args, raw_names, key),
         "verdict": decision.verdict.value,
         "reason": decision.reason.value,
-        "message": _safe_text(redact(decision.message)),
+        "message": redact(decision.message),
         "score": decision.score,
         "threshold": _finite_or_text(decision.threshold),
         "artifact": guard.artifact_id,
         "selected": list(decision.selected),
         "edges_in": _edges_in(session, decision.proposal_index),
         "features": dict(decision.features),
-        "safecommit": _redact_safecommit(decision.safecommit, raw_names),
-        "probes": [p.name or p.tool for p in decision.probes],
+        "safecommit": _redact_safecommit(decision.safecommit, raw_names, key, redact),
+        "probes": [redact(p.name or p.tool) for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
-        "error": _safe_text(redact(error)) if error is not None else None,
+        "error": redact(error) if error is not None else None,
     }
 
 

@@ -88,7 +88,7 @@ def render_audit_report(
     views = views_from_audit(entries, policy_weights(policy))
     notes = [f"Source: audit log {path.name} ({len(entries)} entries). Hash chain: {verify(path).describe()}."]
     if bad:
-        notes.append(f"{bad} lines are not strict JSON audit entries and are not shown.")
+        notes.append(f"{bad} lines could not be parsed as strict JSON audit entries and are not shown.")
     artifacts = sorted({str(e["artifact"]) for e in entries if e.get("artifact")})
     if artifacts:
         notes.append(f"Calibration artifact(s): {', '.join(artifacts)}.")
