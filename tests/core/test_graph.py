@@ -181,3 +181,175 @@ def test_incremental_graph_equals_scratch_build(
     assert sorted(live.graph.nodes) == sorted(scratch.graph.nodes)
     assert sorted(live.graph.edges(data=True)) == sorted(scratch.graph.edges(data=True))
     assert live.facts == scratch.facts
+
+
+# --------------------------------------------------------------------------- issue 13, items 8 and 9
+
+
+class _ReferenceGraph(PrefixGraph):
+    """The pre-issue-13 edge rules: one ``_add_edge`` per (source, type, argument), ancestors by a walk."""
+
+    def _add_edge(self, source: int, target: int, etype: str, arg: str) -> None:
+        super()._add_edge(source, target, etype, arg)
+
+    def walk_ancestors(self, node: int) -> set[int]:
+        found: set[int] = set()
+        frontier = set(self.graph.predecessors(node))
+        while frontier:
+            found |= frontier
+            frontier = {p for n in frontier for p in self.graph.predecessors(n)} - found
+        return found
+
+    def loop_gcarb(self, node: int) -> frozenset[int]:
+        ancestors = self.walk_ancestors(node)
+        sources = {n for n in ancestors if self.facts[n].private}
+        if not (sources and self.is_sink(node)):
+            return frozenset(ancestors)
+        on_path = set(sources)
+        for current in sorted(a for a in ancestors if a > min(sources)):
+            if current not in on_path and not on_path.isdisjoint(self.graph.predecessors(current)):
+                on_path.add(current)
+        return frozenset(on_path)
+
+
+def _reference(policy: Policy, records: list[Any]) -> _ReferenceGraph:
+    graph = _ReferenceGraph(policy)
+    for record in records:
+        graph.add(record)
+    return graph
+
+
+def _assert_same_graph(policy: Policy, records: list[Any]) -> None:
+    from guard.scorer import WeightedScorer
+    from guard.selectors import gcarb_select
+
+    fast, slow = build_graph(policy, records), _reference(policy, records)
+    assert sorted(fast.graph.edges(data=True)) == sorted(slow.graph.edges(data=True))
+    scorer = WeightedScorer(policy)
+    for node, record in fast.records.items():
+        assert fast.ancestors(node) == slow.walk_ancestors(node)
+        if record.kind.value == "proposal":
+            chosen = gcarb_select(fast, node)
+            assert chosen == slow.loop_gcarb(node)
+            assert scorer.features(fast, node, chosen) == _reference_features(scorer, slow, node, chosen)
+
+
+def _reference_features(scorer: Any, graph: _ReferenceGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
+    """The scorer's features computed the pre-issue-13 way (loops over facts and edges)."""
+    spec = scorer.policy.tool(graph.records[node].tool or "")
+    facts = [graph.facts[n] for n in selected]
+    private = {f.index for f in facts if f.private}
+    untrusted: set[str] = set()
+    from_user: set[str] = set()
+    for source, target, data in graph.graph.in_edges(node, data=True):
+        assert target == node
+        if data["etype"] == E4:
+            from_user |= data["args"]
+        elif source in selected and graph.facts[source].trust is Trust.TOOL_UNTRUSTED:
+            untrusted |= data["args"]
+    names = set(spec.payload_args) | set(spec.identifier_args) if spec else set()
+    is_sink = spec is not None and spec.kind.value == "sink"
+    return {
+        "provenance_path": is_sink and bool(private & {n for n in graph.walk_ancestors(node) if graph.facts[n].private}),
+        "private_in_context": bool(private),
+        "canary": any(f.canary for f in facts) or scorer._payload_canary(graph, node),
+        "injection_text": any(f.injection for f in facts),
+        "untrusted_payload": bool((untrusted - from_user) & names),
+        "irreversible_sink": is_sink and spec is not None and spec.effect.value == "irreversible",
+        "injected_value": scorer._injected_value(graph, node, selected),
+    }
+
+
+@given(data=st.data())
+def test_grouped_edges_equal_the_reference_rules_on_random_sessions(
+    data: st.DataObject,
+    small_policy: Policy,
+    script_strategy: st.SearchStrategy[list[tuple[Any, ...]]],
+    script_runner: Callable[..., tuple[Session, Any]],
+) -> None:
+    """Edges, ancestors, G-CARB and features equal the pre-issue-13 code on random sessions (catches any rule drift)."""
+    session, _ = script_runner(Guard(small_policy, threshold=0.5), data.draw(script_strategy))
+    _assert_same_graph(small_policy, [session.graph.records[i] for i in sorted(session.graph.records)])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grouped_edges_equal_the_reference_rules_on_benchmark_episodes(seed: int) -> None:
+    """The same on 400-record synthetic banking episodes (shared values, popular k-grams, user E4 edges)."""
+    from benchmarks import latency
+
+    policy = latency.bench_policy()
+    episode = latency.make_episode(400, seed, policy)
+    _assert_same_graph(policy, list(episode.records))
+
+
+def test_span_sources_looks_up_each_distinct_kgram_once() -> None:
+    """A long, repetitive argument costs one lookup per distinct k-gram (item 9; 7,993 lookups before)."""
+
+    class CountingDict(dict[str, Any]):
+        lookups = 0
+
+        def get(self, key: str, default: Any = None) -> Any:
+            CountingDict.lookups += 1
+            return super().get(key, default)
+
+    index = ValueIndex([], min_span=8)
+    index.add(0, "abcdefgh" * 10, ())
+    index.kgrams = CountingDict(index.kgrams)
+    assert index.span_sources("abcdefgh" * 1000) == {0}
+    assert CountingDict.lookups == 8
+
+
+def test_popular_kgrams_give_the_same_sources_as_sparse_ones() -> None:
+    """A k-gram held by more than 64 nodes (kept as a bit set too) still returns exactly its nodes."""
+    index = ValueIndex([], min_span=8)
+    for node in range(200):
+        index.add(node, f"shared-text n{node:05d}x" if node % 3 else "shared-text only", ())
+    assert index.span_sources("xx shared-text yy") == set(range(200))
+    assert index.span_sources("only") == set()
+    assert index.span_sources(" n00007x") == {7}
+
+
+def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
+    """A 1,000,000-character result is indexed only up to MAX_RECORD_CHARS and the session then refuses (item 8)."""
+    from guard.audit import MemoryAudit
+    from guard.limits import MAX_RECORD_CHARS
+
+    audit = MemoryAudit()
+    session = Guard(small_policy, threshold=0.5, audit=audit).session("big")
+    assert session.decide("read_certificate", {"name": "x"}, "c1").allowed
+    secret = "PIN 8417-2290-5531 for the vault"
+    session.observe_result("c1", "filler line\n" * 85_000 + secret)  # the secret sits beyond the cap
+    facts = session.graph.facts[1]
+    assert facts.truncated and session.graph.limited is not None
+    assert session.graph.indexed_chars <= 2 * MAX_RECORD_CHARS
+    assert len(session.graph.index.kgrams) <= MAX_RECORD_CHARS
+    for tool, args in (("post_note", {"body": secret}), ("read_document", {"path": "a.md"})):
+        decision = session.decide(tool, args, f"after-{tool}")
+        assert not decision.allowed and "limited" in decision.message
+    assert "limited" in audit.entries[-1]["message"] and audit.entries[-1]["verdict"] == "escalate"
+
+
+def test_the_session_budget_refuses_proposals_and_cuts_observed_text(
+    small_policy: Policy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past MAX_SESSION_CHARS a proposal is refused unread, and an observed text is cut and limits the session."""
+    from guard import graph as graph_module
+
+    monkeypatch.setattr(graph_module, "MAX_SESSION_CHARS", 300)
+    session = Guard(small_policy, threshold=0.5).session("budget")
+    session.observe_user("u" * 250)
+    refused = session.decide("post_note", {"body": "b" * 80}, "c1")
+    assert not refused.allowed and "session limits" in refused.message and len(session.graph) == 1
+    assert session.decide("read_document", {"path": "a.md"}, "c2").allowed
+    session.observe_result("c2", "r" * 100)
+    assert session.graph.facts[2].truncated and session.graph.indexed_chars == 300
+    assert not session.decide("read_document", {"path": "b.md"}, "c3").allowed
+
+
+def test_normal_sessions_are_not_limited(small_policy: Policy) -> None:
+    """The negative control: results under the caps are indexed whole and nothing is refused for size."""
+    session = Guard(small_policy, threshold=0.5).session("normal")
+    assert session.decide("read_document", {"path": "a.md"}, "c1").allowed
+    session.observe_result("c1", "x" * 30_000)
+    assert session.graph.limited is None and not session.graph.facts[1].truncated
+    assert session.decide("read_document", {"path": "b.md"}, "c2").allowed
