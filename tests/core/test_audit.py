@@ -193,3 +193,115 @@ def test_audit_survives_lone_surrogates(small_policy: Policy) -> None:
     assert len(sink.entries) == 1
     assert sink.entries[0]["verdict"] == "escalate"
     assert sink.entries[0]["error"] is None
+
+
+# --------------------------------------------------------------------------- issue 13, items 10 and 11
+
+KEY = b"deployment-key-0123456789abcdef"
+
+
+def _keyed(path: Path, n: int, key: bytes = KEY) -> list[bytes]:
+    log = AuditLog(path, fsync=False, key=key)
+    for k in range(n):
+        log.write({"n": k, "verdict": "execute", "args": {"pin": "sha256:x"}})
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_keyed_log_verifies_only_with_its_key(tmp_path: Path) -> None:
+    """A keyed log verifies with its key, and names the key check without it or with another key (item 10)."""
+    path = tmp_path / "k.jsonl"
+    _keyed(path, 3)
+    assert verify(path, key=KEY).describe() == "OK: 3 entries verify (keyed chain)"
+    without = verify(path)
+    assert (without.ok, without.line, without.check) == (False, 1, "key")
+    other = verify(path, key=b"another-key-0123456789abcdef")
+    assert (other.ok, other.line, other.check) == (False, 1, "key") and "another key" in (other.problem or "")
+    assert KEY.decode() not in path.read_text(encoding="utf-8")
+
+
+def test_rechained_log_passes_unkeyed_but_fails_keyed(tmp_path: Path) -> None:
+    """Dropping a line and recomputing the chain fools the unkeyed check, never the keyed one (item 10)."""
+    plain, keyed = tmp_path / "plain.jsonl", tmp_path / "keyed.jsonl"
+    _log(plain, 4)
+    _keyed(keyed, 4)
+    for path, key in ((plain, None), (keyed, None)):
+        entries = [json.loads(line) for line in path.read_bytes().splitlines()]
+        del entries[1]
+        prev, out = GENESIS, []
+        for entry in entries:
+            entry["prev"] = prev
+            entry["hash"] = prev = entry_hash(entry, key)
+            out.append(json.dumps(entry))
+        path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    assert verify(plain).ok  # what an unkeyed chain does not prove
+    report = verify(keyed, key=KEY)
+    assert (report.ok, report.line, report.check) == (False, 1, "hash")
+
+
+def test_checkpoint_shows_entries_cut_at_a_line_boundary(tmp_path: Path) -> None:
+    """Removing the last entries verifies without a checkpoint, fails against one naming the line (item 10)."""
+    from guard.audit import checkpoint
+
+    for key in (None, KEY):
+        path = tmp_path / f"cut-{key is None}.jsonl"
+        lines = _keyed(path, 5) if key else _log(path, 5)
+        point = checkpoint(path, key=key)
+        assert point["entries"] == 5 and verify(path, key=key, checkpoint=point).ok
+        path.write_bytes(b"".join(lines[:3]))
+        assert verify(path, key=key).ok
+        report = verify(path, key=key, checkpoint=point)
+        assert (report.ok, report.line, report.check) == (False, 4, "checkpoint")
+        assert "records 5 entries; the log ends after 3" in report.describe()
+        path.write_bytes(b"".join(lines[:3]) + lines[3][:20])  # a cut inside line 4: torn, still short
+        assert not verify(path, key=key, checkpoint=point).ok
+
+
+def test_keyed_checkpoint_cannot_be_edited(tmp_path: Path) -> None:
+    """A keyed checkpoint carries a MAC: lowering its entry count to hide a cut is detected (item 10)."""
+    from guard.audit import checkpoint
+
+    path = tmp_path / "k.jsonl"
+    lines = _keyed(path, 4)
+    point = checkpoint(path, key=KEY)
+    path.write_bytes(b"".join(lines[:2]))
+    forged = {**point, "entries": 2, "last_hash": json.loads(lines[1])["hash"]}
+    report = verify(path, key=KEY, checkpoint=forged)
+    assert (report.ok, report.check) == (False, "checkpoint") and "MAC" in (report.problem or "")
+    assert not verify(path, checkpoint=point).ok  # a keyed checkpoint needs the key
+
+
+def test_a_writer_refuses_to_mix_keyed_and_unkeyed_entries(tmp_path: Path) -> None:
+    """Appending unkeyed entries to a keyed log (or with another key) is an AuditError, not a silent downgrade."""
+    path = tmp_path / "k.jsonl"
+    _keyed(path, 1)
+    with pytest.raises(AuditError, match="keyed"):
+        AuditLog(path, fsync=False).write({"n": 1})
+    with pytest.raises(AuditError, match="another key"):
+        AuditLog(path, fsync=False, key=b"another-key-0123456789abcdef").write({"n": 1})
+    with pytest.raises(AuditError, match="at least 16 bytes"):
+        AuditLog(path, key=b"short")
+    assert verify(path, key=KEY).entries == 1
+
+
+@pytest.mark.parametrize(
+    ("planted", "why"),
+    [
+        (b'"score":NaN', "non-finite number NaN"),
+        (b'"score":1e999', "overflows to infinity"),
+        (b'"note":"\\ud800"', "lone surrogate"),
+        (b'"verdict":"escalate","verdict":"execute"', "duplicate key 'verdict'"),
+    ],
+    ids=["nan", "overflow", "surrogate", "duplicate"],
+)
+def test_non_strict_lines_fail_naming_the_line(tmp_path: Path, planted: bytes, why: str) -> None:
+    """NaN, 1e999, a lone surrogate or a duplicated key: "FAILED at line N: why", no traceback (item 11)."""
+    path = tmp_path / "a.jsonl"
+    lines = _log(path, 3)
+    lines[1] = lines[1].replace(b'"verdict":"execute"', planted).replace(b'"verdict": "execute"', planted)
+    assert planted in lines[1]
+    path.write_bytes(b"".join(lines))
+    report = verify(path)
+    assert (report.ok, report.line, report.check) == (False, 2, "parse")
+    assert report.describe().startswith("FAILED at line 2: parse check: not strict JSON: ") and why in report.describe()
+    with pytest.raises(AuditError, match=f"line 2: .*{why[:12]}"):
+        read_entries(path)

@@ -156,3 +156,71 @@ def test_an_edited_or_removed_audit_line_is_detected(tmp_path: Path, capsys: pyt
     capsys.readouterr()
     assert cli_main(["audit", "verify", str(path)]) == 1
     assert "FAILED at line 1" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- issue 13: keyed chain, checkpoints, strict lines
+
+
+def _write_keyed(path: Path, key: bytes, n: int) -> list[bytes]:
+    log = AuditLog(path, fsync=False, key=key)
+    for k in range(n):
+        log.write({"session": "s", "call_id": f"c{k}", "verdict": "execute"})
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def test_cli_checkpoint_then_truncation_is_detected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`audit checkpoint` + `audit verify --key-file --checkpoint`: a cut at a line boundary fails naming the line."""
+    key = b"k3y-material-for-the-deployment-0001"
+    key_file, log, point = tmp_path / "audit.key", tmp_path / "audit.jsonl", tmp_path / "audit.checkpoint"
+    key_file.write_bytes(key + b"\n")
+    lines = _write_keyed(log, key, 5)
+    assert cli_main(["audit", "checkpoint", str(log), "--key-file", str(key_file), "-o", str(point)]) == 0
+    assert cli_main(["audit", "verify", str(log), "--key-file", str(key_file), "--checkpoint", str(point)]) == 0
+    assert "OK: 5 entries verify (keyed chain); the checkpoint of 5 entries matches" in capsys.readouterr().out
+    log.write_bytes(b"".join(lines[:4]))
+    assert cli_main(["audit", "verify", str(log), "--key-file", str(key_file)]) == 0  # no checkpoint: unseen
+    capsys.readouterr()
+    assert cli_main(["audit", "verify", str(log), "--key-file", str(key_file), "--checkpoint", str(point)]) == 1
+    out = capsys.readouterr()
+    assert "FAILED at line 5: checkpoint check: the checkpoint records 5 entries; the log ends after 4" in out.out
+    assert cli_main(["audit", "verify", str(log)]) == 1  # keyed log, no key: the key check names line 1
+    assert "FAILED at line 1: key check" in capsys.readouterr().out
+    everything = log.read_bytes() + point.read_bytes() + out.out.encode() + out.err.encode()
+    assert key not in everything and key.hex().encode() not in everything
+
+
+@pytest.mark.parametrize(
+    "planted", [b'"verdict":NaN', b'"verdict":"\\udc80"', b'"verdict":"escalate","verdict":"execute"']
+)
+def test_cli_and_report_name_a_non_strict_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: bytes
+) -> None:
+    """A NaN, lone surrogate or duplicated "verdict" gives "FAILED at line N: why" in verify and report, no traceback."""
+    from guard.report import render_audit_report
+
+    log = tmp_path / "audit.jsonl"
+    writer = AuditLog(log, fsync=False)
+    for k in range(3):
+        writer.write({"session": "s", "call_id": f"c{k}", "verdict": "execute"})
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[1] = lines[1].replace(b'"verdict": "execute"', planted)
+    assert planted in lines[1]
+    log.write_bytes(b"".join(lines))
+    assert cli_main(["audit", "verify", str(log)]) == 1
+    out = capsys.readouterr()
+    assert out.out.startswith("FAILED at line 2: parse check: not strict JSON") and "Traceback" not in out.err
+    html = render_audit_report(log)
+    assert "FAILED at line 2" in html and "1 lines could not be parsed" in html
+    assert cli_main(["report", str(log), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_cli_refuses_a_short_or_missing_key_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A key file under 16 bytes or missing is one line on stderr and exit 2 (bad input, not a verdict)."""
+    log = tmp_path / "audit.jsonl"
+    _write_keyed(log, b"0123456789abcdef", 1)
+    short = tmp_path / "short.key"
+    short.write_bytes(b"abc")
+    assert cli_main(["audit", "verify", str(log), "--key-file", str(short)]) == 2
+    assert cli_main(["audit", "verify", str(log), "--key-file", str(tmp_path / "none.key")]) == 2
+    err = capsys.readouterr().err
+    assert "short.key: key file holds 3 bytes" in err and "none.key: cannot read key file" in err
