@@ -273,3 +273,63 @@ def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatc
 
     monkeypatch.setattr(redaction.Redactor, "_spans", broken)
     assert redact_text("secret 42424242", session, {}) == "[redacted]"
+
+
+# --------------------------------------------------------------------------- issue 13, item 12
+
+DEPLOYMENT_KEY = b"redaction-test-deployment-key-42"
+
+
+def test_probe_call_ids_in_the_safecommit_log_are_redacted_like_the_top_level(
+    small_policy: Policy, tmp_path: Path
+) -> None:
+    """A call id carrying a private value is redacted inside safecommit.probe_calls[] too (raw there before item 12)."""
+    from tests.safecommit.test_runtime_certifier import INBOX, SEND, USER, make_policy
+
+    passport = "P4417-902388"
+    audit_path = tmp_path / "audit.jsonl"
+    session = Guard(make_policy(small_policy), threshold=float("inf"), audit=AuditLog(audit_path, fsync=False))
+    s = session.session("probe")
+    s.observe_user(USER)
+    s.decide("read_inbox", {}, "r1")
+    s.observe_result("r1", INBOX)
+    s.decide("read_certificate", {"name": "holder"}, "c1")
+    s.observe_result("c1", f"Holder passport {passport}")
+    decision = s.decide("send_email", SEND, f"e1-{passport}")
+    assert decision.verdict is Verdict.PROBE and passport in decision.probes[0].call_id
+    entry = read_entries(audit_path)[-1]
+    assert entry["safecommit"]["probe_calls"] and "[redacted]" in entry["safecommit"]["probe_calls"][0]["call_id"]
+    assert passport not in audit_path.read_text(encoding="utf-8")
+
+
+def test_a_short_private_code_in_an_unknown_tool_name_is_hashed_everywhere(
+    redaction_policy: Policy, tmp_path: Path
+) -> None:
+    """A 5-character code (shorter than min_span, no value pattern) in an unknown tool's name is not in tool/message."""
+    audit_path = tmp_path / "audit.jsonl"
+    session = Guard(redaction_policy, threshold=0.5, audit=AuditLog(audit_path, fsync=False)).session("short")
+    session.decide("read_certificate", {"name": "holder"}, "c1")
+    session.observe_result("c1", "vault code K9F3Z")
+    decision = session.decide("notify_K9F3Z", {}, "c2")
+    assert decision.reason is Reason.UNKNOWN_TOOL
+    entry = read_entries(audit_path)[-1]
+    assert entry["tool"].startswith("<unknown tool sha256:") and entry["tool"] in entry["message"]
+    assert "K9F3Z" not in audit_path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-control"])
+def test_keyed_argument_hashes_resist_brute_force(redaction_policy: Policy, tmp_path: Path, keyed: bool) -> None:
+    """With a deployment key a 4-digit PIN cannot be found by hashing all 10,000 guesses; without one it can."""
+    from guard.redaction import hash_value
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path, fsync=False, key=DEPLOYMENT_KEY if keyed else None)
+    session = Guard(redaction_policy, threshold=0.5, audit=log).session("pin")
+    session.decide("create_note", {"title": "t", "body": "4821"}, "c1")
+    hashed = read_entries(path)[-1]["args"]["body"]
+    found = [pin for pin in (f"{n:04d}" for n in range(10_000)) if hash_value(pin) == hashed]
+    assert found == ([] if keyed else ["4821"])
+    assert hashed.startswith("hmac-sha256:" if keyed else "sha256:")
+    assert DEPLOYMENT_KEY.decode() not in path.read_text(encoding="utf-8")
+    if keyed:
+        assert verify(path, key=DEPLOYMENT_KEY).ok
