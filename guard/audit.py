@@ -13,11 +13,10 @@ and ``hash`` over the entry's canonical JSON without ``hash``:
 - *checkpoints* (:func:`checkpoint`): the entry count and last hash, exported outside the log (keyed:
   with a MAC).  ``verify(path, checkpoint=...)`` then also shows entries removed at the end.
 
-A final line without its newline is reported as *torn* (a crash mid-write), not as tampering; the
-next writer drops it and records ``recovered_torn_bytes``.  Entries are flushed and fsync'ed before
-:meth:`AuditLog.write` returns; an ``flock`` keeps writers from several processes from interleaving.
-Lines are parsed strictly (:func:`parse_line`): duplicate keys, ``NaN``/``Infinity``, numbers that
-overflow to infinity and lone surrogates are refused, naming the line.
+A final line without its newline is *torn* (a crash mid-write), not tampering; the next writer drops
+it and records ``recovered_torn_bytes``.  Entries are fsync'ed before :meth:`AuditLog.write` returns;
+an ``flock`` keeps processes from interleaving.  Lines are parsed strictly (:func:`parse_line`):
+duplicate keys, ``NaN``/``Infinity``, overflowing numbers and lone surrogates are refused.
 """
 
 from __future__ import annotations
@@ -44,9 +43,6 @@ CHECKPOINT_FORMAT = "carbguard-audit-checkpoint/1"
 MIN_KEY_BYTES = 16
 
 
-# --------------------------------------------------------------------------- keys
-
-
 @dataclass(frozen=True, slots=True)
 class AuditKey:
     """Keys derived from a deployment key: one for the chain, one for argument hashes, and its public id."""
@@ -60,13 +56,11 @@ class AuditKey:
         """Derive the keys; AuditError for a key shorter than 16 bytes."""
         if not isinstance(key, bytes) or len(key) < MIN_KEY_BYTES:
             raise AuditError(f"an audit key must be at least {MIN_KEY_BYTES} bytes")
+        labels = (b"chain", b"values", b"key-id")
+        chain, values, key_id = (hmac.new(key, b"carbguard-audit/" + k, "sha256").digest() for k in labels)
+        return cls(chain, values, key_id.hex()[:16])
 
-        def sub(label: bytes) -> bytes:
-            return hmac.new(key, b"carbguard-audit/" + label, hashlib.sha256).digest()
-
-        return cls(sub(b"chain"), sub(b"values"), sub(b"key-id").hex()[:16])
-
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never show key material
         return f"AuditKey(key_id={self.key_id!r})"
 
 
@@ -178,15 +172,12 @@ def _tail(handle: Any, key: AuditKey | None) -> tuple[str, int]:
 class MemoryAudit:
     """An in-memory audit sink that keeps the same chain (for tests and replay)."""
 
+    value_key = AuditLog.value_key
+
     def __init__(self, key: bytes | None = None) -> None:
         self.entries: list[dict[str, Any]] = []
         self.key = AuditKey.derive(key) if key is not None else None
         self._lock = threading.Lock()
-
-    @property
-    def value_key(self) -> bytes | None:
-        """The key argument hashes use (None: unkeyed)."""
-        return self.key.values if self.key is not None else None
 
     def write(self, entry: Mapping[str, Any]) -> None:
         """Append a chained copy of ``entry``."""
@@ -207,7 +198,7 @@ def _no_constant(name: str) -> Any:
     raise StrictJSONError(f"non-finite number {name}")
 
 
-def _finite(text: str) -> float:
+def _finite(text: str) -> float:  # 1e999 parses to inf
     value = float(text)
     if not math.isfinite(value):
         raise StrictJSONError(f"number {text[:40]} overflows to infinity")
@@ -227,7 +218,7 @@ def _shown(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")[:60]
 
 
-def _check_text(value: Any) -> None:
+def _check_text(value: Any) -> None:  # json.loads turns "\ud800" into a lone surrogate
     stack = [value]
     while stack:
         item = stack.pop()
@@ -251,8 +242,6 @@ def parse_line(raw: bytes) -> dict[str, Any]:
         raise StrictJSONError(f"not UTF-8 at byte {exc.start}") from None
     try:
         value = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant, parse_float=_finite)
-    except StrictJSONError:
-        raise
     except (json.JSONDecodeError, RecursionError) as exc:
         raise StrictJSONError(f"not valid JSON ({str(exc)[:80]})") from None
     _check_text(value)
@@ -331,10 +320,6 @@ def verify(path: str | Path, *, key: bytes | None = None, checkpoint: Mapping[st
     return report if checkpoint is None else _against(report, complete, checkpoint, derived)
 
 
-_EDITED = "content does not match its hash (entry edited)"
-_EDITED_KEYED = "content does not match its HMAC (entry edited, or written without the key)"
-
-
 def _check_line(raw: bytes, prev: str, key: AuditKey | None) -> tuple[str, str] | None:
     try:
         entry = parse_line(raw)
@@ -350,7 +335,7 @@ def _check_line(raw: bytes, prev: str, key: AuditKey | None) -> tuple[str, str] 
     if key is not None and entry.get("key_id") != key.key_id:
         return "key", f"the entry was keyed with another key (key id {entry.get('key_id')}, yours {key.key_id})"
     if entry_hash(entry, key) != entry["hash"]:
-        return "hash", _EDITED_KEYED if key else _EDITED
+        return "hash", f"content does not match its {'HMAC' if key else 'hash'} (entry edited)"
     if entry["prev"] != prev:
         return "chain", "chain broken: previous entry removed, inserted or reordered"
     return None
