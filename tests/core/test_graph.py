@@ -250,7 +250,7 @@ def _reference_features(scorer: Any, graph: _ReferenceGraph, node: int, selected
     names = set(spec.payload_args) | set(spec.identifier_args) if spec else set()
     is_sink = spec is not None and spec.kind.value == "sink"
     return {
-        "provenance_path": is_sink and bool(private & {n for n in graph.walk_ancestors(node) if graph.facts[n].private}),
+        "provenance_path": is_sink and bool(private & graph.private_sources(graph.walk_ancestors(node))),
         "private_in_context": bool(private),
         "canary": any(f.canary for f in facts) or scorer._payload_canary(graph, node),
         "injection_text": any(f.injection for f in facts),

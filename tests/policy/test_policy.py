@@ -301,15 +301,15 @@ def test_policy_error_is_value_error() -> None:
 
 DUPLICATES = {
     "sink-redefined.yaml": (
-        "version: 1\nname: dup\ntools:\n  send_email: {kind: sink, effect: irreversible}\n  read: {kind: private_source}\n"
-        "  send_email: {kind: other}\n",
+        "version: 1\nname: dup\ntools:\n  send_email: {kind: sink, effect: irreversible}\n"
+        "  read: {kind: private_source}\n  send_email: {kind: other}\n",
         r"line 6: duplicate key 'tools\.send_email' \(first defined at line 4\)",
     ),
     "second-on-unknown.yaml": (
         "version: 1\nname: dup\non_unknown: escalate\ntools: {t: {kind: sink}}\non_unknown: abstain\n",
         r"line 5: duplicate key 'on_unknown' \(first defined at line 3\)",
     ),
-    "nested-in-list.yaml": (
+    "nested-weights.yaml": (
         "version: 1\nname: dup\ntools: {t: {kind: sink}}\nscorer:\n  weights: {canary: 0.1, canary: 0.9}\n",
         r"line 5: duplicate key 'scorer\.weights\.canary' \(first defined at line 5\)",
     ),
@@ -328,7 +328,7 @@ DUPLICATES = {
 
 @pytest.mark.parametrize("name", sorted(DUPLICATES))
 def test_duplicate_keys_are_refused_with_key_path_and_line(name: str, tmp_path: Path) -> None:
-    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused, not last-wins; fails before item 14."""
+    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused; last-wins before item 14."""
     text, message = DUPLICATES[name]
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

@@ -158,7 +158,7 @@ def test_an_edited_or_removed_audit_line_is_detected(tmp_path: Path, capsys: pyt
     assert "FAILED at line 1" in capsys.readouterr().out
 
 
-# --------------------------------------------------------------------------- issue 13: keyed chain, checkpoints, strict lines
+# ------------------------------------------------------------- issue 13: keyed chain, checkpoints, strict lines
 
 
 def _write_keyed(path: Path, key: bytes, n: int) -> list[bytes]:
@@ -195,7 +195,7 @@ def test_cli_checkpoint_then_truncation_is_detected(tmp_path: Path, capsys: pyte
 def test_cli_and_report_name_a_non_strict_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: bytes
 ) -> None:
-    """A NaN, lone surrogate or duplicated "verdict" gives "FAILED at line N: why" in verify and report, no traceback."""
+    """NaN, a lone surrogate, a duplicate "verdict": "FAILED at line N: why" in verify and report (traceback before)."""
     from guard.report import render_audit_report
 
     log = tmp_path / "audit.jsonl"
