@@ -208,7 +208,7 @@ def _keyed(path: Path, n: int, key: bytes = KEY) -> list[bytes]:
 
 
 def test_keyed_log_verifies_only_with_its_key(tmp_path: Path) -> None:
-    """A keyed log verifies with its key, and names the key check without it or with another key (item 10)."""
+    """A keyed log verifies with its key only, naming the key check otherwise (item 10; no keyed chain before)."""
     path = tmp_path / "k.jsonl"
     _keyed(path, 3)
     assert verify(path, key=KEY).describe() == "OK: 3 entries verify (keyed chain)"
@@ -220,7 +220,7 @@ def test_keyed_log_verifies_only_with_its_key(tmp_path: Path) -> None:
 
 
 def test_rechained_log_passes_unkeyed_but_fails_keyed(tmp_path: Path) -> None:
-    """Dropping a line and recomputing the chain fools the unkeyed check, never the keyed one (item 10)."""
+    """Dropping a line and re-chaining fools the unkeyed check, not the keyed one (item 10; verified OK before)."""
     plain, keyed = tmp_path / "plain.jsonl", tmp_path / "keyed.jsonl"
     _log(plain, 4)
     _keyed(keyed, 4)
@@ -239,7 +239,7 @@ def test_rechained_log_passes_unkeyed_but_fails_keyed(tmp_path: Path) -> None:
 
 
 def test_checkpoint_shows_entries_cut_at_a_line_boundary(tmp_path: Path) -> None:
-    """Removing the last entries verifies without a checkpoint, fails against one naming the line (item 10)."""
+    """Cutting the last entries verifies alone, fails against a checkpoint naming the line (item 10; unseen before)."""
     from guard.audit import checkpoint
 
     for key in (None, KEY):
@@ -294,7 +294,7 @@ def test_a_writer_refuses_to_mix_keyed_and_unkeyed_entries(tmp_path: Path) -> No
     ids=["nan", "overflow", "surrogate", "duplicate"],
 )
 def test_non_strict_lines_fail_naming_the_line(tmp_path: Path, planted: bytes, why: str) -> None:
-    """NaN, 1e999, a lone surrogate or a duplicated key: "FAILED at line N: why", no traceback (item 11)."""
+    """NaN, 1e999, a lone surrogate, a duplicate key: "FAILED at line N: why" (item 11; traceback or OK before)."""
     path = tmp_path / "a.jsonl"
     lines = _log(path, 3)
     lines[1] = lines[1].replace(b'"verdict":"execute"', planted).replace(b'"verdict": "execute"', planted)

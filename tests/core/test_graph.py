@@ -310,7 +310,7 @@ def test_popular_kgrams_give_the_same_sources_as_sparse_ones() -> None:
 
 
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
-    """A 1,000,000-character result is indexed only up to MAX_RECORD_CHARS and the session then refuses (item 8)."""
+    """A 1,000,000-character result is indexed only up to the cap, then the session refuses (whole before item 8)."""
     from guard.audit import MemoryAudit
     from guard.limits import MAX_RECORD_CHARS
 
@@ -332,7 +332,7 @@ def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_po
 def test_the_session_budget_refuses_proposals_and_cuts_observed_text(
     small_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past MAX_SESSION_CHARS a proposal is refused unread, and an observed text is cut and limits the session."""
+    """Past MAX_SESSION_CHARS a proposal is refused unread and observed text is cut (no budget before item 8)."""
     from guard import graph as graph_module
 
     monkeypatch.setattr(graph_module, "MAX_SESSION_CHARS", 300)

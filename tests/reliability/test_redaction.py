@@ -305,7 +305,7 @@ def test_probe_call_ids_in_the_safecommit_log_are_redacted_like_the_top_level(
 def test_a_short_private_code_in_an_unknown_tool_name_is_hashed_everywhere(
     redaction_policy: Policy, tmp_path: Path
 ) -> None:
-    """A 5-character code (shorter than min_span, no value pattern) in an unknown tool's name is not in tool/message."""
+    """A 5-character private code in an unknown tool's name is hashed in tool and message (raw before item 12)."""
     audit_path = tmp_path / "audit.jsonl"
     session = Guard(redaction_policy, threshold=0.5, audit=AuditLog(audit_path, fsync=False)).session("short")
     session.decide("read_certificate", {"name": "holder"}, "c1")
@@ -319,7 +319,7 @@ def test_a_short_private_code_in_an_unknown_tool_name_is_hashed_everywhere(
 
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-control"])
 def test_keyed_argument_hashes_resist_brute_force(redaction_policy: Policy, tmp_path: Path, keyed: bool) -> None:
-    """With a deployment key a 4-digit PIN cannot be found by hashing all 10,000 guesses; without one it can."""
+    """With a key a 4-digit PIN is not found by hashing 10,000 guesses; without one it is (no key before item 12)."""
     from guard.redaction import hash_value
 
     path = tmp_path / "audit.jsonl"
