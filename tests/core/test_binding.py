@@ -22,7 +22,7 @@ class HidingDict(dict):  # type: ignore[type-arg]
         return [(k, v) for k, v in super().items() if k != "to"]
 
     def keys(self) -> Any:
-        return [k for k in dict.keys(self) if k != "to"]  # noqa: SIM118 - the real keys, not the hiding view
+        return [k for k in dict.keys(self) if k != "to"]
 
     def __iter__(self) -> Any:
         return iter(self.keys())
