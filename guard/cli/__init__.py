@@ -15,7 +15,9 @@ GROUPS = (policy, audit, calibration, report, bench, studies, agentdojo)
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE)
+    parser = argparse.ArgumentParser(
+        prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)

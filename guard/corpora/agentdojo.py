@@ -46,13 +46,12 @@ from guard.corpora._agentdojo_format import (
     discover,
     encode_run,
     header_line,
-    parse_run,
     read_run,
 )
 from guard.errors import CorpusError
-from guard.progress import Progress
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, load_policy
+from guard.progress import Progress
 from guard.records import Episode, EpisodeMeta, Record, final, proposal, result, user
 from guard.stages import result_trust
 
