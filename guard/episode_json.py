@@ -14,8 +14,8 @@ Trust is not stored: it follows from the policy the episode is replayed under (a
 tool's ``kind``).  ``utility`` is whether the logged task succeeded, if known (evaluation reports
 harm-free success from it); ``policy`` names the policy the episode belongs to when one file holds
 episodes of several policies.  Every ``meta`` key is optional when reading.  This module is on
-the decision floor so that shadow mode can record episodes without importing the corpus code; reading (with line/field errors), the JSON Schema and the converters live in
-:mod:`guard.corpora`.
+the decision floor so that shadow mode can record episodes without importing the corpus code;
+reading (with line/field errors), the JSON Schema and the converters live in :mod:`guard.corpora`.
 """
 
 from __future__ import annotations
