@@ -46,7 +46,6 @@ from guard.corpora._agentdojo_format import (
     discover,
     encode_run,
     header_line,
-    parse_run,
     read_run,
 )
 from guard.errors import CorpusError
