@@ -25,6 +25,7 @@ from guard.errors import BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
+from guard.recorder import EpisodeRecorder, end_session, write_episode
 from guard.records import Record, final, result, user
 from guard.redaction import hash_value
 from guard.scorer import WeightedScorer
@@ -39,6 +40,9 @@ class Guard:
     ``mode="enforce"`` (the default) lets a call run only after ``execute``; ``mode="shadow"``
     decides and audits every call exactly as enforcing mode would, but :meth:`Session.authorize`
     lets every decided call run (for recording a deployment's own calibration episodes).
+    ``record=PATH`` (either mode) appends each session's replayable episode — raw tool results
+    included — to a ``0600`` episodes file at its final answer or :meth:`Session.close`
+    (:mod:`guard.recorder`); recording never changes a decision and never raises into the agent.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class Guard:
         scorer: Scorer | None = None,
         certifier: Certifier | None = None,
         mode: str = "enforce",
+        record: EpisodeRecorder | str | Path | None = None,
     ) -> None:
         if threshold is None:
             raise PolicyError(
@@ -70,9 +75,17 @@ class Guard:
         self.selector = selector or make_selector(policy.selector)
         self.scorer = scorer or WeightedScorer(policy)
         self.certifier = certifier or stages.default_certifier(policy)
+        self.recorder = EpisodeRecorder(record) if isinstance(record, str | Path) else record
 
     @classmethod
-    def from_policy(cls, path: str | Path, *, audit: AuditSink | str | Path | None = None) -> Guard:
+    def from_policy(
+        cls,
+        path: str | Path,
+        *,
+        audit: AuditSink | str | Path | None = None,
+        mode: str = "enforce",
+        record: EpisodeRecorder | str | Path | None = None,
+    ) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id)."""
         from guard.artifact import load_artifact
 
@@ -82,7 +95,9 @@ class Guard:
         artifact = load_artifact(policy.resolve(policy.calibration.artifact), policy)
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)
-        return cls(policy, threshold=artifact.threshold, audit=audit, artifact_id=artifact.artifact_id)
+        return cls(
+            policy, threshold=artifact.threshold, audit=audit, artifact_id=artifact.artifact_id, mode=mode, record=record
+        )
 
     def session(self, session_id: str) -> Session:
         """A new session (one agent run) with its own prefix graph."""
@@ -102,6 +117,10 @@ class Session:
         self.executed: set[str] = set()
         self._lock = threading.RLock()
         self.certifier_state: dict[str, Any] = {}
+        self.recorded = False
+        self.recorded_records = 0
+        self.record_error: str | None = None
+        self.closed = False
 
     # ------------------------------------------------------------------ observe
 
@@ -119,6 +138,17 @@ class Session:
         """Record the agent's final answer."""
         with self._lock:
             self.graph.add(final(self.next_index, _text(text, "final answer")))
+            write_episode(self, "final")
+
+    def close(self) -> None:
+        """End the session: record its episode if not yet recorded, write its ``session_end`` audit entry.
+
+        Idempotent; never raises (a failed write is logged and kept in :attr:`record_error`).
+        """
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                end_session(self)
 
     def observe_result(self, call_id: str, text: str, status: str = "ok") -> None:
         """Record the result of a proposal this session decided; raise InputError otherwise."""

@@ -285,6 +285,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
+        "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": _safe_text(redact(decision.call_id)),
         "tool": _safe_text(decision.tool if known_tool else redact(decision.tool)),
