@@ -15,6 +15,7 @@ from typing import Any
 from guard.artifact import build_artifact
 from guard.calibration import crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
+from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
 from guard.ledger import LedgerLabels
@@ -225,7 +226,11 @@ def calibrate(
         rule=rule if rule == "carb" else f"ltt(delta={delta})",
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
-        extra={"corpus": corpus.name, "n_dropped": corpus.n_dropped},
+        extra={
+            "corpus": corpus.name,
+            "n_dropped": corpus.n_dropped,
+            "monitor": artifact_monitor_field(data.offsets, data.scores, float(grid[column])),
+        },
     )
 
 

@@ -36,10 +36,40 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.errors import CalibrationError
+from guard.recorder import stop_max
 
 MARTINGALES = ("jumper", "power")
 JUMP_RATE = 0.01
 POWER_EPSILONS = np.linspace(0.01, 0.99, 99)
+
+
+def calibration_statistics(offsets: np.ndarray, scores: np.ndarray, threshold: float) -> list[float]:
+    """:func:`stop_max` of every calibration episode (``offsets[i]:offsets[i+1]`` are episode ``i``'s scores)."""
+    return [stop_max(scores[offsets[i] : offsets[i + 1]].tolist(), threshold) for i in range(len(offsets) - 1)]
+
+
+def artifact_monitor_field(offsets: np.ndarray, scores: np.ndarray, threshold: float) -> dict[str, object]:
+    """The artifact's ``monitor`` field: the calibration statistics, sorted (no episode ids, no raw values)."""
+    values = sorted(calibration_statistics(offsets, scores, threshold))
+    return {"statistic": "stop_max", "values": [_enc(v) for v in values]}
+
+
+def read_artifact_statistics(body: dict[str, object], where: str) -> list[float]:
+    """The calibration statistics stored in an artifact body; CalibrationError if absent or malformed."""
+    field = body.get("monitor")
+    if not isinstance(field, dict) or field.get("statistic") != "stop_max" or not isinstance(field.get("values"), list):
+        raise CalibrationError(
+            f"{where}: the artifact stores no calibration statistics for monitoring (made before `carbguard monitor` "
+            "existed); recalibrate with `carbguard calibrate` to add them"
+        )
+    out: list[float] = []
+    for k, value in enumerate(field["values"]):
+        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        if value in ("inf", "-inf") or number:
+            out.append(float(value))
+        else:
+            raise CalibrationError(f"{where}: monitor.values[{k}] must be a number or ±inf, got {value!r}")
+    return out
 
 
 def conformal_pvalues(calibration: Sequence[float], stream: Sequence[float], seed: int = 0) -> np.ndarray:
@@ -205,11 +235,14 @@ __all__ = [
     "MARTINGALES",
     "MonitorResult",
     "Summary",
+    "artifact_monitor_field",
+    "calibration_statistics",
     "conformal_pvalues",
     "first_alarm",
     "jumper_path",
     "martingale_path",
     "monitor",
     "power_path",
+    "read_artifact_statistics",
     "summarize",
 ]
