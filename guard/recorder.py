@@ -74,6 +74,7 @@ class Session(Protocol):
     recorded: bool
     recorded_records: int
     record_error: str | None
+    meta: dict[str, Any]
 
     @property
     def guard(self) -> _Guard: ...
@@ -135,16 +136,40 @@ def stop_max(scores: Iterable[float | None], threshold: float) -> float:
     return best
 
 
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,), "task": (str,), "attack": (str, type(None)), "utility": (bool, type(None)), "tags": (dict,),
+}
+
+
+def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Validated episode metadata for :meth:`Session.annotate`; InputError naming the bad key."""
+    for key, value in meta.items():
+        if key not in _META_TYPES:
+            raise InputError(f"unknown episode metadata {key!r}; use {', '.join(_META_TYPES)}")
+        if not isinstance(value, _META_TYPES[key]):
+            raise InputError(f"episode metadata {key!r} must be {_META_TYPES[key][0].__name__}, got {value!r}")
+    return dict(meta)
+
+
 def recorded_episode(session: Session) -> Episode:
-    """The session's records as an :class:`Episode` whose id is the session id."""
+    """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
     records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
-    return Episode(session.session_id, records, EpisodeMeta())
+    meta = session.meta
+    return Episode(
+        session.session_id,
+        records,
+        EpisodeMeta(
+            model=meta.get("model", ""), user_task=meta.get("task", ""), attack=meta.get("attack"),
+            utility=meta.get("utility"),
+        ),
+    )
 
 
 def episode_tags(session: Session, ended: str) -> dict[str, Any]:
     """Free tags of a recorded episode (mode, how it ended, artifact, unrecorded proposals)."""
     in_graph = sum(1 for call_id in session.decisions if call_id in session.proposals)
     return {
+        **session.meta.get("tags", {}),
         "recorded_by": "carbguard",
         "mode": session.guard.mode,
         "ended": ended,

@@ -25,7 +25,7 @@ from guard.errors import BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
-from guard.recorder import EpisodeRecorder, end_session, write_episode
+from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
 from guard.records import Record, final, result, user
 from guard.redaction import hash_value
 from guard.scorer import WeightedScorer
@@ -121,6 +121,7 @@ class Session:
         self.recorded_records = 0
         self.record_error: str | None = None
         self.closed = False
+        self.meta: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ observe
 
@@ -139,6 +140,14 @@ class Session:
         with self._lock:
             self.graph.add(final(self.next_index, _text(text, "final answer")))
             write_episode(self, "final")
+
+    def annotate(self, **meta: Any) -> None:
+        """Metadata for the recorded episode (``model``, ``task``, ``attack``, ``utility``, ``tags``).
+
+        Never read by the gate; set it before the final answer (when the episode is written).
+        """
+        with self._lock:
+            self.meta.update(check_meta(meta))
 
     def close(self) -> None:
         """End the session: record its episode if not yet recorded, write its ``session_end`` audit entry.
