@@ -46,6 +46,7 @@ from guard.corpora._agentdojo_format import (
     discover,
     encode_run,
     header_line,
+    parse_run,
     read_run,
 )
 from guard.errors import CorpusError
@@ -58,7 +59,9 @@ from guard.stages import result_trust
 __all__ = [
     "EMBEDDED_MODELS",
     "SUITES",
+    "FormatError",
     "LoadReport",
+    "RunFile",
     "build_episode",
     "convert",
     "episode_ledger_labels",
@@ -66,6 +69,7 @@ __all__ = [
     "load_embedded",
     "load_runs",
     "load_suite_policy",
+    "parse_run",
     "suite_ledger_labels",
     "suite_policy_path",
 ]
