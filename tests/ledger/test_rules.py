@@ -172,3 +172,25 @@ def test_ledger_is_not_in_the_pipeline_fingerprint() -> None:
     data = copy.deepcopy(BASE)
     del data["ledger"]
     assert pipeline_fingerprint(parse_policy(data)) == pipeline_fingerprint(FULL)
+
+
+def test_readme_ledger_example_and_reference_row() -> None:
+    """The README's ledger: example is a valid section and its reference row names every key: catches doc drift."""
+    import re
+
+    from guard.policy.ledger import LedgerSpec
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Calibrate on your own agent", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```yaml\n(ledger:.*?)```", section, re.S)
+    assert block is not None
+    data = copy.deepcopy(BASE)
+    data["tools"]["update_password"] = {"kind": "other", "effect": "irreversible"}
+    data.update(yaml.safe_load(block.group(1)))
+    assert parse_policy(data).ledger is not None
+    row = next(line for line in readme.splitlines() if line.startswith("| `ledger` |"))
+    for name, field in LedgerSpec.model_fields.items():
+        assert f"`{name}`" in row
+        rule = field.annotation.__args__[0]  # type: ignore[union-attr]
+        for key in rule.model_fields:
+            assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the README reference row"
