@@ -46,6 +46,7 @@ from guard.corpora._agentdojo_format import (
     discover,
     encode_run,
     header_line,
+    parse_run,
     read_run,
 )
 from guard.errors import CorpusError

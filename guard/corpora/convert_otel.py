@@ -81,12 +81,12 @@ def _start(value: Any, at: str) -> int:
 def _span(raw: Any, at: str, order: int) -> Span:
     if not isinstance(raw, dict):
         raise CorpusError(f"{at}: a span must be an object")
-    context = raw.get("context") if isinstance(raw.get("context"), dict) else {}
+    context: dict[str, Any] = raw["context"] if isinstance(raw.get("context"), dict) else {}
     trace_id = raw.get("traceId") or context.get("trace_id")
     span_id = raw.get("spanId") or context.get("span_id") or f"s{order}"
     if not isinstance(trace_id, str) or not trace_id:
         raise CorpusError(f"{at}: span has no trace id")
-    status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
+    status: dict[str, Any] = raw["status"] if isinstance(raw.get("status"), dict) else {}
     code = status.get("code", status.get("status_code"))
     error = code in (2, "2", "STATUS_CODE_ERROR", "ERROR")
     start = _start(raw.get("startTimeUnixNano", raw.get("start_time")), at)

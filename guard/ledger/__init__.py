@@ -28,6 +28,16 @@ from guard.records import Episode, Record, RecordKind
 
 CATEGORIES: tuple[str, ...] = LEDGER_CATEGORIES
 
+__all__ = [
+    "CATEGORIES",
+    "Ledger",
+    "LedgerLabels",
+    "LedgerTrace",
+    "declared_events",
+    "executed_flags",
+    "normalize_text",
+]
+
 
 class LedgerLabels(BaseModel):
     """Ledger-only labels of a suite (or of one episode, merged in)."""

@@ -1,4 +1,4 @@
-"""Converters to carbguard-episodes/1: LangChain / LangGraph messages, OpenAI chat messages, OpenTelemetry GenAI spans."""
+"""Converters to carbguard-episodes/1: LangChain / LangGraph and OpenAI messages, OpenTelemetry GenAI spans."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ LANGCHAIN_EXPECTED = [
 
 
 def test_langchain_fixture(tmp_path: Path) -> None:
-    """The LangChain fixture (messages_to_dict plus one dumpd message) maps to the expected records: catches a wrong mapping."""
+    """The LangChain fixture (messages_to_dict, one dumpd message) maps to the expected records (bad mapping)."""
     [episode] = list(convert_langchain(FIX / "langchain_messages.json"))
     assert episode["id"] == "lc-report" and episode["meta"]["model"] == "scripted"
     assert _kinds(episode) == LANGCHAIN_EXPECTED
@@ -58,7 +58,7 @@ def test_langchain_fixture(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shape", ["messages_to_dict", "dumpd", "model_dump"])
 def test_langchain_serializations_from_real_messages(tmp_path: Path, shape: str) -> None:
-    """Real langchain_core messages in each of LangChain's JSON shapes convert alike: catches a shape left unsupported."""
+    """Real langchain_core messages in each LangChain JSON shape convert alike: catches a shape left unsupported."""
     lc = pytest.importorskip("langchain_core.messages")
     from langchain_core.load import dumpd
 
@@ -88,7 +88,7 @@ def test_langchain_serializations_from_real_messages(tmp_path: Path, shape: str)
     ],
 )
 def test_langchain_errors_name_the_message(tmp_path: Path, messages: list[Any], needle: str) -> None:
-    """A call without id, an orphan tool message or an unknown type is an error naming messages[0]: catches a silent skip."""
+    """A call without id, an orphan tool message or an unknown type is an error naming the message: catches a skip."""
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(messages), encoding="utf-8")
     with pytest.raises(CorpusError, match=r"messages\[0\]") as err:
@@ -97,7 +97,7 @@ def test_langchain_errors_name_the_message(tmp_path: Path, messages: list[Any], 
 
 
 def test_openai_fixture(tmp_path: Path) -> None:
-    """OpenAI messages (request body and bare list; parallel calls; JSON-string arguments) map to the expected records."""
+    """OpenAI messages (request body, bare list, parallel calls, JSON-string arguments) map to the expected records."""
     first, second = list(convert_openai(FIX / "openai_messages.json"))
     assert first["id"] == "oa-1" and second["id"] == "openai_messages:1"
     assert _kinds(first) == [
@@ -119,14 +119,17 @@ def test_openai_fixture(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("message", "needle"),
     [
-        ({"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "x", "arguments": "{bad"}}]}, "not valid JSON"),
+        (
+            {"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "x", "arguments": "{bad"}}]},
+            "not valid JSON",
+        ),
         ({"role": "assistant", "function_call": {"name": "x", "arguments": "{}"}}, "legacy"),
         ({"role": "tool", "tool_call_id": "c9", "content": "x"}, "no earlier tool call"),
         ({"role": "wizard", "content": "x"}, "unknown role"),
     ],
 )
 def test_openai_errors(tmp_path: Path, message: dict[str, Any], needle: str) -> None:
-    """Bad arguments, the legacy function form, an orphan tool message or an unknown role is refused: catches silent loss."""
+    """Bad arguments, legacy function calls, an orphan result or unknown role are refused: catches silent loss."""
     path = tmp_path / "bad.json"
     path.write_text(json.dumps([{"role": "user", "content": "hi"}, message]), encoding="utf-8")
     with pytest.raises(CorpusError, match=r"messages\[1\]") as err:
@@ -153,7 +156,7 @@ def test_otel_otlp_fixture(tmp_path: Path) -> None:
 
 
 def test_otel_console_export_from_real_sdk_spans(tmp_path: Path) -> None:
-    """Spans made by opentelemetry-sdk and exported with Span.to_json convert: catches the console shape left unsupported."""
+    """Spans made by opentelemetry-sdk, exported with Span.to_json, convert: catches the console shape unsupported."""
     pytest.importorskip("opentelemetry.sdk.trace")
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -188,5 +191,5 @@ def test_otel_tool_span_without_content_is_refused(tmp_path: Path) -> None:
     tool["attributes"] = [a for a in tool["attributes"] if a["key"] != "gen_ai.tool.call.arguments"]
     path = tmp_path / "spans.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(CorpusError, match="gen_ai.tool.call.arguments"):
+    with pytest.raises(CorpusError, match=r"gen_ai\.tool\.call\.arguments"):
         list(convert_otel(path))

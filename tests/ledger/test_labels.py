@@ -77,7 +77,7 @@ def test_label_line_errors_name_line_and_field(tmp_path: Path, line: Any, needle
 
 
 def test_label_for_unknown_episode_and_duplicate_label(tmp_path: Path) -> None:
-    """A label naming no episode of the file, or an episode labelled twice, is refused: catches labels that never apply."""
+    """A label for no episode of the file, or an episode labelled twice, is refused: catches labels that never apply."""
     with pytest.raises(CorpusError, match="unknown episode 'ghost'"):
         attach(read_labels(_labels(tmp_path, _label("ghost", []))), READ.episodes)
     with pytest.raises(CorpusError, match="already labelled on line 1"):
@@ -85,7 +85,7 @@ def test_label_for_unknown_episode_and_duplicate_label(tmp_path: Path) -> None:
 
 
 def test_label_on_an_unexecuted_proposal_is_refused(tmp_path: Path) -> None:
-    """The ledger charges executed proposals only, so a label on a failed send is an error: catches charging what never ran."""
+    """The ledger charges executed proposals only: a label on a failed send is refused (catches charging it)."""
     path = _labels(tmp_path, _label("failed-send", [{"category": "attacker_directed", "call_id": "c2"}]))
     with pytest.raises(CorpusError, match="did not execute"):
         attach(read_labels(path), READ.episodes)

