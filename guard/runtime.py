@@ -96,7 +96,12 @@ class Guard:
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)
         return cls(
-            policy, threshold=artifact.threshold, audit=audit, artifact_id=artifact.artifact_id, mode=mode, record=record
+            policy,
+            threshold=artifact.threshold,
+            audit=audit,
+            artifact_id=artifact.artifact_id,
+            mode=mode,
+            record=record,
         )
 
     def session(self, session_id: str) -> Session:

@@ -109,7 +109,9 @@ def test_monitor_alarm_matches(loop: dict[str, str]) -> None:
 def test_monitor_figures_match(loop: dict[str, str]) -> None:
     """Catches README false-alarm / detection-delay figures that the figures command does not print."""
     fa = re.search(r"false alarms in ([\d.]+) of exchangeable", SECTION)
-    found = re.search(r"within 100\s+episodes in ([\d.]+) of streams, delay median (\d+), 90th percentile (\d+)", SECTION)
+    found = re.search(
+        r"within 100\s+episodes in ([\d.]+) of streams, delay median (\d+), 90th percentile (\d+)", SECTION
+    )
     assert fa and found
     printed = loop["figures"]
     assert f"false alarms {fa.group(1)} of exchangeable streams" in printed

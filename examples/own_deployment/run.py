@@ -29,7 +29,6 @@ from guard.artifact import load_artifact
 from guard.calibration.monitor import conformal_pvalues, first_alarm, martingale_path
 from guard.errors import BindingError
 from guard.policy import Policy, load_policy
-from guard.recorder import stop_max
 
 HERE = Path(__file__).resolve().parent
 POLICY = HERE / "policy.yaml"

@@ -38,6 +38,7 @@ import numpy as np
 from guard.errors import CalibrationError
 from guard.recorder import stop_max
 
+Floats = Sequence[float] | np.ndarray
 MARTINGALES = ("jumper", "power")
 JUMP_RATE = 0.01
 POWER_EPSILONS = np.linspace(0.01, 0.99, 99)
@@ -72,7 +73,7 @@ def read_artifact_statistics(body: dict[str, object], where: str) -> list[float]
     return out
 
 
-def conformal_pvalues(calibration: Sequence[float], stream: Sequence[float], seed: int = 0) -> np.ndarray:
+def conformal_pvalues(calibration: Floats, stream: Floats, seed: int = 0) -> np.ndarray:
     """Smoothed sequential conformal p-values of ``stream`` (larger statistic = stranger); see the module."""
     rng = np.random.default_rng(seed)
     pool = sorted(float(z) for z in calibration)
@@ -150,7 +151,7 @@ class Summary:
         return {k: _enc(getattr(self, k)) for k in ("n", "intervention_rate", "median", "p90", "mean_finite")}
 
 
-def summarize(stats: Sequence[float], threshold: float) -> Summary:
+def summarize(stats: Floats, threshold: float) -> Summary:
     """Size, gate intervention rate (statistic > λ̂), order-statistic median and 90th percentile."""
     values = np.sort(np.asarray(stats, dtype=np.float64))
     n = len(values)
@@ -200,8 +201,8 @@ class MonitorResult:
 
 
 def monitor(
-    calibration: Sequence[float],
-    deployed: Sequence[float],
+    calibration: Floats,
+    deployed: Floats,
     threshold: float,
     *,
     delta: float = 0.05,
