@@ -130,3 +130,13 @@ def test_bad_input_exit_2(
     Guard(policy, threshold=1.0, audit=AuditLog(other, fsync=False)).session("s").decide("read_inbox", {}, "c")
     assert main(["monitor", str(other), "--artifact", str(artifact)]) == 2
     assert "no decisions made under artifact" in capsys.readouterr().err
+
+
+def test_report_skips_session_end_entries(policy: Policy, artifact: Path, tmp_path: Path) -> None:
+    """Catches the decision explorer showing a session_end entry as an empty decision."""
+    from guard.report.model import views_from_audit
+
+    audit = tmp_path / "audit.jsonl"
+    _deploy(policy, artifact, audit, ["benign-inbox"])
+    views = views_from_audit(read_entries(audit))
+    assert [d.tool for d in views[0].decisions] == ["read_inbox"]

@@ -229,9 +229,20 @@ def calibrate(
         extra={
             "corpus": corpus.name,
             "n_dropped": corpus.n_dropped,
-            "monitor": artifact_monitor_field(data.offsets, data.scores, float(grid[column])),
+            **_monitor_field(corpus, data, float(grid[column])),
         },
     )
+
+
+def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
+    """The calibration statistics ``carbguard monitor`` needs, for episodes-file corpora.
+
+    AgentDojo-corpus artifacts do not get them yet: adding them changes the shipped artifacts' bytes,
+    which are regenerated in one go (drop this condition then).
+    """
+    if corpus.policy_of is None:
+        return {}
+    return {"monitor": artifact_monitor_field(data.offsets, data.scores, threshold)}
 
 
 def evaluate(

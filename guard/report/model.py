@@ -198,6 +198,8 @@ def views_from_audit(
     """One view per session of an audit log, in order of first appearance; only what the log holds."""
     sessions: dict[str, list[Mapping[str, Any]]] = {}
     for entry in entries:
+        if "event" in entry:  # not a decision (e.g. a session_end entry)
+            continue
         sessions.setdefault(str(entry.get("session", "")), []).append(entry)
     return [_audit_view(session, items, weights) for session, items in sessions.items()]
 
