@@ -9,17 +9,19 @@ exception inside fails closed: the verdict is ``escalate`` with reason ``interna
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from guard import stages
 from guard.audit import AuditLog
 from guard.decision import Decision
-from guard.errors import InputError, PolicyError
+from guard.errors import BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
@@ -28,9 +30,16 @@ from guard.redaction import hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
+MODES = ("enforce", "shadow")
+
 
 class Guard:
-    """A configured guard: one policy, one threshold, one audit sink, many sessions."""
+    """A configured guard: one policy, one threshold, one audit sink, many sessions.
+
+    ``mode="enforce"`` (the default) lets a call run only after ``execute``; ``mode="shadow"``
+    decides and audits every call exactly as enforcing mode would, but :meth:`Session.authorize`
+    lets every decided call run (for recording a deployment's own calibration episodes).
+    """
 
     def __init__(
         self,
@@ -42,6 +51,7 @@ class Guard:
         selector: Selector | None = None,
         scorer: Scorer | None = None,
         certifier: Certifier | None = None,
+        mode: str = "enforce",
     ) -> None:
         if threshold is None:
             raise PolicyError(
@@ -50,6 +60,9 @@ class Guard:
             )
         if math.isnan(threshold):
             raise PolicyError("threshold must be a number or ±inf, not NaN")
+        if mode not in MODES:
+            raise PolicyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
         self.policy = policy
         self.threshold = float(threshold)
         self.artifact_id = artifact_id
@@ -85,7 +98,8 @@ class Session:
         self.graph = PrefixGraph(guard.policy)
         self.decisions: dict[str, Decision] = {}
         self.proposals: dict[str, Record] = {}
-        self._answered: set[str] = set()
+        self.answered: set[str] = set()
+        self.executed: set[str] = set()
         self._lock = threading.RLock()
         self.certifier_state: dict[str, Any] = {}
 
@@ -114,12 +128,12 @@ class Session:
             proposal = self.proposals.get(call_id)
             if proposal is None:
                 raise InputError(f"session {self.session_id!r}: result for unknown call id {call_id!r}")
-            if call_id in self._answered:
+            if call_id in self.answered:
                 raise InputError(f"session {self.session_id!r}: call id {call_id!r} already has a result")
             trust = stages.result_trust(self.guard.policy, proposal.tool or "")
             record = result(self.next_index, call_id, _text(text, "tool result"), trust, proposal.tool or "", status)
             self.graph.add(record)
-            self._answered.add(call_id)
+            self.answered.add(call_id)
 
     # ------------------------------------------------------------------- decide
 
@@ -177,8 +191,44 @@ class Session:
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
-            self.decisions[call_id if isinstance(call_id, str) else repr(call_id)] = decision
+            self.decisions[call_id if type(call_id) is str else stages.safe_repr(call_id)] = decision
         return decision
+
+    # ---------------------------------------------------------------- execute
+
+    def authorize(self, call_id: str, tool: str, args: Any) -> dict[str, Any]:
+        """Permit one execution of exactly the call that was decided; return the arguments to run it with.
+
+        Allowed only for the (call id, tool, canonical arguments) whose latest decision is ``execute``
+        (any decided verdict in shadow mode), and only once.  The returned dict is a fresh copy of the
+        canonical arguments that were scored and audited: hand the tool this copy, never the caller's
+        object.  Anything else raises :class:`~guard.errors.BindingError` and nothing is marked run.
+        """
+        with self._lock:
+            decision = self.decisions.get(call_id) if type(call_id) is str else None
+            where = f"session {self.session_id!r}, call id {stages.safe_repr(call_id)[:80]}"
+            if decision is None or decision.args is None:
+                raise BindingError(f"{where}: no decision for this call; decide it first")
+            if type(tool) is not str or tool != decision.tool:
+                raise BindingError(f"{where}: decided for tool {decision.tool!r}, asked to run another tool")
+            if call_id in self.executed or call_id in self.answered:
+                raise BindingError(f"{where}: already ran; a decided call runs once")
+            if not _same_args(args, decision.args):
+                raise BindingError(f"{where}: arguments differ from the ones decided; decide the new call")
+            if not decision.allowed and self.guard.mode != "shadow":
+                raise BindingError(f"{where}: verdict is {decision.verdict.value}, not execute")
+            self.executed.add(call_id)
+            copy: dict[str, Any] = json.loads(json.dumps(dict(decision.args)))
+            return copy
+
+
+def _same_args(args: Any, decided: Mapping[str, Any]) -> bool:
+    if not isinstance(args, Mapping):
+        return False
+    try:
+        return stages.canonical_args(args) == dict(decided)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def _text(value: Any, what: str) -> str:
