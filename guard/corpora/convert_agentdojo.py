@@ -18,6 +18,7 @@ from pathlib import Path
 from guard.corpora import agentdojo
 from guard.corpora._writing import write_lines
 from guard.episode_json import episode_line
+from guard.errors import CorpusError
 from guard.ledger import Ledger
 from guard.ledger.labels import EpisodeLabel, Harm, label_line
 from guard.records import Episode
@@ -66,6 +67,9 @@ def lines(report: agentdojo.LoadReport) -> Iterator[tuple[str, str]]:
 
 def convert_agentdojo(source: str, out: str | Path, labels_out: str | Path) -> Converted:
     """Write the episodes and labels files of a runs folder (or ``embedded:MODEL`` / ``embedded:all``)."""
+    for target in (Path(out), Path(labels_out)):
+        if target.is_dir():
+            raise CorpusError(f"{target} is a folder; give a file path")
     report = _source(source)
     pairs = list(lines(report))
     write_lines(out, [e for e, _ in pairs])

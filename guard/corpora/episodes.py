@@ -44,10 +44,6 @@ class EpisodeSet:
     policy_of: Mapping[str, Policy]
     tags: Mapping[str, Mapping[str, Any]]
 
-    def policies(self) -> tuple[Policy, ...]:
-        """The distinct policies the episodes use, by name."""
-        return tuple(sorted({p.name: p for p in self.policy_of.values()}.values(), key=lambda p: p.name))
-
 
 class _Where:
     """``file:line`` plus a field path, for error messages."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -162,16 +163,16 @@ def test_convert_agentdojo_then_calibrate(tmp_path: Path, capsys: pytest.Capture
     argv = ["calibrate", "--policy", str(policies / "banking.yaml"), "--policy", str(policies / "slack.yaml"),
             "--episodes", str(out), "--labels", str(tmp_path / "ad.labels.jsonl"), "--alpha", "0.5", "--out", str(b)]
     assert main(argv) == 0
-    strip = lambda p: {k: v for k, v in json.loads(p.read_text()).items()  # noqa: E731
-                       if k not in ("command", "corpus", "n_dropped", "checksum")}
-    assert strip(a) == strip(b)
+    drop = ("command", "corpus", "n_dropped", "checksum")
+    bodies = [{k: v for k, v in json.loads(p.read_text()).items() if k not in drop} for p in (a, b)]
+    assert bodies[0] == bodies[1]
 
 
 def test_episodes_help_states_the_guarantee_exactly() -> None:
     """`episodes --help` carries the exact scope line and no stronger claim: catches an over-claim in help text."""
     parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    text = sub.choices["episodes"].format_help()  # type: ignore[attr-defined]
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["episodes"].format_help()
     flat = " ".join(text.split())
     assert " ".join(SCOPE.split()) in flat
     for claim in ("guarantees that", "never leaks", "always safe", "certified safe"):

@@ -115,6 +115,11 @@ def test_schema_accepts_what_the_reader_accepts_and_refuses_an_unknown_field() -
         jsonschema.validate(bad_record, schema)
 
 
+def _strip(body: dict[str, Any]) -> dict[str, Any]:
+    """An artifact without the fields that record where it came from."""
+    return {k: v for k, v in body.items() if k not in PROVENANCE}
+
+
 def _converted(tmp_path: Path) -> tuple[Path, Path, list[Any]]:
     out, labels = tmp_path / "ad.jsonl", tmp_path / "ad.labels.jsonl"
     convert_agentdojo(str(RUNS), out, labels)
@@ -129,9 +134,8 @@ def test_calibrating_the_converted_file_gives_the_runs_artifact(tmp_path: Path, 
     from_file = calibrate(load_episodes_corpus(policies, str(out), str(labels)), alpha=0.5, selector="gcarb",
                           workers=workers)
     assert from_runs["calibration_set"] == from_file["calibration_set"]
-    strip = lambda body: {k: v for k, v in body.items() if k not in PROVENANCE}  # noqa: E731
-    assert strip(from_runs) == strip(from_file)
-    assert json.dumps(strip(from_runs), sort_keys=True) == json.dumps(strip(from_file), sort_keys=True)
+    assert _strip(from_runs) == _strip(from_file)
+    assert json.dumps(_strip(from_runs), sort_keys=True) == json.dumps(_strip(from_file), sort_keys=True)
 
 
 def test_without_the_labels_the_artifact_differs(tmp_path: Path) -> None:

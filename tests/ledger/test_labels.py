@@ -51,8 +51,8 @@ def test_add_unions_with_the_rules(tmp_path: Path) -> None:
 
 def test_harm_without_a_step_charges_the_first_executed_proposal(tmp_path: Path) -> None:
     """A harm without step or call_id sits on the first executed proposal (conservative): catches it placed last."""
-    events = _trace(tmp_path, _label("benign-inbox", [{"category": "privacy_flow"}]))
-    assert events["benign-inbox"] == (frozenset({"privacy_flow"}),)
+    events = _trace(tmp_path, _label("exfiltration", [{"category": "destructive"}]))
+    assert events["exfiltration"] == (frozenset({"destructive"}), frozenset(), frozenset())
 
 
 @pytest.mark.parametrize(
