@@ -49,6 +49,8 @@ class Corpus:
     n_dropped: int
     excluded: int = 0
     notes: list[str] = field(default_factory=list)
+    embedded: bool = False
+    """The embedded AgentDojo corpus (its artifacts are shipped; see :func:`_monitor_field`)."""
     policy_of: Mapping[str, Policy] | None = None
     """Episode id → policy (episodes files); None: AgentDojo episodes, whose policy follows from the suite."""
     labels_of: Mapping[str, LedgerLabels] = field(default_factory=dict)
@@ -95,6 +97,7 @@ def load_corpus(
         n_dropped=len(report.dropped_error) + len(report.failed),
         excluded=len(report.episodes) - len(kept),
         notes=notes if report.failed else [],
+        embedded=runs is None,
     )
 
 
@@ -235,12 +238,12 @@ def calibrate(
 
 
 def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
-    """The calibration statistics ``carbguard monitor`` needs, for episodes-file corpora.
+    """The calibration statistics ``carbguard monitor`` needs (the artifact's ``monitor`` field).
 
-    AgentDojo-corpus artifacts do not get them yet: adding them changes the shipped artifacts' bytes,
-    which are regenerated in one go (drop this condition then).
+    Artifacts of the embedded AgentDojo corpus do not get them yet: those are shipped, and the field
+    would change their bytes; they are regenerated in one go (drop this condition then).
     """
-    if corpus.policy_of is None:
+    if corpus.embedded:
         return {}
     return {"monitor": artifact_monitor_field(data.offsets, data.scores, threshold)}
 
