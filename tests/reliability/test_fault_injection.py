@@ -344,7 +344,7 @@ def run_custom_loop(guard: Guard, ran: list[str], module: ModuleType, monkeypatc
         return run
 
     monkeypatch.setattr(guard, "session", spy_session)
-    monkeypatch.setattr(module, "Guard", lambda policy, threshold: guard)
+    monkeypatch.setattr(module, "Guard", lambda policy, threshold, **kw: guard)
     monkeypatch.setattr(module, "TOOLS", {t: spy(t) for t in module.TOOLS})
     monkeypatch.setattr(module, "scripted_model", script)
     monkeypatch.setattr(module, "TASK", USER)
