@@ -222,7 +222,6 @@ class Session:
             copy: dict[str, Any] = json.loads(json.dumps(dict(decision.args)))
             return copy
 
-
     # ---------------------------------------------------------------- human review
 
     def review(self, call_id: str, answer: str, *, reviewer: str, message: str | None = None, **link: str) -> None:
@@ -235,7 +234,9 @@ class Session:
         is raised and nothing is approved.
         """
         if answer not in REVIEW_ANSWERS:
-            raise InputError(f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {stages.safe_repr(answer)}")
+            raise InputError(
+                f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {stages.safe_repr(answer)}"
+            )
         with self._lock:
             decision = self.decisions.get(call_id) if type(call_id) is str else None
             if decision is None:
@@ -244,8 +245,10 @@ class Session:
             if self.guard.audit is not None:
                 try:
                     self.guard.audit.write(entry)
-                except Exception as exc:  # noqa: BLE001 - an unrecorded answer approves nothing
-                    raise AuditError(f"session {self.session_id!r}: review could not be audited: {type(exc).__name__}") from exc
+                except Exception as exc:
+                    raise AuditError(
+                        f"session {self.session_id!r}: review could not be audited: {type(exc).__name__}"
+                    ) from exc
             if answer == "approve" and decision.args is not None:
                 self.approved.add(call_id)
 

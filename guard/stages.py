@@ -319,6 +319,7 @@ def review_entry(
 
     def text(value: Any) -> str | None:
         return _safe_text(redact(value)) if isinstance(value, str) else None
+
     return {
         "ts": time.time(),
         "kind": "review",

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
-from guard.decision import Decision, Verdict
 from guard.adapters._shadow import guard_in_mode
+from guard.decision import Decision, Verdict
 from guard.errors import BindingError, InputError
 from guard.runtime import Guard, Session
 

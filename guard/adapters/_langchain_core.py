@@ -6,8 +6,8 @@ See :mod:`guard.adapters.langchain`.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import hashlib
+import importlib
 import json
 import logging
 import threading
@@ -230,7 +230,9 @@ def _not_executed(decision: Decision, tool_call: Mapping[str, Any]) -> ToolMessa
     text = refusal_text(decision)
     if decision.verdict is Verdict.PROBE:
         text = f"{text} The probes it asked for could not settle the decision."
-    return ToolMessage(content=text, name=_plain(tool_call.get("name")), tool_call_id=_plain(tool_call.get("id")), status="error")
+    return ToolMessage(
+        content=text, name=_plain(tool_call.get("name")), tool_call_id=_plain(tool_call.get("id")), status="error"
+    )
 
 
 def _plain(value: Any) -> str:
@@ -281,13 +283,13 @@ class _Tracker:
         return None
 
 
-class Unbound(InputError):
+class UnboundCallError(InputError):
     """No session or message key can be had (no thread id and no message ids): nothing may run."""
 
 
 def _message_key(message: BaseMessage) -> str:
     if type(message.id) is not str or not message.id:
-        raise Unbound(
+        raise UnboundCallError(
             "carbguard: a message has no id and the run has no thread id to key its session; "
             "refusing (use a checkpointer / thread_id, or the add_messages reducer)"
         )
@@ -297,7 +299,7 @@ def _message_key(message: BaseMessage) -> str:
 def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any, list[ToolMessage]]:
     """Feed unseen messages in order; decide every tool call of a new AI message (reused ids too).
 
-    Returns refusal ToolMessages for unparseable tool calls.  Raises :class:`Unbound` when a
+    Returns refusal ToolMessages for unparseable tool calls.  Raises :class:`UnboundCallError` when a
     message has no id (position is never a key).
     """
     session, refusals = tracker.session, []

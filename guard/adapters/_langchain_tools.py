@@ -11,12 +11,12 @@ from typing import Any
 
 from guard.adapters._langchain_core import (
     BaseTool,
+    _authorize,
     _Decide,
     _drive_async,
     _drive_sync,
     _Execute,
     _Flow,
-    _authorize,
     _not_executed,
     _observe_result,
     _require,

@@ -12,7 +12,7 @@ from guard.adapters._langchain_core import (
     BaseMessage,
     SessionKey,
     ToolMessage,
-    Unbound,
+    UnboundCallError,
     _authorize,
     _bind,
     _current_config,
@@ -88,14 +88,16 @@ class GuardToolWrapper:
     def key_for(self, config: Mapping[str, Any], messages: Sequence[Any]) -> str:
         """The session key of a run: ``session_key(config)``, else ``run:<first message id>``.
 
-        Raises :class:`Unbound` when neither exists: runs are never pooled into a shared session.
+        Raises :class:`UnboundCallError` when neither exists: runs are never pooled into a shared session.
         """
         key = self.session_key(config)
         if key is not None:
             return key
         first = next((m for m in messages if isinstance(m, BaseMessage)), None)
         if first is None or type(first.id) is not str or not first.id:
-            raise Unbound("carbguard: no thread id and the first message has no id; refusing (no shared session)")
+            raise UnboundCallError(
+                "carbguard: no thread id and the first message has no id; refusing (no shared session)"
+            )
         return f"run:{first.id}"
 
     def session(self, key: str) -> Session | None:
@@ -178,7 +180,9 @@ class GuardToolWrapper:
             new_call = None
             if isinstance(edited, Mapping):
                 new_call = {**call, "name": edited.get("name") or call.get("name"), "args": edited.get("args")}
-            link = {} if new_call is None else {"edited_call_id": edited_call_id(cid, new_call["name"], new_call["args"])}
+            link = (
+                {} if new_call is None else {"edited_call_id": edited_call_id(cid, new_call["name"], new_call["args"])}
+            )
             try:
                 session.review(cid, kind, reviewer=reviewer, message=message, **link)
             except (AuditError, BindingError) as exc:
@@ -186,11 +190,21 @@ class GuardToolWrapper:
                 return _not_executed(decision, call)
             if kind == "approve":
                 bound = _authorize(session, cid, call.get("name"), call.get("args"))
-                return _not_executed(decision, call) if bound is None else (yield _Execute(_with_args(request, call, bound)))
+                return (
+                    _not_executed(decision, call)
+                    if bound is None
+                    else (yield _Execute(_with_args(request, call, bound)))
+                )
             if kind == "respond":
-                return ToolMessage(content=message or "", name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="success")
+                return ToolMessage(
+                    content=message or "",
+                    name=_plain(call.get("name")),
+                    tool_call_id=_plain(call.get("id")),
+                    status="success",
+                )
             if kind == "reject" or new_call is None:
-                text = f"User rejected the tool call for `{_plain(call.get('name'))}` (carbguard escalated it: {decision.message})"
+                name = _plain(call.get("name"))
+                text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
                 return ToolMessage(
                     content=f"{text} Reason: {message}" if message else text,
                     name=_plain(call.get("name")),
@@ -224,7 +238,7 @@ class GuardToolWrapper:
         config = getattr(request.runtime, "config", None) or _current_config()
         try:
             tracker, _ = self.sync(config, _state_messages(request.state, self.messages_key))
-        except Unbound as exc:
+        except UnboundCallError as exc:
             return self._unbound(request, handler, exc)
         return _drive_sync(self._flow(tracker, request, config), tracker.session, handler)
 
@@ -233,18 +247,20 @@ class GuardToolWrapper:
         config = getattr(request.runtime, "config", None) or _current_config()
         try:
             tracker, _ = await self.async_sync(config, _state_messages(request.state, self.messages_key))
-        except Unbound as exc:
+        except UnboundCallError as exc:
             out = self._unbound(request, handler, exc)
             return (await out) if not isinstance(out, ToolMessage) else out
         return await _drive_async(self._flow(tracker, request, config), tracker.session, handler)
 
-    def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: Unbound) -> Any:
+    def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: UnboundCallError) -> Any:
         """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""
         log.warning("%s", exc)
         call = request.tool_call
         if self.guard.mode == "shadow":
             return handler(request)
-        return ToolMessage(content=str(exc), name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="error")
+        return ToolMessage(
+            content=str(exc), name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="error"
+        )
 
 
 # --------------------------------------------------------------------------- create_agent middleware
@@ -283,7 +299,7 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         """Decide the new turn's calls; refuse the ones LangChain could not parse."""
         try:
             _, refusals = self.wrapper.sync(_current_config(), _state_messages(state))
-        except Unbound as exc:  # wrap_tool_call refuses each call
+        except UnboundCallError as exc:  # wrap_tool_call refuses each call
             log.warning("%s", exc)
             return None
         return {"messages": refusals} if refusals else None
@@ -292,7 +308,7 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         """Async twin of :meth:`after_model` (same feed, ``adecide``)."""
         try:
             _, refusals = await self.wrapper.async_sync(_current_config(), _state_messages(state))
-        except Unbound as exc:
+        except UnboundCallError as exc:
             log.warning("%s", exc)
             return None
         return {"messages": refusals} if refusals else None

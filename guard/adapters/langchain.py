@@ -42,10 +42,9 @@ The module imports without LangChain; its entry points raise ImportError with th
 from guard.adapters._langchain_core import _HINT as _HINT
 from guard.adapters._langchain_core import _MISSING as _MISSING
 from guard.adapters._langchain_core import SessionKey as SessionKey
+from guard.adapters._langchain_core import UnboundCallError, edited_call_id, refusal_text, thread_session_key
 from guard.adapters._langchain_core import _require as _require
 from guard.adapters._langchain_core import log as log
-from guard.adapters._langchain_core import refusal_text, thread_session_key
-from guard.adapters._langchain_core import Unbound, edited_call_id
 from guard.adapters._langchain_review import (
     ApproveDecision,
     EditDecision,
@@ -64,11 +63,11 @@ __all__ = [
     "GuardedTool",
     "RejectDecision",
     "RespondDecision",
-    "Unbound",
+    "UnboundCallError",
     "edited_call_id",
-    "review_context",
     "guard_tool_node",
     "guard_tools",
     "refusal_text",
+    "review_context",
     "thread_session_key",
 ]

@@ -20,7 +20,7 @@ from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper
 from guard.adapters.langchain_testing import ScriptedChatModel, tool_call
 from guard.audit import MemoryAudit
 from guard.report.model import views_from_audit
-from tests.adapters.test_binding_langchain import BENIGN, READ, assert_bound, entries, received, spies  # noqa: F401
+from tests.adapters.test_binding_langchain import READ, assert_bound, entries
 from tests.adapters.test_langchain import EXFIL, POLICY, RECORD, TASK, leak_script
 
 SECOND = tool_call("send_email", {"to": "x@audit-desk.net", "subject": "Copy", "body": RECORD}, "c5")
@@ -32,7 +32,10 @@ def make_guard(**kwargs: Any) -> Guard:
 
 def agent_for(guard: Guard, spies: list[Any], turns: list[AIMessage], **kw: Any) -> Any:
     return create_agent(
-        ScriptedChatModel(responses=turns), spies, middleware=[GuardMiddleware(guard, **kw)], checkpointer=InMemorySaver()
+        ScriptedChatModel(responses=turns),
+        spies,
+        middleware=[GuardMiddleware(guard, **kw)],
+        checkpointer=InMemorySaver(),
     )
 
 
@@ -143,13 +146,19 @@ def test_batched_review_of_two_escalations_by_interrupt_id(spies, received, use_
 
     async def go() -> dict[str, Any]:
         paused = await agent.ainvoke({"messages": [HumanMessage(TASK)]}, config)
-        answers = {i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"}) for i in paused["__interrupt__"]}
+        answers = {
+            i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"})
+            for i in paused["__interrupt__"]
+        }
         assert len(answers) == 2
         return await agent.ainvoke(Command(resume=answers), config)
 
     def go_sync() -> dict[str, Any]:
         paused = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
-        answers = {i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"}) for i in paused["__interrupt__"]}
+        answers = {
+            i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"})
+            for i in paused["__interrupt__"]
+        }
         assert len(answers) == 2
         return agent.invoke(Command(resume=answers), config)
 
@@ -165,7 +174,13 @@ def test_batched_review_of_two_escalations_by_interrupt_id(spies, received, use_
 def visible(out: dict[str, Any]) -> list[tuple[Any, ...]]:
     """What the agent sees: each message's type, text, tool calls, tool call id and status."""
     return [
-        (m.type, m.text, [(c["name"], c["args"], c["id"]) for c in getattr(m, "tool_calls", []) or []], getattr(m, "tool_call_id", None), getattr(m, "status", None))
+        (
+            m.type,
+            m.text,
+            [(c["name"], c["args"], c["id"]) for c in getattr(m, "tool_calls", []) or []],
+            getattr(m, "tool_call_id", None),
+            getattr(m, "status", None),
+        )
         for m in out["messages"]
     ]
 
@@ -175,7 +190,9 @@ def test_shadow_middleware_changes_nothing_the_agent_sees(spies, received, use_a
     """mode="shadow": the same messages as a run without the guard, every call decided and audited."""
     plain = create_agent(ScriptedChatModel(responses=leak_script()), spies)
     guard = make_guard()
-    shadow = create_agent(ScriptedChatModel(responses=leak_script()), spies, middleware=[GuardMiddleware(guard, mode="shadow")])
+    shadow = create_agent(
+        ScriptedChatModel(responses=leak_script()), spies, middleware=[GuardMiddleware(guard, mode="shadow")]
+    )
     state = {"messages": [HumanMessage(TASK, id="h1")]}
     run = (lambda a: asyncio.run(a.ainvoke(state))) if use_async else (lambda a: a.invoke(state))
     bare, watched = run(plain), run(shadow)

@@ -23,6 +23,7 @@ is the faulty stage, the tool still must not run.  The counts go to
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import time
@@ -718,10 +719,8 @@ def attack_agentdojo(guard: Guard, runs: list[Any], mode: str) -> None:
     replay = ReplayLLM(turns)
     loop = ToolsExecutionLoop([element, ToolsExecutor(), replay])
     pipeline = AgentPipeline([SystemMessage("You are a mail assistant."), InitQuery(), replay, loop])
-    try:
+    with contextlib.suppress(AbortAgentError):  # abort mode stops the agent at a refusal: an outcome
         pipeline.query(USER, FunctionsRuntime([make_function(send_email)]), EmptyEnv())
-    except AbortAgentError:
-        pass
 
 
 def _binding_matrix() -> list[Any]:
