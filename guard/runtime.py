@@ -26,7 +26,7 @@ from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.records import Record, final, result, user
-from guard.redaction import hash_value
+from guard.redaction import Redactor, hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
@@ -251,6 +251,10 @@ class Session:
                     ) from exc
             if answer == "approve" and decision.args is not None:
                 self.approved.add(call_id)
+
+    def redacted(self, text: str, decision: Decision) -> str:
+        """``text`` with the private values of this session and ``decision``'s arguments redacted (for reviewers)."""
+        return Redactor(self, decision.args or {}, decision.proposal_index).redact(text)
 
 
 REVIEW_ANSWERS = ("approve", "reject", "edit", "respond")

@@ -6,7 +6,6 @@ See :mod:`guard.adapters.langchain`.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import importlib
 import json
 import logging
@@ -15,10 +14,10 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from guard.adapters._langchain_binding import _matches, edited_call_id, safe_repr
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import BindingError, InputError
 from guard.runtime import Session
-from guard.stages import canonical_args, safe_repr
 
 _HINT = "pip install 'carbguard[langchain]'"
 
@@ -140,27 +139,6 @@ def _authorize(session: Session, call_id: Any, tool: Any, args: Any) -> dict[str
     except BindingError as exc:
         log.warning("carbguard: %s", exc)
         return None
-
-
-def _matches(decision: Decision | None, tool: Any, args: Any) -> bool:
-    """Whether ``decision`` was made on exactly (tool, canonical arguments)."""
-    if decision is None or decision.args is None or type(tool) is not str or tool != decision.tool:
-        return False
-    if not isinstance(args, Mapping):
-        return False
-    try:
-        return canonical_args(args) == dict(decision.args)
-    except (TypeError, ValueError, RecursionError):
-        return False
-
-
-def edited_call_id(call_id: str, tool: Any, args: Any) -> str:
-    """The call id under which a call changed after its decision is decided again (stable per content)."""
-    try:
-        body = json.dumps([tool, args], sort_keys=True, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        body = safe_repr((tool, args))
-    return f"{call_id}~{hashlib.sha256(body.encode('utf-8', 'surrogatepass')).hexdigest()[:12]}"
 
 
 def _settle(

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal, NotRequired
 from typing_extensions import TypedDict  # pydantic needs typing_extensions.TypedDict before Python 3.12
 
 from guard.decision import Decision
-from guard.redaction import Redactor
 from guard.runtime import Session
 
 ALLOWED = ["approve", "edit", "reject", "respond"]
@@ -72,7 +71,10 @@ def review_schema() -> Any:
 def review_context(session: Session, decision: Decision) -> dict[str, Any]:
     """What a reviewer needs: verdict, reason, score, threshold, fired features, redacted sources on the path."""
     graph, node = session.graph, decision.proposal_index
-    redact = Redactor(session, decision.args or {}, node).redact
+
+    def redact(text: str) -> str:
+        return session.redacted(text, decision)
+
     sources = []
     if node in graph.records:
         edges = {source: etype for source, etype, _, _ in graph.edges_into(node)}

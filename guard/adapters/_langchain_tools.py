@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from guard.adapters._langchain_binding import safe_repr
 from guard.adapters._langchain_core import (
     BaseTool,
     _authorize,
@@ -27,7 +28,6 @@ from guard.adapters._langchain_core import (
 from guard.decision import Decision, ProbeCall, Reason, Verdict
 from guard.errors import InputError
 from guard.runtime import Session
-from guard.stages import safe_repr
 
 # --------------------------------------------------------------------------- langchain-core only
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
     _HINT,
     BaseMessage,
@@ -32,7 +33,6 @@ from guard.adapters._langchain_core import (
     _settle,
     _state_messages,
     _Tracker,
-    edited_call_id,
     log,
     thread_session_key,
 )

@@ -39,10 +39,11 @@ The module imports without LangChain; its entry points raise ImportError with th
 (``pip install 'carbguard[langchain]'``).  :func:`guard_tools` needs langchain-core only.
 """
 
+from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import _HINT as _HINT
 from guard.adapters._langchain_core import _MISSING as _MISSING
 from guard.adapters._langchain_core import SessionKey as SessionKey
-from guard.adapters._langchain_core import UnboundCallError, edited_call_id, refusal_text, thread_session_key
+from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
 from guard.adapters._langchain_core import _require as _require
 from guard.adapters._langchain_core import log as log
 from guard.adapters._langchain_review import (
