@@ -101,6 +101,7 @@ class Session:
         self.answered: set[str] = set()
         self.executed: set[str] = set()
         self.approved: set[str] = set()
+        self.reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
         self.certifier_state: dict[str, Any] = {}
 
@@ -241,6 +242,9 @@ class Session:
             decision = self.decisions.get(call_id) if type(call_id) is str else None
             if decision is None:
                 raise BindingError(f"session {self.session_id!r}: no decision to review for this call id")
+            key = (call_id, decision.proposal_index, answer, reviewer, message, tuple(sorted(link.items())))
+            if key in self.reviews:  # the same answer again (a resumed graph re-runs its node): recorded once
+                return
             entry = stages.review_entry(self, decision, answer, reviewer, message, link)
             if self.guard.audit is not None:
                 try:
@@ -249,6 +253,7 @@ class Session:
                     raise AuditError(
                         f"session {self.session_id!r}: review could not be audited: {type(exc).__name__}"
                     ) from exc
+            self.reviews.add(key)
             if answer == "approve" and decision.args is not None:
                 self.approved.add(call_id)
 

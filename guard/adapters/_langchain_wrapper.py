@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from guard.adapters._langchain_binding import edited_call_id
+from guard.adapters._langchain_binding import _matches, edited_call_id
 from guard.adapters._langchain_core import (
     _HINT,
     BaseMessage,
@@ -218,8 +218,9 @@ class GuardToolWrapper:
             request, call = edited_request, new_call
             cid = link["edited_call_id"]
             tracker.alias[_plain(call.get("id"))] = cid
-            decision = tracker.session.decisions.get(cid)
-            if decision is None or decision.args is None or decision.tool != call["name"]:
+            known = tracker.session.decisions.get(cid)
+            decision = known if known is not None and _matches(known, call["name"], call["args"]) else None
+            if decision is None:
                 decision = yield _Decide(call["name"], call["args"], cid)
             decision = yield from _settle(
                 session, decision, (call["name"], call["args"], cid), lambda p, b: None, 0, tracker.skipped

@@ -222,3 +222,38 @@ def test_shadow_never_interrupts_or_probes(spies, received) -> None:
     agent = agent_for(guard, spies, leak_script(), mode="shadow")
     out = agent.invoke({"messages": [HumanMessage(TASK)]}, {"configurable": {"thread_id": "sh"}})
     assert "__interrupt__" not in out and "send_email" in [n for n, _ in received]
+
+
+def test_each_human_answer_is_recorded_once_across_resumes(spies, received) -> None:
+    """edit → escalated again → reject: the resumed node re-runs, yet each answer is one review entry."""
+    guard = make_guard()
+    agent = agent_for(guard, spies, leak_script())
+    config = {"configurable": {"thread_id": "once"}}
+    agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+    leak = {"to": "other@audit-desk.net", "subject": "Record", "body": RECORD}
+    out = agent.invoke(Command(resume={"type": "edit", "edited_action": {"name": "send_email", "args": leak}}), config)
+    agent.invoke(Command(resume={out["__interrupt__"][0].id: {"type": "reject"}}), config)
+    assert [r["answer"] for r in reviews(guard)] == ["edit", "reject"]
+
+
+def test_an_approval_that_cannot_be_audited_approves_nothing() -> None:
+    """Session.review: when the review entry cannot be written, AuditError and the escalated call stays refused."""
+    from guard.errors import AuditError, BindingError
+
+    class Failing(MemoryAudit):
+        def write(self, entry: Any) -> None:
+            if entry.get("kind") == "review":
+                raise OSError("disk full")
+            super().write(entry)
+
+    guard = Guard(load_policy(POLICY), threshold=0.5, audit=Failing())
+    session = guard.session("fail")
+    session.observe_user(TASK)
+    session.decide("read_record", {"name": "Lena Novak"}, "c1")
+    session.authorize("c1", "read_record", {"name": "Lena Novak"})
+    session.observe_result("c1", RECORD)
+    assert not session.decide(EXFIL["name"], EXFIL["args"], "c4").allowed
+    with pytest.raises(AuditError):
+        session.review("c4", "approve", reviewer="alice")
+    with pytest.raises(BindingError):
+        session.authorize("c4", EXFIL["name"], EXFIL["args"])
