@@ -249,13 +249,20 @@ def _guess(tool: ToolSchema) -> dict[str, Any]:
 
 
 def _flow(items: Sequence[str]) -> str:
-    return "[" + ", ".join(json.dumps(i) if not re.fullmatch(r"[A-Za-z_][\w-]*", i) else i for i in items) + "]"
+    return "[" + ", ".join(_key(i) for i in items) + "]"
+
+
+def _key(text: str) -> str:
+    return text if re.fullmatch(r"[A-Za-z_][\w-]*", text) and text.lower() not in _YAML_WORDS else json.dumps(text)
+
+
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
 
 def _tool_block(tool: ToolSchema) -> list[str]:
     g = _guess(tool)
     args = "unknown (no argument schema)" if tool.args is None else (", ".join(tool.args) or "none")
-    lines = [f"  {json.dumps(tool.name)}:", f"    # arguments: {args}"]
+    lines = [f"  {_key(tool.name)}:", f"    # arguments: {args}"]
     lines.append(f"    kind: {g['kind']}  # check: guessed, {g['why']}")
     lines.append(f"    effect: {g['effect']}  # check: guessed from the kind and name")
     lines.append(f"    severity: {g['severity']}  # check: 0 harmless .. 3 severe")
@@ -279,7 +286,7 @@ def skeleton_yaml(tools: Sequence[ToolSchema], name: str, source: str) -> str:
         "# one (METHOD §3).  No threshold is set: run with --threshold, or calibrate and name the artifact",
         "# under calibration.artifact.  `carbguard policy validate FILE --tools ...` cross-checks it.",
         "version: 1",
-        f"name: {json.dumps(name)}",
+        f"name: {_key(name)}",
         "tools:",
     ]
     for tool in tools:
