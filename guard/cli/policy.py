@@ -32,10 +32,30 @@ def _read_tools(source: str, command: list[str]) -> tuple[list[Any], str]:
     raise GuardError(f"tool source {source!r}: expected langchain:MODULE:ATTR, openai:FILE.json or mcp")
 
 
+def _split_rest(args: argparse.Namespace) -> None:
+    """``--tools`` and the server command when they follow FILE (argparse stops at the first positional)."""
+    rest: list[str] = list(args.rest)
+    cut = rest.index("--") if "--" in rest else len(rest)
+    args.command = rest[cut + 1 :]
+    extra = argparse.ArgumentParser(prog="carbguard policy validate", add_help=False, exit_on_error=False)
+    extra.add_argument("--tools")
+    try:
+        parsed, unknown = extra.parse_known_args(rest[:cut])
+    except argparse.ArgumentError as exc:
+        raise GuardError(f"policy validate: {exc}") from None
+    if unknown:
+        raise GuardError(f"policy validate: unrecognized arguments: {' '.join(unknown)}")
+    if parsed.tools is not None:
+        if args.tools is not None:
+            raise GuardError("policy validate: --tools given twice")
+        args.tools = parsed.tools
+
+
 def _policy_validate(args: argparse.Namespace) -> int:
     from guard.policy import load_policy
     from guard.policy.tools import check_tools
 
+    _split_rest(args)
     policy = load_policy(args.file)
     if args.tools is None:
         if args.command:
@@ -98,7 +118,7 @@ def register(sub: Any) -> None:
     validate = policy.add_parser("validate", help="report every error of a policy file with its location")
     validate.add_argument("file")
     validate.add_argument("--tools", help="cross-check against " + TOOLS_HELP)
-    validate.add_argument("command", nargs=argparse.REMAINDER, help="with --tools mcp: -- then the server command")
+    validate.add_argument("rest", nargs=argparse.REMAINDER, help="[--tools SOURCE] [-- server command (--tools mcp)]")
     validate.set_defaults(func=_policy_validate)
     policy.add_parser("schema", help="print the JSON Schema of policy files").set_defaults(func=_policy_schema)
     init = policy.add_parser("init", help="write a policy skeleton from the agent's tool schemas")
@@ -108,5 +128,5 @@ def register(sub: Any) -> None:
     init.add_argument("--name", default="my-agent", help="policy name (default: my-agent)")
     init.add_argument("--out", help="file to write (default: stdout)")
     init.add_argument("--force", action="store_true", help="overwrite --out if it exists")
-    init.add_argument("command", nargs=argparse.REMAINDER, help="with --from-mcp: -- then the server command")
+    init.add_argument("command", nargs="*", help="with --from-mcp: -- then the server command")
     init.set_defaults(func=_policy_init)
