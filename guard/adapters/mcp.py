@@ -4,6 +4,8 @@
   stdio to the client and to the real server it starts; every ``tools/call`` is decided, probed when
   the guard asks, authorized and forwarded with the decided arguments, or answered with a tool
   result ``isError: true`` naming the verdict and reason (the server never sees it).
+* :func:`serve_http` (``carbguard mcp-proxy --http HOST:PORT ...``) is the same proxy over
+  streamable HTTP: one server process and one guard session per MCP session.
 * :class:`GuardedClientSession` wraps an ``mcp.ClientSession`` for programs that embed a client:
   ``call_tool`` is decided and bound the same way.
 * :func:`list_server_tools` reads a server's ``tools/list`` (for ``carbguard policy init --from-mcp``).
@@ -21,6 +23,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from guard.adapters._mcp_http import HttpProxy, serve_http
 from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
 from guard.decision import Decision, Verdict
@@ -151,7 +154,9 @@ async def list_server_tools(command: Sequence[str], env: Mapping[str, str] | Non
 __all__ = [
     "GuardedClientSession",
     "GuardedRelay",
+    "HttpProxy",
     "list_server_tools",
     "refusal_text",
+    "serve_http",
     "serve_stdio",
 ]

@@ -22,6 +22,9 @@ def register(sub: Any) -> None:
     gate.add_argument("--threshold", type=float, help="an explicit threshold instead of a calibration artifact")
     proxy.add_argument("--audit", help="JSON-lines audit file (default: the policy's audit.path, if any)")
     proxy.add_argument("--session", help="session id of this client connection (default: mcp-<random>)")
+    proxy.add_argument(
+        "--http", metavar="HOST:PORT", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio"
+    )
     proxy.add_argument("--shadow", action="store_true", help="decide and audit, but never block (shadow mode)")
     proxy.add_argument("command", nargs=argparse.REMAINDER, help="-- then the MCP server command and its arguments")
     proxy.set_defaults(func=_mcp_proxy)
@@ -60,6 +63,21 @@ def _mcp_proxy(args: argparse.Namespace) -> int:
 
     command = server_command(args.command)
     guard = build_guard(args)
+    if args.http:
+        return _serve_http(guard, command, args.http)
     session_id = args.session or f"mcp-{uuid.uuid4().hex[:12]}"
     code = asyncio.run(serve_stdio(guard, command, session_id=session_id))
     return 0 if code == 0 else 1
+
+
+def _serve_http(guard: Any, command: list[str], where: str) -> int:
+    import sys
+
+    from guard.adapters.mcp import serve_http
+
+    host, sep, port = where.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise GuardError(f"--http {where!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    print(f"carbguard mcp-proxy: streamable HTTP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    serve_http(guard, command, host=host.strip("[]"), port=int(port), warn=lambda t: print(t, file=sys.stderr, flush=True))
+    return 0
