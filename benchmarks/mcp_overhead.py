@@ -1,4 +1,6 @@
-"""Per-call overhead of the MCP guard proxy against a direct MCP call: ``python -m benchmarks.mcp_overhead [--json] [--quick]``.
+"""Per-call overhead of the MCP guard proxy against a direct MCP call.
+
+Run: ``python -m benchmarks.mcp_overhead [--json] [--quick]``.
 
 Real ``mcp`` stdio clients are open at once on the same machine: one talks to the fixture server
 (``tests/fixtures/mcp_server.py``) directly, the other to ``carbguard mcp-proxy`` in front of its

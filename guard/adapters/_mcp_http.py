@@ -124,7 +124,7 @@ class HttpProxy:
             async with transport.connect() as (read, write):
                 task_status.started()
                 process = await spawn_server(self.command, self.env)
-                assert process.stdin is not None and process.stdout is not None  # noqa: S101 - piped
+                assert process.stdin is not None and process.stdout is not None
 
                 async def to_client(message: Any) -> None:
                     await write.send(SessionMessage(mcp_types.jsonrpc_message_adapter.validate_python(message)))

@@ -133,7 +133,7 @@ async def serve_stdio(
 ) -> int:
     """Run the proxy for one client connection until the client or the server hangs up; the server's exit code."""
     process = await spawn_server(command, env)
-    assert process.stdin is not None and process.stdout is not None  # noqa: S101 - piped above
+    assert process.stdin is not None and process.stdout is not None
     reader = client_in if client_in is not None else await stdin_reader()
     to_client = LineWriter(client_out if client_out is not None else sys.stdout.buffer)
     to_server = LineWriter(process.stdin)

@@ -17,6 +17,7 @@ only by the guarded client and :func:`list_server_tools`.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import sys
 import uuid
@@ -31,6 +32,7 @@ from guard.errors import InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
 from guard.runtime import Session
 
+log = logging.getLogger("guard.adapters.mcp")
 _HINT = "pip install 'carbguard[mcp]'"
 MAX_PROBE_ROUNDS = 3
 
@@ -118,7 +120,8 @@ class GuardedClientSession:
                 try:
                     authorized = self.session.authorize(probe.call_id, probe.tool, dict(probe.args))
                     await self._run(probe.call_id, probe.tool, authorized)
-                except Exception:  # noqa: BLE001 - a probe that failed settles nothing
+                except Exception as exc:  # noqa: BLE001 - a probe that failed settles nothing
+                    log.warning("carbguard: probe %s did not run: %s", probe.call_id, exc)
                     continue
                 ran += 1
             decision = await self.session.adecide(name, args, call_id)

@@ -49,7 +49,9 @@ def build_guard(args: argparse.Namespace) -> Any:
     mode = "shadow" if getattr(args, "shadow", False) else "enforce"
     if args.threshold is not None:
         return Guard(policy, threshold=args.threshold, audit=audit, mode=mode)
-    artifact_path = args.artifact or (policy.resolve(policy.calibration.artifact) if policy.calibration.artifact else None)
+    artifact_path = args.artifact or (
+        policy.resolve(policy.calibration.artifact) if policy.calibration.artifact else None
+    )
     if artifact_path is None:
         raise GuardError(f"{args.policy}: no threshold: pass --threshold T or --artifact A (the policy names none)")
     art = load_artifact(artifact_path, policy)
@@ -79,5 +81,7 @@ def _serve_http(guard: Any, command: list[str], where: str) -> int:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise GuardError(f"--http {where!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
     print(f"carbguard mcp-proxy: streamable HTTP at http://{host}:{port}/mcp", file=sys.stderr, flush=True)
-    serve_http(guard, command, host=host.strip("[]"), port=int(port), warn=lambda t: print(t, file=sys.stderr, flush=True))
+    serve_http(
+        guard, command, host=host.strip("[]"), port=int(port), warn=lambda t: print(t, file=sys.stderr, flush=True)
+    )
     return 0

@@ -65,7 +65,8 @@ def from_mcp_tools(tools: Sequence[Any], source: str = "tools/list") -> list[Too
         if not isinstance(tool, Mapping):
             raise PolicyError(f"{where}: a tool must be a JSON object, got {type(tool).__name__}")
         args, types = _properties(tool.get("inputSchema"), f"{where}.inputSchema")
-        notes = tool.get("annotations") if isinstance(tool.get("annotations"), Mapping) else {}
+        raw_notes = tool.get("annotations")
+        notes: Mapping[str, Any] = raw_notes if isinstance(raw_notes, Mapping) else {}
         out.append(
             ToolSchema(
                 name=_name(tool.get("name"), where),

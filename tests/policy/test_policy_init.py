@@ -14,15 +14,38 @@ from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools, from_ope
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAI_TOOLS = [
-    {"type": "function", "function": {"name": "get_balance", "description": "Balance of the user's account.",
-                                       "parameters": {"type": "object", "properties": {"account_id": {"type": "string"}}}}},
-    {"type": "function", "function": {"name": "send_message", "description": "Send a chat message.",
-                                       "parameters": {"type": "object", "properties": {"recipient": {"type": "string"},
-                                                                                       "text": {"type": "string"}}}}},
-    {"type": "function", "name": "read_webpage", "description": "Fetch a web page.",
-     "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}},
-    {"type": "function", "function": {"name": "update_note", "parameters": {"type": "object",
-                                       "properties": {"note_id": {}, "content": {}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "get_balance",
+            "description": "Balance of the user's account.",
+            "parameters": {"type": "object", "properties": {"account_id": {"type": "string"}}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "send_message",
+            "description": "Send a chat message.",
+            "parameters": {
+                "type": "object",
+                "properties": {"recipient": {"type": "string"}, "text": {"type": "string"}},
+            },
+        },
+    },
+    {
+        "type": "function",
+        "name": "read_webpage",
+        "description": "Fetch a web page.",
+        "parameters": {"type": "object", "properties": {"url": {"type": "string"}}},
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "update_note",
+            "parameters": {"type": "object", "properties": {"note_id": {}, "content": {}}},
+        },
+    },
 ]
 POLICY = """\
 version: 1
@@ -46,14 +69,16 @@ def _tools_file(tmp_path: Path) -> Path:
 
 def test_check_tools_finds_wrong_argument_names_and_missing_tools() -> None:
     """Catches the old behaviour: payload_args: [message] on a tool whose argument is `text` passed."""
-    from guard.policy import parse_policy
     import yaml
+
+    from guard.policy import parse_policy
 
     policy = parse_policy(yaml.safe_load(POLICY))
     schemas = from_openai_tools(OPENAI_TOOLS[:2])
     assert check_tools(policy, schemas) == [
         "agent tool 'get_balance' is not in policy 'chat': calls to it are refused (escalate)",
-        "tools.send_message.payload_args: 'message' is not an argument of send_message (its arguments: recipient, text)",
+        "tools.send_message.payload_args: 'message' is not an argument of send_message"
+        " (its arguments: recipient, text)",
         "policy tool 'archive' is not among the agent's tools",
     ]
     assert check_tools(policy, schemas, policy_extra=False)[-1].startswith("tools.send_message")
@@ -100,7 +125,8 @@ def test_init_from_langchain_module(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "lc_tools_mod.py").write_text(
         "from langchain_core.tools import tool\n\n"
         "@tool\ndef delete_file(path: str) -> str:\n    '''Delete a file.'''\n    return path\n\n"
-        "@tool\ndef search_docs(query: str, limit: int) -> str:\n    '''Search the public documentation.'''\n    return query\n\n"
+        "@tool\ndef search_docs(query: str, limit: int) -> str:\n"
+        "    '''Search the public documentation.'''\n    return query\n\n"
         "TOOLS = [delete_file, search_docs]\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -123,16 +149,24 @@ def test_init_and_validate_from_mcp_server(tmp_path: Path) -> None:
     assert list(load_policy(out).tools) == ["read_record", "read_inbox", "send_email", "delete_file"]
     assert main(["policy", "validate", str(out), "--tools", "mcp", *server]) == 0
     partial = tmp_path / "partial.yaml"
-    partial.write_text((ROOT / "tests" / "fixtures" / "mcp_policy.yaml").read_text().replace("[subject, body]", "[text]"))
+    partial.write_text(
+        (ROOT / "tests" / "fixtures" / "mcp_policy.yaml").read_text().replace("[subject, body]", "[text]")
+    )
     assert main(["policy", "validate", str(partial), "--tools", "mcp", *server]) == 1
 
 
 def test_mcp_hints_drive_the_guess() -> None:
     """Catches a guesser that ignores MCP's readOnlyHint / destructiveHint / openWorldHint annotations."""
-    tools = from_mcp_tools([
-        {"name": "purge", "inputSchema": {"properties": {"target": {}}}, "annotations": {"destructiveHint": True}},
-        {"name": "lookup", "inputSchema": {"properties": {}}, "annotations": {"readOnlyHint": True, "openWorldHint": True}},
-    ])
+    tools = from_mcp_tools(
+        [
+            {"name": "purge", "inputSchema": {"properties": {"target": {}}}, "annotations": {"destructiveHint": True}},
+            {
+                "name": "lookup",
+                "inputSchema": {"properties": {}},
+                "annotations": {"readOnlyHint": True, "openWorldHint": True},
+            },
+        ]
+    )
     import yaml
 
     data = yaml.safe_load(skeleton_yaml(tools, "hints", "test"))
@@ -158,8 +192,9 @@ def test_bad_input_is_one_line_exit_2(argv: list[str], needle: str, capsys: pyte
 
 def test_schema_without_arguments_is_not_cross_checked() -> None:
     """Catches a check that calls every declared argument wrong when the tool has no argument schema."""
-    from guard.policy import parse_policy
     import yaml
+
+    from guard.policy import parse_policy
 
     policy = parse_policy(yaml.safe_load(POLICY))
     assert check_tools(policy, [ToolSchema("send_message", args=None)], policy_extra=False) == []
