@@ -143,6 +143,10 @@ class GuardedRelay:
         args = params.get("arguments", {})
         call_id = "rpc:" + json.dumps(msg_id, sort_keys=True)
         tool_name: Any = tool  # not a str: decide refuses it (bad_arguments), nothing is forwarded
+        if "task" in params:  # its result would arrive through tasks/result, which the guard cannot observe
+            text = "carbguard: task-augmented tools/call is not supported; call the tool without `task`"
+            await self._to_client(_rpc_error(msg_id, -32602, text))
+            return
         decision = await self._settle(await self.session.adecide(tool_name, args, call_id), tool_name, args, call_id)
         if decision.allowed or self.session.guard.mode == "shadow":
             try:

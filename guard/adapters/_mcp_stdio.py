@@ -117,6 +117,15 @@ async def _stop(process: asyncio.subprocess.Process) -> int:
             return await process.wait()
 
 
+def _report(task: asyncio.Future[None], what: str, warn: Callable[[str], None]) -> None:
+    """A pipe that broke ends the connection with one line on stderr; anything else propagates."""
+    exc = task.exception()
+    if isinstance(exc, ConnectionError | BrokenPipeError):
+        warn(f"carbguard: {what} broke: {exc}")
+    elif exc is not None:
+        raise exc
+
+
 def _stderr(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
@@ -151,13 +160,13 @@ async def serve_stdio(
     try:
         done, _ = await asyncio.wait({client_task, server_task}, return_when=asyncio.FIRST_COMPLETED)
         if client_task in done:  # the client hung up: let the server finish what it was sent
-            client_task.result()
+            _report(client_task, "the client connection", warn)
             relay.close()
             code = await _stop(process)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(server_task, SHUTDOWN_GRACE_S)
             return code
-        server_task.result()
+        _report(server_task, "the server connection", warn)
         relay.close()
         client_task.cancel()
         return await _stop(process)

@@ -103,13 +103,15 @@ def test_refused_call_answered_with_is_error_and_not_forwarded() -> None:
 
 
 def test_batches_and_reserved_ids_are_refused() -> None:
-    """Catches a relay that lets a batch, or a client request using the proxy's own id space, through."""
+    """Catches a relay that lets a batch, a request in the proxy's own id space, or a task-augmented call through."""
     h = Harness(Guard(load_policy(POLICY), threshold=0.5))
     reserved = h.relay._nonce + "1"
-    h.run([[_call(1, "read_inbox", {})], _call(reserved, "read_inbox", {}), _call(2, 5, {})])
+    task = {**_call(3, "read_inbox", {}), "params": {"name": "read_inbox", "arguments": {}, "task": {"ttl": 1000}}}
+    h.run([[_call(1, "read_inbox", {})], _call(reserved, "read_inbox", {}), _call(2, 5, {}), task])
     assert h.server == []
-    assert [m["id"] for m in h.client] == [1, reserved, 2]
-    assert all("error" in m for m in h.client[:2]) and h.client[2]["result"]["isError"] is True
+    assert [m["id"] for m in h.client] == [1, reserved, 2, 3]
+    assert all("error" in m for m in (h.client[0], h.client[1], h.client[3]))
+    assert h.client[2]["result"]["isError"] is True
 
 
 def test_result_text_reads_every_text_part_and_structured_content() -> None:
