@@ -75,6 +75,45 @@ def result_text(result: Any) -> tuple[str, str]:
     return "\n".join(parts), "error" if result.get("isError") is True else "ok"
 
 
+RunProbe = Callable[[str, dict[str, Any]], Awaitable[tuple[str, str]]]
+"""Runs one authorized probe call against the server; returns its result text and status."""
+
+
+async def settle(
+    session: Session, decision: Decision, call: tuple[Any, Any, str], run: RunProbe, warn: Warn
+) -> Decision:
+    """Run the probes of a ``probe`` verdict (decide → authorize → run → observe each) and decide again.
+
+    Shared by the proxy and the guarded client.  Bounded by ``MAX_PROBE_ROUNDS``; a round in which
+    no probe ran ends the loop, and the last decision (still ``probe``: not executed) is returned.
+    """
+    tool, args, call_id = call
+    for _ in range(MAX_PROBE_ROUNDS):
+        if decision.verdict is not Verdict.PROBE:
+            return decision
+        ran = 0
+        for probe in decision.probes:
+            gate = await session.adecide(probe.tool, dict(probe.args), probe.call_id)
+            if not gate.allowed:
+                continue
+            try:
+                authorized = session.authorize(probe.call_id, probe.tool, dict(probe.args))
+                text, status = await run(probe.tool, authorized)
+            except Exception as exc:  # noqa: BLE001 - a probe that failed settles nothing
+                warn(f"carbguard: probe {probe.call_id} did not run: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                session.observe_result(probe.call_id, text, status)
+            except InputError as exc:
+                warn(f"carbguard: probe result not observed: {exc}")
+                continue
+            ran += 1
+        decision = await session.adecide(tool, args, call_id)
+        if ran == 0:
+            break
+    return decision
+
+
 def _rpc_error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
 
@@ -162,28 +201,10 @@ class GuardedRelay:
         await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
 
     async def _settle(self, decision: Decision, tool: str, args: Any, call_id: str) -> Decision:
-        """Run the probes of a ``probe`` verdict against the server and decide again (bounded rounds)."""
-        for _ in range(MAX_PROBE_ROUNDS):
-            if decision.verdict is not Verdict.PROBE:
-                return decision
-            ran = 0
-            for probe in decision.probes:
-                gate = await self.session.adecide(probe.tool, dict(probe.args), probe.call_id)
-                if not gate.allowed:
-                    continue
-                try:
-                    authorized = self.session.authorize(probe.call_id, probe.tool, dict(probe.args))
-                    response = await self._request("tools/call", {"name": probe.tool, "arguments": authorized})
-                except (BindingError, TimeoutError) as exc:
-                    self._warn(f"carbguard: probe {probe.call_id} did not run: {type(exc).__name__}: {exc}")
-                    continue
-                text, status = _response_text(response)
-                self._observe(probe.call_id, text, status)
-                ran += 1
-            decision = await self.session.adecide(tool, args, call_id)
-            if ran == 0:
-                break
-        return decision
+        async def run(probe_tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
+            return _response_text(await self._request("tools/call", {"name": probe_tool, "arguments": probe_args}))
+
+        return await settle(self.session, decision, (tool, args, call_id), run, self._warn)
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
         """A request of the proxy's own to the server; its response never reaches the client."""
@@ -280,4 +301,4 @@ def _response_text(response: Any) -> tuple[str, str]:
     return result_text(response.get("result"))
 
 
-__all__ = ["GuardedRelay", "refusal_result", "refusal_text", "result_text"]
+__all__ = ["GuardedRelay", "refusal_result", "refusal_text", "result_text", "settle"]

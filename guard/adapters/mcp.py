@@ -25,16 +25,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from guard.adapters._mcp_http import HttpProxy, serve_http
-from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text
+from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text, settle
 from guard.adapters._mcp_stdio import serve_stdio
-from guard.decision import Decision, Verdict
+from guard.decision import Decision
 from guard.errors import InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
 from guard.runtime import Session
 
 log = logging.getLogger("guard.adapters.mcp")
 _HINT = "pip install 'carbguard[mcp]'"
-MAX_PROBE_ROUNDS = 3
 
 
 def _require_mcp() -> Any:
@@ -109,25 +108,10 @@ class GuardedClientSession:
         return result
 
     async def _settle(self, decision: Decision, name: str, args: Any, call_id: str) -> Decision:
-        for _ in range(MAX_PROBE_ROUNDS):
-            if decision.verdict is not Verdict.PROBE:
-                return decision
-            ran = 0
-            for probe in decision.probes:
-                gate = await self.session.adecide(probe.tool, dict(probe.args), probe.call_id)
-                if not gate.allowed:
-                    continue
-                try:
-                    authorized = self.session.authorize(probe.call_id, probe.tool, dict(probe.args))
-                    await self._run(probe.call_id, probe.tool, authorized)
-                except Exception as exc:  # noqa: BLE001 - a probe that failed settles nothing
-                    log.warning("carbguard: probe %s did not run: %s", probe.call_id, exc)
-                    continue
-                ran += 1
-            decision = await self.session.adecide(name, args, call_id)
-            if ran == 0:
-                break
-        return decision
+        async def run(tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
+            return result_text(_wire(await self._client.call_tool(tool, probe_args)))
+
+        return await settle(self.session, decision, (name, args, call_id), run, log.warning)
 
 
 async def list_server_tools(command: Sequence[str], env: Mapping[str, str] | None = None) -> list[ToolSchema]:

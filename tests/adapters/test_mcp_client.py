@@ -71,3 +71,23 @@ def test_list_server_tools_reads_names_and_arguments() -> None:
         "send_email": ("to", "subject", "body"),
         "delete_file": ("path",),
     }
+
+
+def test_guarded_client_session_runs_probes_through_the_client(tmp_path: Path) -> None:
+    """Catches a wrapper that skips the probe a `probe` verdict asks for, or runs the call before it."""
+    from tests.adapters.test_mcp_relay import ProbeOnce
+
+    guard = Guard(load_policy(POLICY), threshold=0.5, certifier=ProbeOnce())
+    log = tmp_path / "log"
+
+    async def go() -> tuple[Any, GuardedClientSession]:
+        params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env={"MCP_FIXTURE_LOG": str(log)})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            guarded = GuardedClientSession(client, guard.session("probing"))
+            return await guarded.call_tool("delete_file", {"path": "old.txt"}), guarded
+
+    result, guarded = anyio.run(go)
+    assert not result.is_error and result.content[0].text == "deleted old.txt"
+    assert [json.loads(line)["tool"] for line in log.read_text().splitlines()] == ["read_record", "delete_file"]
+    assert guarded.last_decision is not None and guarded.last_decision.reason.value == "certified"
