@@ -302,7 +302,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
 
     return {
         "ts": time.time(),
-        "session": redact(session.session_id),
+        "session": _safe_text(session.session_id),  # chosen by the integrator; links decisions and reviews
         "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": redact(decision.call_id),
