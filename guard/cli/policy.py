@@ -7,10 +7,19 @@ from typing import Any
 
 
 def _policy_validate(args: argparse.Namespace) -> int:
-    from guard.policy import load_policy
+    import logging
+    import sys
 
-    policy = load_policy(args.file)
+    from guard.policy import load_policy, policy_warnings
+
+    logging.getLogger("guard.policy").disabled = True  # printed below, once, instead of logged at load
+    try:
+        policy = load_policy(args.file)
+    finally:
+        logging.getLogger("guard.policy").disabled = False
     print(f"OK: policy {policy.name!r} with {len(policy.tools)} tools is valid")
+    for warning in policy_warnings(policy):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

@@ -220,7 +220,7 @@ class Policy(_Strict):
     version: Literal[1] = Field(default=1, description="The policy format version: always 1.")
     name: str = Field(min_length=1, description="The policy's name (artifacts record the policies they calibrate).")
     tools: dict[str, ToolSpec] = Field(min_length=1, description="Metadata per tool name (METHOD §3).")
-    graph: GraphSpec = Field(default_factory=GraphSpec, description="Edge rules of the prefix graph (METHOD §4).")
+    graph: GraphSpec = Field(default_factory=GraphSpec, description="The graph rules: spans and value patterns (METHOD §4).")
     selector: SelectorSpec = Field(default_factory=SelectorSpec, description="Which records the scorer sees.")
     scorer: ScorerSpec = Field(default_factory=ScorerSpec, description="The frozen weighted scorer (METHOD §6).")
     on_unknown: Verdict = Field(
@@ -229,7 +229,7 @@ class Policy(_Strict):
         json_schema_extra={"enum": ["escalate", "defer", "abstain"]},
     )
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Where λ̂ comes from.")
-    audit: AuditSpec = Field(default_factory=AuditSpec, description="Audit log settings.")
+    audit: AuditSpec = Field(default_factory=AuditSpec, description="Where the audit log goes, what it may log raw.")
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     base_dir: str | None = Field(default=None, exclude=True, description="Set by the loader; not a policy key.")
 
