@@ -220,7 +220,7 @@ class Policy(_Strict):
     version: Literal[1] = Field(default=1, description="The policy format version: always 1.")
     name: str = Field(min_length=1, description="The policy's name (artifacts record the policies they calibrate).")
     tools: dict[str, ToolSpec] = Field(min_length=1, description="Metadata per tool name (METHOD §3).")
-    graph: GraphSpec = Field(default_factory=GraphSpec, description="The graph rules: spans and value patterns (METHOD §4).")
+    graph: GraphSpec = Field(default_factory=GraphSpec, description="Graph rules: spans, value patterns (METHOD §4).")
     selector: SelectorSpec = Field(default_factory=SelectorSpec, description="Which records the scorer sees.")
     scorer: ScorerSpec = Field(default_factory=ScorerSpec, description="The frozen weighted scorer (METHOD §6).")
     on_unknown: Verdict = Field(

@@ -70,7 +70,7 @@ DEFAULT_CANARY_PATTERNS: tuple[str, ...] = (
 
 
 def policy_warnings(policy: Any) -> tuple[str, ...]:
-    """What ``policy`` (a :class:`guard.policy.Policy`, which imports this module) leaves switched off, one line each."""
+    """What ``policy`` (a :class:`guard.policy.Policy`, which imports this module) leaves off, one line each."""
     out: list[str] = []
     weights = policy.scorer.weights.model_dump()
     for name, value in weights.items():

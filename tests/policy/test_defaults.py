@@ -146,8 +146,13 @@ def test_warnings_name_what_is_switched_off() -> None:
         }
     )
     found = policy_warnings(policy)
-    for needle in ("weights.injected_value is 0", "injection_patterns is empty", "canary_patterns is empty",
-                   "no tool is an untrusted_source", "tools.post is a sink without"):
+    for needle in (
+        "weights.injected_value is 0",
+        "injection_patterns is empty",
+        "canary_patterns is empty",
+        "no tool is an untrusted_source",
+        "tools.post is a sink without",
+    ):
         assert sum(needle in w for w in found) == 1, (needle, found)
     assert len(found) == 5
 
@@ -166,21 +171,27 @@ def test_shipped_agentdojo_policies_have_no_warnings() -> None:
 def test_load_logs_warnings(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """load_policy logs each warning on the guard.policy logger."""
     path = tmp_path / "p.yaml"
-    path.write_text("version: 1\nname: w\ntools: {read_inbox: {kind: untrusted_source}, "
-                    "send: {kind: sink, payload_args: [body]}}\nscorer: {weights: {canary: 0}}\n")
+    path.write_text(
+        "version: 1\nname: w\ntools: {read_inbox: {kind: untrusted_source}, "
+        "send: {kind: sink, payload_args: [body]}}\nscorer: {weights: {canary: 0}}\n"
+    )
     with caplog.at_level(logging.WARNING, logger="guard.policy"):
         load_policy(path)
-    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == ["scorer.weights.canary is 0: the canary "
-                                                                         "feature never adds to a score"]
+    assert [r.getMessage().split(": ", 1)[1] for r in caplog.records] == [
+        "scorer.weights.canary is 0: the canary feature never adds to a score"
+    ]
 
 
 def test_policy_validate_prints_warnings(tmp_path: Path) -> None:
     """`policy validate` exits 0, says OK on stdout and prints each warning once on stderr."""
     path = tmp_path / "p.yaml"
-    path.write_text("version: 1\nname: w\ntools: {read_inbox: {kind: untrusted_source}, "
-                    "send: {kind: sink, payload_args: [body]}}\nscorer: {canary_patterns: []}\n")
-    out = subprocess.run([sys.executable, "-m", "guard", "policy", "validate", str(path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    path.write_text(
+        "version: 1\nname: w\ntools: {read_inbox: {kind: untrusted_source}, "
+        "send: {kind: sink, payload_args: [body]}}\nscorer: {canary_patterns: []}\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "guard", "policy", "validate", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
     assert out.returncode == 0 and out.stdout.startswith("OK:")
     assert out.stderr.splitlines() == [
         "warning: scorer.canary_patterns is empty: the canary feature never fires and no secret is redacted"
