@@ -10,7 +10,8 @@ def _policy_validate(args: argparse.Namespace) -> int:
     import logging
     import sys
 
-    from guard.policy import load_policy, policy_warnings
+    from guard.policy import load_policy
+    from guard.policy.defaults import policy_warnings
 
     logging.getLogger("guard.policy").disabled = True  # printed below, once, instead of logged at load
     try:
