@@ -109,8 +109,8 @@ def test_otel_snippet_runs(tmp_path: Path) -> None:
         "data = json.loads(reader.get_metrics_data().to_json())\n"
         "points = [p for r in data['resource_metrics'] for s in r['scope_metrics'] for m in s['metrics']\n"
         "          if m['name'] == 'carbguard.decisions' for p in m['data']['data_points']]\n"
-        "print(json.dumps({'spans': [(s.name, s.attributes['carbguard.verdict']) for s in spans.get_finished_spans()],\n"
-        "                  'count': sum(p['value'] for p in points)}))\n"
+        "found = [(s.name, s.attributes['carbguard.verdict']) for s in spans.get_finished_spans()]\n"
+        "print(json.dumps({'spans': found, 'count': sum(p['value'] for p in points)}))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", prelude + code + postlude], cwd=ROOT, capture_output=True, text=True, check=True
@@ -123,9 +123,8 @@ def test_otel_snippet_runs(tmp_path: Path) -> None:
 def test_agentdojo_snippet_runs_the_injection(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways in the snippet place the attack's payload in the environment and the guard stops the attack."""
     pytest.importorskip("agentdojo")
-    code = block(
-        "from agentdojo.agent_pipeline import AgentPipeline, InitQuery, SystemMessage, ToolsExecutionLoop, ToolsExecutor"
-    )
+    pipeline_names = "AgentPipeline, InitQuery, SystemMessage, ToolsExecutionLoop, ToolsExecutor"
+    code = block(f"from agentdojo.agent_pipeline import {pipeline_names}")
     assert code_lines(code) < 15
     monkeypatch.chdir(ROOT)
     namespace: dict[str, Any] = {}

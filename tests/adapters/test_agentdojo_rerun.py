@@ -34,9 +34,10 @@ def episode() -> Episode:
 def test_incompatible_version_warns(episode: Episode) -> None:
     """Re-running in a version whose task texts differ from the log warns and names the matching versions."""
     assert "v1.2.2" not in compatible_versions(episode)
-    with pytest.warns(AgentDojoVersionWarning, match=r"v1\.2\.2.*matching: v1, v1\.1, v1\.1\.1, v1\.1\.2"):
-        with contextlib.suppress(CorpusError):  # the re-run may also fail to pair payloads and vectors
-            rerun_episode(episode, "v1.2.2")
+    expected = r"v1\.2\.2.*matching: v1, v1\.1, v1\.1\.1, v1\.1\.2"
+    # the re-run may also fail to pair payloads and vectors (CorpusError): the warning comes first
+    with pytest.warns(AgentDojoVersionWarning, match=expected), contextlib.suppress(CorpusError):
+        rerun_episode(episode, "v1.2.2")
 
 
 def test_compatible_version_does_not_warn(episode: Episode) -> None:
