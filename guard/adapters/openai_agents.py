@@ -205,6 +205,8 @@ def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[s
     allowed, binding, out, refused = set(unguarded), _Binding(session), [], []
     for tool in tools:
         if isinstance(tool, FunctionTool):
+            if tool.name in binding.originals:
+                raise GuardError(f"two function tools are named {tool.name!r}; the guard cannot tell their calls apart")
             binding.originals[tool.name] = tool
             out.append(_guarded_copy(tool, binding))
         elif getattr(tool, "name", None) in allowed:

@@ -345,6 +345,12 @@ def test_hosted_tools_are_refused_unless_named_unguarded(make_guard, tools) -> N
     assert isinstance(kept[-1], WebSearchTool)
 
 
+def test_duplicate_tool_names_are_refused(make_guard, tools) -> None:
+    """Two function tools with one name cannot be told apart (for decisions and probes): GuardError."""
+    with pytest.raises(GuardError, match="send_email"):
+        guard_tools([*tools, tools[-1]], session_for(make_guard()))
+
+
 def test_mcp_servers_and_handoff_objects_are_refused(make_guard, tools) -> None:
     """Agents with MCP servers, and Handoff objects, cannot be guarded: GuardError at build time."""
     session = session_for(make_guard())
