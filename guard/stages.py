@@ -235,9 +235,14 @@ def score_proposal(session: Session, node: int, selected: frozenset[int]) -> tup
 
 
 def certify(session: Session, node: int, base: Decision) -> Decision:
-    """SafeCommit for side-effectful tools; read-only tools execute."""
+    """SafeCommit for side-effectful tools and for every sink whose arguments leave the system.
+
+    A sink with ``payload_args`` is certified whatever its ``effect``: a "read" whose URL or query
+    carries data (``get_webpage(url=...?d=<secret>)``) sends that data out, so it is a send.  Only
+    calls with no side effect and no outbound payload execute on the score alone.
+    """
     spec = session.guard.policy.tools[base.tool]
-    if spec.effect is Effect.NONE:
+    if spec.effect is Effect.NONE and not (spec.kind is ToolKind.SINK and spec.payload_args):
         return base
     cert = session.guard.certifier.certify(session, node, spec)
     if not isinstance(cert, Certification):
@@ -285,6 +290,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
+        "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": _safe_text(redact(decision.call_id)),
         "tool": _safe_text(decision.tool if known_tool else redact(decision.tool)),
@@ -302,6 +308,31 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
         "probes": [p.name or p.tool for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
         "error": _safe_text(redact(error)) if error is not None else None,
+    }
+
+
+def review_entry(
+    session: Session, decision: Decision, answer: str, reviewer: Any, message: Any, link: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The audit entry of a human's answer (``kind: review``), linked to the decision it answers."""
+    redact = Redactor(session, decision.args or {}, decision.proposal_index).redact
+    known_tool = session.guard.policy.tool(decision.tool) is not None
+
+    def text(value: Any) -> str | None:
+        return _safe_text(redact(value)) if isinstance(value, str) else None
+
+    return {
+        "ts": time.time(),
+        "kind": "review",
+        "session": _safe_text(session.session_id),
+        "proposal_index": decision.proposal_index,
+        "call_id": text(decision.call_id),
+        "tool": _safe_text(decision.tool) if known_tool else text(decision.tool),
+        "decision": {"verdict": decision.verdict.value, "reason": decision.reason.value, "score": decision.score},
+        "answer": answer,
+        "reviewer": text(reviewer) or "unknown",
+        "message": text(message),
+        **{str(k): text(v) for k, v in link.items()},
     }
 
 

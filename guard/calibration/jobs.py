@@ -15,6 +15,7 @@ from typing import Any
 from guard.artifact import build_artifact
 from guard.calibration import crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
+from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
 from guard.ledger import LedgerLabels
@@ -48,6 +49,8 @@ class Corpus:
     n_dropped: int
     excluded: int = 0
     notes: list[str] = field(default_factory=list)
+    embedded: bool = False
+    """The embedded AgentDojo corpus (its artifacts are shipped; see :func:`_monitor_field`)."""
     policy_of: Mapping[str, Policy] | None = None
     """Episode id → policy (episodes files); None: AgentDojo episodes, whose policy follows from the suite."""
     labels_of: Mapping[str, LedgerLabels] = field(default_factory=dict)
@@ -94,6 +97,7 @@ def load_corpus(
         n_dropped=len(report.dropped_error) + len(report.failed),
         excluded=len(report.episodes) - len(kept),
         notes=notes if report.failed else [],
+        embedded=runs is None,
     )
 
 
@@ -225,8 +229,23 @@ def calibrate(
         rule=rule if rule == "carb" else f"ltt(delta={delta})",
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
-        extra={"corpus": corpus.name, "n_dropped": corpus.n_dropped},
+        extra={
+            "corpus": corpus.name,
+            "n_dropped": corpus.n_dropped,
+            **_monitor_field(corpus, data, float(grid[column])),
+        },
     )
+
+
+def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
+    """The calibration statistics ``carbguard monitor`` needs (the artifact's ``monitor`` field).
+
+    Artifacts of the embedded AgentDojo corpus do not get them yet: those are shipped, and the field
+    would change their bytes; they are regenerated in one go (drop this condition then).
+    """
+    if corpus.embedded:
+        return {}
+    return {"monitor": artifact_monitor_field(data.offsets, data.scores, threshold)}
 
 
 def evaluate(
