@@ -9,6 +9,8 @@ or, with a session of your own: ``Runner.run_sync(guard_agent(agent, session), t
 
 How a call goes (each function tool is a guarded copy; the caller's tools are not changed):
 
+0. Shadow mode (``run(..., mode="shadow")`` or a session of a ``Guard(..., mode="shadow")``):
+   every call is decided and audited as in enforcing mode; nothing is blocked and no probe runs.
 1. A **tool input guardrail** (the first of the tool's guardrails) decides the call with
    ``session.decide``; a ``probe`` verdict runs its probe calls (decided, authorized, observed)
    and decides again.  A refusal is the SDK's ``reject_content``: the tool does not run and the
@@ -36,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guard.adapters._shadow import guard_in_mode
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import BindingError, GuardError, InputError
 from guard.runtime import Guard, Session
@@ -114,8 +117,10 @@ class _Binding:
         name, call_id = ctx.tool_name, ctx.tool_call_id
         call = (name, _parse(ctx.tool_arguments), call_id)
         decision = await self.session.adecide(*call)
+        if self.session.guard.mode == "shadow":  # decided and audited; nothing blocked, no probe runs
+            return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
         decision = await self._settle(decision, call, ctx)
-        if decision.allowed or self.session.guard.mode == "shadow":
+        if decision.allowed:
             return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
         text = refusal_text(decision)
         if decision.verdict is Verdict.PROBE:
@@ -274,11 +279,16 @@ def _user_texts(items: str | Sequence[Any]) -> list[str]:
 
 
 def _begin(
-    guard: Guard, agent: Agent[Any], input: str | Sequence[Any], session_id: str, unguarded: Iterable[str]
+    guard: Guard,
+    agent: Agent[Any],
+    input: str | Sequence[Any],
+    session_id: str,
+    unguarded: Iterable[str],
+    mode: str | None,
 ) -> tuple[Session, Agent[Any]]:
     if not isinstance(session_id, str) or not session_id:
         raise InputError("a guarded run needs a session_id (one session per run; there is no shared default)")
-    session = guard.session(session_id)
+    session = guard_in_mode(guard, mode).session(session_id)
     texts = _user_texts(input)
     if not texts:
         raise InputError("the run's input has no user text for the guard to record")
@@ -300,10 +310,15 @@ async def run(
     *,
     session_id: str,
     unguarded: Iterable[str] = (),
+    mode: str | None = None,
     **kwargs: Any,
 ) -> Any:
-    """``Runner.run`` with a fresh session ``session_id`` that has seen the run's user input; returns its result."""
-    session, guarded = _begin(guard, agent, input, session_id, unguarded)
+    """``Runner.run`` with a fresh session ``session_id`` that has seen the run's user input; returns its result.
+
+    ``mode="shadow"`` decides and audits every call exactly as enforcing would, but blocks nothing
+    and runs no probe (default: the guard's own mode).
+    """
+    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode)
     return _end(session, await Runner.run(guarded, input, **kwargs))  # type: ignore[arg-type]
 
 
@@ -314,8 +329,9 @@ def run_sync(
     *,
     session_id: str,
     unguarded: Iterable[str] = (),
+    mode: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """The sync twin of :func:`run` (``Runner.run_sync``)."""
-    session, guarded = _begin(guard, agent, input, session_id, unguarded)
+    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode)
     return _end(session, Runner.run_sync(guarded, input, **kwargs))  # type: ignore[arg-type]

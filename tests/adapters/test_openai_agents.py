@@ -218,6 +218,15 @@ def test_shadow_mode_runs_the_refused_call_and_audits_the_refusal(make_guard, to
     assert [e["verdict"] for e in guard.audit.entries] == ["execute", "execute", "escalate"]
 
 
+def test_shadow_mode_option_runs_no_probe(make_guard, tools, ran) -> None:
+    """run_sync(mode="shadow") on an enforcing guard: the probed call runs without its probe; audit says probe."""
+    guard = make_guard(certifier=ProbeOnceCertifier())
+    model = ScriptedModel([[function_call("save_draft", DRAFT, "c1")], "ok"])
+    run_sync(guard, Agent(name="m", tools=tools, model=model), TASK, session_id="s", mode="shadow", run_config=NO_TRACE)
+    assert ran == [("save_draft", DRAFT)]
+    assert [e["verdict"] for e in guard.audit.entries] == ["probe"] and guard.mode == "enforce"
+
+
 def test_unparseable_arguments_and_unknown_tools_are_refused(make_guard, tools, ran, caplog) -> None:
     """Raw non-JSON arguments are refused (bad_arguments); a tool the policy lacks is refused per on_unknown."""
 
