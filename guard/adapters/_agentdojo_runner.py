@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -106,6 +107,20 @@ def injection_candidates(version: str, suite_name: str, user_task: str) -> tuple
     return tuple(v for v, canary in canaries.items() if any(canary in t for t in texts))
 
 
+class AgentDojoVersionWarning(UserWarning):
+    """An episode is re-run in a benchmark version whose task texts do not match its log."""
+
+
+def episode_injections(episode: Episode, version: str) -> dict[str, str]:
+    """The ``{injection vector id: payload}`` mapping AgentDojo's ``run_task_with_pipeline`` needs.
+
+    Rebuilt from the episode's logged payloads (``episode.meta.injections`` is the payload texts, not
+    this mapping) and the vectors the user task's ground truth sees in ``version``; ``{}`` for a
+    benign episode.  Raises CorpusError when payloads and vectors cannot be paired.
+    """
+    return _injections(episode, version)
+
+
 def _injections(episode: Episode, version: str) -> dict[str, str]:
     """The attack's injections, rebuilt from the episode's payloads (sorted by vector id in the loader)."""
     meta = episode.meta
@@ -153,9 +168,21 @@ def rerun_episode(
     offline_guard: Guard | None = None,
     max_iters: int = 15,
 ) -> EpisodeOutcome:
-    """Re-execute one logged episode in its real AgentDojo suite, with or without the guard."""
+    """Re-execute one logged episode in its real AgentDojo suite, with or without the guard.
+
+    ``version`` should be one of :func:`compatible_versions` ``(episode)``; another one re-runs
+    tasks whose texts differ from the log and warns (:class:`AgentDojoVersionWarning`).
+    """
     _require()
     meta = episode.meta
+    matching = compatible_versions(episode)
+    if version not in matching:
+        warnings.warn(
+            f"{episode.episode_id}: AgentDojo version {version!r} does not match its logged task texts "
+            f"(matching: {', '.join(matching) or 'none'}); the re-run's verdicts are not comparable to the log",
+            AgentDojoVersionWarning,
+            stacklevel=2,
+        )
     suite = get_suite(version, meta.suite)
     user_task = _task(suite, meta.user_task)
     injection_task = (

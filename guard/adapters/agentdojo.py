@@ -34,8 +34,10 @@ from guard.adapters._agentdojo_element import GuardedRun, GuardElement
 from guard.adapters._agentdojo_replay import ReplayLLM, offline_episode, transcript
 from guard.adapters._agentdojo_runner import (
     VERSIONS,
+    AgentDojoVersionWarning,
     EpisodeOutcome,
     compatible_versions,
+    episode_injections,
     rerun_episode,
     run_suite,
 )
@@ -44,11 +46,13 @@ from guard.adapters._agentdojo_runner import injection_candidates as injection_c
 
 __all__ = [
     "VERSIONS",
+    "AgentDojoVersionWarning",
     "EpisodeOutcome",
     "GuardElement",
     "GuardedRun",
     "ReplayLLM",
     "compatible_versions",
+    "episode_injections",
     "offline_episode",
     "rerun_episode",
     "run_suite",

@@ -52,11 +52,20 @@ def _split_rest(args: argparse.Namespace) -> None:
 
 
 def _policy_validate(args: argparse.Namespace) -> int:
+    import logging
+
     from guard.policy import load_policy
+    from guard.policy.defaults import policy_warnings
     from guard.policy.tools import check_tools
 
     _split_rest(args)
-    policy = load_policy(args.file)
+    logging.getLogger("guard.policy").disabled = True  # printed below, once, instead of logged at load
+    try:
+        policy = load_policy(args.file)
+    finally:
+        logging.getLogger("guard.policy").disabled = False
+    for warning in policy_warnings(policy):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.tools is None:
         if args.command:
             raise GuardError("a server command after -- needs --tools mcp")

@@ -9,6 +9,7 @@ in a policy file is an error, not a silently ignored key.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from enum import StrEnum
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from guard.decision import Verdict
 from guard.errors import PolicyError
+from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, DEFAULT_WEIGHTS, policy_warnings
 from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
 from guard.policy.safecommit import SafeCommitSpec
@@ -52,13 +54,9 @@ DEFAULT_VALUE_PATTERNS: dict[str, str] = {
     "path": r"(?<![\w.-])[\w.-]{1,128}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip)\b",
 }
 
-DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (
-    r"(?i)<information>",
-    r"(?i)ignore (?:all |your )?(?:previous|prior) instructions",
-    r"(?i)important (?:message|instructions?) from me",
-    r"(?i)before you can solve the task",
-    r"(?i)\bTODO:",
-)
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+SCHEMA_ID = "urn:carbguard:schema:policy:1"
+log = logging.getLogger("guard.policy")
 
 
 class _Strict(BaseModel):
@@ -74,7 +72,7 @@ class ToolSpec(_Strict):
     payload_args: tuple[str, ...] = Field(default=(), description="Arguments whose values leave the system.")
     identifier_args: tuple[str, ...] = Field(default=(), description="Arguments that name an entity.")
     also_source: ToolKind | None = Field(default=None, description="For sinks whose results are also a source.")
-    description: str = ""
+    description: str = Field(default="", description="Free text for people; the guard does not read it.")
 
     @model_validator(mode="after")
     def _check_also_source(self) -> ToolSpec:
@@ -128,7 +126,7 @@ SelectorName = Literal["gcarb", "full_prefix", "fixed_window", "ledger_current",
 class SelectorSpec(_Strict):
     """Which records the scorer sees (METHOD §5)."""
 
-    name: SelectorName = "gcarb"
+    name: SelectorName = Field(default="gcarb", description="The selector: which records the scorer sees.")
     window: int = Field(default=4, ge=1, le=10_000, description="k of fixed_window.")
     seed: int = Field(default=0, ge=0, description="Seed of random_equal_size.")
 
@@ -136,16 +134,31 @@ class SelectorSpec(_Strict):
 class FeatureWeights(_Strict):
     """Weights of the scorer's binary features (METHOD §6)."""
 
-    provenance_path: float = 0.52
-    private_in_context: float = 0.10
-    canary: float = 0.15
-    injection_text: float = 0.15
-    untrusted_payload: float = 0.20
-    irreversible_sink: float = 0.08
+    provenance_path: float = Field(
+        default=DEFAULT_WEIGHTS["provenance_path"],
+        description="A sink proposal has a retained path from a private record in the selection.",
+    )
+    private_in_context: float = Field(
+        default=DEFAULT_WEIGHTS["private_in_context"], description="The selection holds a private record."
+    )
+    canary: float = Field(
+        default=DEFAULT_WEIGHTS["canary"],
+        description="A canary pattern matches a selected record or a payload argument of the proposal.",
+    )
+    injection_text: float = Field(
+        default=DEFAULT_WEIGHTS["injection_text"], description="An injection pattern matches a selected record."
+    )
+    untrusted_payload: float = Field(
+        default=DEFAULT_WEIGHTS["untrusted_payload"],
+        description="A payload/identifier argument carries a value from an untrusted record the user did not name.",
+    )
+    irreversible_sink: float = Field(
+        default=DEFAULT_WEIGHTS["irreversible_sink"], description="The proposal is an irreversible sink."
+    )
     injected_value: float = Field(
-        default=0.0,
-        description="Not in METHOD §6's defaults (weight 0 there): a payload value of the proposal stands "
-        "inside injection-like text of an untrusted record in the selection.",
+        default=DEFAULT_WEIGHTS["injected_value"],
+        description="A payload value of the proposal stands inside injection-like text of an untrusted record in "
+        "the selection. Not in METHOD §6 (weight 0 there); the default equals provenance_path, set a priori.",
     )
 
     @model_validator(mode="after")
@@ -159,9 +172,15 @@ class FeatureWeights(_Strict):
 class ScorerSpec(_Strict):
     """The frozen weighted scorer."""
 
-    weights: FeatureWeights = Field(default_factory=FeatureWeights)
-    injection_patterns: tuple[str, ...] = DEFAULT_INJECTION_PATTERNS
-    canary_patterns: tuple[str, ...] = ()
+    weights: FeatureWeights = Field(default_factory=FeatureWeights, description="One weight per feature (>= 0).")
+    injection_patterns: tuple[str, ...] = Field(
+        default=DEFAULT_INJECTION_PATTERNS,
+        description="Regexes of injection-like text in tool results (default: published prompt-injection phrasings).",
+    )
+    canary_patterns: tuple[str, ...] = Field(
+        default=DEFAULT_CANARY_PATTERNS,
+        description="Regexes of secrets that must not leave (default: fixed-format API keys, tokens, private keys).",
+    )
     injection_window: int = Field(
         default=1000,
         ge=0,
@@ -199,15 +218,19 @@ class AuditSpec(_Strict):
 class Policy(_Strict):
     """One deployment's policy."""
 
-    version: Literal[1] = 1
-    name: str = Field(min_length=1)
-    tools: dict[str, ToolSpec] = Field(min_length=1)
-    graph: GraphSpec = Field(default_factory=GraphSpec)
-    selector: SelectorSpec = Field(default_factory=SelectorSpec)
-    scorer: ScorerSpec = Field(default_factory=ScorerSpec)
-    on_unknown: Verdict = Verdict.ESCALATE
-    calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
-    audit: AuditSpec = Field(default_factory=AuditSpec)
+    version: Literal[1] = Field(default=1, description="The policy format version: always 1.")
+    name: str = Field(min_length=1, description="The policy's name (artifacts record the policies they calibrate).")
+    tools: dict[str, ToolSpec] = Field(min_length=1, description="Metadata per tool name (METHOD §3).")
+    graph: GraphSpec = Field(default_factory=GraphSpec, description="Graph rules: spans, value patterns (METHOD §4).")
+    selector: SelectorSpec = Field(default_factory=SelectorSpec, description="Which records the scorer sees.")
+    scorer: ScorerSpec = Field(default_factory=ScorerSpec, description="The frozen weighted scorer (METHOD §6).")
+    on_unknown: Verdict = Field(
+        default=Verdict.ESCALATE,
+        description="Verdict for a tool the policy does not know: escalate, defer or abstain (never execute).",
+        json_schema_extra={"enum": ["escalate", "defer", "abstain"]},
+    )
+    calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Where λ̂ comes from.")
+    audit: AuditSpec = Field(default_factory=AuditSpec, description="Where the audit log goes, what it may log raw.")
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     ledger: LedgerSpec | None = Field(
         default=None,
@@ -271,7 +294,10 @@ def load_policy(path: str | Path) -> Policy:
     data, lines = read_policy_mapping(file)
     if isinstance(data, dict):
         data = {**data, "base_dir": str(file.resolve().parent)}
-    return parse_policy(data, source=str(file), lines=lines)
+    policy = parse_policy(data, source=str(file), lines=lines)
+    for warning in policy_warnings(policy):
+        log.warning("policy %s (%s): %s", policy.name, file, warning)
+    return policy
 
 
 def policy_json_schema() -> dict[str, Any]:
@@ -279,7 +305,7 @@ def policy_json_schema() -> dict[str, Any]:
     schema = Policy.model_json_schema(mode="validation")
     schema["properties"].pop("base_dir", None)
     schema["title"] = "carbguard policy"
-    return schema
+    return {"$schema": SCHEMA_DIALECT, "$id": SCHEMA_ID, **schema}
 
 
 def policy_schema_text() -> str:

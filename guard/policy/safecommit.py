@@ -73,7 +73,7 @@ class KappaArtifact(_Strict):
 class KappaCalibrate(_Strict):
     """κ computed at load time from calibration scores q_i = s(ω*_i) at the policy's α."""
 
-    calibrate: Literal[True]
+    calibrate: Literal[True] = Field(description="Must be true: compute κ from the scores file at load time.")
     scores: str = Field(
         min_length=1, description="JSON file: a list of q_i or an object with a 'scores' list; relative to the policy."
     )
@@ -106,7 +106,7 @@ class Nonconformity(_Strict):
 class ValueCheck(_Strict):
     """A payload/identifier argument whose value(s) get user / trusted / untrusted worlds."""
 
-    arg: str = Field(min_length=1)
+    arg: str = Field(min_length=1, description="The argument whose value(s) are checked.")
     extract: Literal["whole", "tokens"] = Field(
         default="whole", description="whole: each leaf value; tokens: value tokens found in it (bodies)."
     )
@@ -126,8 +126,8 @@ class ValueCheck(_Strict):
 class ResourceCheck(_Strict):
     """The resource a deletion/overwrite acts on: ``disposable`` versus ``shared``/protected worlds."""
 
-    arg: str = Field(min_length=1)
-    operation: Literal["delete", "overwrite"] = "delete"
+    arg: str = Field(min_length=1, description="The argument that names the resource (a path, a file id).")
+    operation: Literal["delete", "overwrite"] = Field(default="delete", description="What the tool does to it.")
     protected_patterns: tuple[str, ...] = Field(default=(), description="Matched → the disposable world is dropped.")
     disposable_patterns: tuple[str, ...] = Field(default=(), description="Matched → the shared world is dropped.")
     fallback: FallbackKind = Field(default="escalate", description="Fallback when the shared world blocks.")
@@ -145,11 +145,25 @@ def _as_checks(value: Any) -> Any:
     return value
 
 
+def _short_checks_schema(schema: dict[str, Any]) -> None:
+    """The schema of ``values``/``resources`` items: a check object or a bare argument name (as the loader)."""
+    for key in ("values", "resources"):
+        prop = schema.get("properties", {}).get(key)
+        if isinstance(prop, dict) and "items" in prop:
+            prop["items"] = {"anyOf": [prop["items"], {"type": "string", "minLength": 1}]}
+
+
 class WorldConstructor(_Strict):
     """Which values and resources of one tool's arguments get candidate worlds."""
 
-    values: tuple[ValueCheck, ...] = ()
-    resources: tuple[ResourceCheck, ...] = ()
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_extra=_short_checks_schema)
+
+    values: tuple[ValueCheck, ...] = Field(
+        default=(), description="Checked values: an argument name, or a value check (a bare name is {arg: name})."
+    )
+    resources: tuple[ResourceCheck, ...] = Field(
+        default=(), description="Checked resources: an argument name, or a resource check ({arg: name} for short)."
+    )
 
     _values_short = field_validator("values", "resources", mode="before")(_as_checks)
 
@@ -163,8 +177,8 @@ class WorldConstructor(_Strict):
 class OutcomeRule(_Strict):
     """Result text → outcome label: the first rule whose regex matches wins (``{value}`` = the value)."""
 
-    match: str = Field(min_length=1)
-    label: str = Field(min_length=1)
+    match: str = Field(min_length=1, description="Regex over the probe's result text; {value} is the checked value.")
+    label: str = Field(min_length=1, description="The label a match gives (outcomes map labels to classes).")
     status: Literal["ok", "error", "any"] = Field(default="ok", description="Result status the rule reads.")
 
     @field_validator("match")
@@ -177,10 +191,10 @@ class OutcomeRule(_Strict):
 class ProbeConfig(_Strict):
     """A probe: a read-only tool call whose result tells the worlds of one checked value apart."""
 
-    name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
+    name: str = Field(pattern=r"^[A-Za-z][\w.-]*$", description="The probe's name (unique).")
     tool: str = Field(min_length=1, description="A read-only tool of this policy (effect: none).")
     args: dict[str, Any] = Field(default_factory=dict, description="Templates: {value} or {<proposal arg>}.")
-    cost: float = Field(default=1.0, gt=0)
+    cost: float = Field(default=1.0, gt=0, description="Cost of one run of the probe (against eta and the budget).")
     applies_to: dict[str, tuple[str, ...]] = Field(min_length=1, description="Tool → checked arguments it probes.")
     rules: tuple[OutcomeRule, ...] = Field(min_length=1, description="Result text → label; none matches = unparsed.")
     outcomes: dict[str, str] = Field(description="Label per outcome class: legit/untrusted or disposable/shared.")
@@ -211,12 +225,14 @@ class ProbeConfig(_Strict):
 class AlternativeSpec(_Strict):
     """A safer candidate action: a reversible staging variant (``stage``) or doing nothing (``noop``)."""
 
-    name: str = Field(pattern=r"^[A-Za-z][\w.-]*$")
-    kind: Literal["stage", "noop"] = "stage"
+    name: str = Field(pattern=r"^[A-Za-z][\w.-]*$", description="The alternative's name (unique per tool).")
+    kind: Literal["stage", "noop"] = Field(
+        default="stage", description="stage: call a reversible or read-only tool instead; noop: do nothing."
+    )
     tool: str | None = Field(default=None, description="stage: the tool to call instead (reversible or read-only).")
     args: dict[str, Any] = Field(default_factory=dict, description="stage: argument templates {<proposal arg>}.")
     reward: float = Field(default=0.5, description="Task reward; the proposal's is 1.")
-    severity_penalty: float = Field(default=0.0, ge=0)
+    severity_penalty: float = Field(default=0.0, ge=0, description="Subtracted from the reward when chosen.")
     safe_in: tuple[WorldKind, ...] = Field(
         default=("user", "trusted", "disposable", "shared"), description="World kinds where it is safe (stage)."
     )
@@ -239,13 +255,17 @@ class SafeCommitSpec(_Strict):
     alpha: float = Field(default=0.05, gt=0, lt=1, description="Coverage target of κ.")
     budget: int = Field(default=2, ge=0, le=16, description="Probes per proposal.")
     eta: float = Field(default=0.0, ge=0, description="Smallest expected shrinkage per cost worth a probe.")
-    nonconformity: Nonconformity = Field(default_factory=Nonconformity)
+    nonconformity: Nonconformity = Field(
+        default_factory=Nonconformity, description="Weights of the world nonconformity score s(ω)."
+    )
     worlds: dict[str, WorldConstructor] = Field(default_factory=dict, description="World constructors per tool.")
     unconfigured: Literal["identifier_args", "none"] = Field(
         default="identifier_args", description="Tools without a constructor: check their identifier_args, or nothing."
     )
-    probes: tuple[ProbeConfig, ...] = ()
-    alternatives: dict[str, tuple[AlternativeSpec, ...]] = Field(default_factory=dict)
+    probes: tuple[ProbeConfig, ...] = Field(default=(), description="Read-only tool calls that tell worlds apart.")
+    alternatives: dict[str, tuple[AlternativeSpec, ...]] = Field(
+        default_factory=dict, description="Safer candidate actions per tool (staging variants, doing nothing)."
+    )
 
     @field_validator("kappa")
     @classmethod

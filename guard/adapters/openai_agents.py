@@ -1,0 +1,337 @@
+"""OpenAI Agents SDK adapter: every function-tool call of an ``Agent`` decided, bound and observed.
+
+::
+
+    from guard.adapters.openai_agents import run_sync
+    result = run_sync(guard, agent, task, session_id="run-42")   # one session per run
+
+or, with a session of your own: ``Runner.run_sync(guard_agent(agent, session), task)``.
+
+How a call goes (each function tool is a guarded copy; the caller's tools are not changed):
+
+0. Shadow mode (``run(..., mode="shadow")`` or a session of a ``Guard(..., mode="shadow")``):
+   every call is decided and audited as in enforcing mode; nothing is blocked and no probe runs.
+1. A **tool input guardrail** (the first of the tool's guardrails) decides the call with
+   ``session.decide``; a ``probe`` verdict runs its probe calls (decided, authorized, observed)
+   and decides again.  A refusal is the SDK's ``reject_content``: the tool does not run and the
+   model gets the reason as the tool's output.  ``output_info`` carries verdict, reason, score
+   and threshold (``result.tool_input_guardrail_results``).
+2. The tool's **invoke is wrapped**: it calls ``session.authorize`` and hands the tool the
+   authorized canonical arguments, then observes the tool's output with ``observe_result``.
+   Why both: the SDK runs the tool on the model's raw argument text after the guardrails, and a
+   guardrail cannot replace that text, so a guardrail alone could not guarantee that the tool
+   runs with exactly the decided arguments.  A call without an ``execute`` decision (another
+   guardrail path, changed arguments, a second run of one call id) is refused in the wrapper.
+
+What it cannot see is listed in the README ("OpenAI Agents SDK"): hosted tools (refused at
+build time unless named in ``unguarded``), MCP servers attached to the agent (refused), handoff
+objects (refused; Agent handoffs are guarded with the same session), the inner tools of an agent
+used as a tool, and non-text input (images, files).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from guard.adapters._shadow import guard_in_mode
+from guard.decision import Decision, ProbeCall, Verdict
+from guard.errors import BindingError, GuardError, InputError
+from guard.runtime import Guard, Session
+
+try:
+    from agents import Agent, FunctionTool, Runner, ToolGuardrailFunctionOutput
+    from agents.tool_context import ToolContext
+    from agents.tool_guardrails import ToolInputGuardrail, ToolInputGuardrailData
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "guard.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'carbguard[openai-agents]'"
+    ) from exc
+
+__all__ = ["guard_agent", "guard_tools", "refusal_text", "run", "run_sync"]
+
+log = logging.getLogger("guard.adapters.openai_agents")
+MAX_PROBE_ROUNDS = 3
+
+
+def refusal_text(decision: Decision) -> str:
+    """What the model is told when the guard does not run a call (with SafeCommit's certified replacement)."""
+    text = (
+        f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
+        f"{decision.message}"
+    )
+    replacement = (decision.safecommit or {}).get("replacement")
+    if isinstance(replacement, Mapping) and replacement.get("tool"):
+        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
+        text += f" Suggested instead: {replacement['tool']}({args})."
+    return text
+
+
+def _parse(raw: str) -> Any:
+    """The model's argument text as the guard sees it: JSON, ``{}`` when empty, else the raw text (refused)."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _output_text(out: Any) -> str:
+    if isinstance(out, str):
+        return out
+    dump = getattr(out, "model_dump_json", None)
+    if callable(dump):
+        return str(dump())
+    if isinstance(out, list | tuple):
+        return "\n".join(_output_text(o) for o in out)
+    return str(out)
+
+
+def _info(decision: Decision) -> dict[str, Any]:
+    return {
+        "carbguard": True,
+        "verdict": decision.verdict.value,
+        "reason": decision.reason.value,
+        "score": decision.score,
+        "threshold": decision.threshold,
+        "call_id": decision.call_id,
+    }
+
+
+@dataclass
+class _Binding:
+    """The guarded copies of one agent's tools and the session they answer to."""
+
+    session: Session
+    originals: dict[str, FunctionTool] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ decide
+
+    async def guardrail(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        ctx = data.context
+        name, call_id = ctx.tool_name, ctx.tool_call_id
+        call = (name, _parse(ctx.tool_arguments), call_id)
+        decision = await self.session.adecide(*call)
+        if self.session.guard.mode == "shadow":  # decided and audited; nothing blocked, no probe runs
+            return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
+        decision = await self._settle(decision, call, ctx)
+        if decision.allowed:
+            return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
+        text = refusal_text(decision)
+        if decision.verdict is Verdict.PROBE:
+            text += " The probes it asked for could not settle the decision."
+        return ToolGuardrailFunctionOutput.reject_content(text, output_info=_info(decision))
+
+    async def _settle(self, decision: Decision, call: tuple[str, Any, str], ctx: ToolContext[Any]) -> Decision:
+        """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded)."""
+        for _ in range(MAX_PROBE_ROUNDS):
+            if decision.verdict is not Verdict.PROBE:
+                return decision
+            ran = sum([await self._probe(probe, ctx) for probe in decision.probes])
+            decision = await self.session.adecide(*call)
+            if ran == 0:
+                break
+        return decision
+
+    async def _probe(self, probe: ProbeCall, ctx: ToolContext[Any]) -> bool:
+        tool = self.originals.get(probe.tool)
+        if tool is None:
+            log.warning("carbguard: probe tool %r is not among the agent's tools; probe skipped", probe.tool)
+            return False
+        gate = await self.session.adecide(probe.tool, dict(probe.args), probe.call_id)
+        if not gate.allowed:
+            return False
+        args = json.dumps(self.session.authorize(probe.call_id, probe.tool, dict(probe.args)))
+        probe_ctx = ToolContext(
+            context=ctx.context,
+            usage=ctx.usage,
+            tool_name=probe.tool,
+            tool_call_id=probe.call_id,
+            tool_arguments=args,
+            agent=ctx.agent,
+            run_config=ctx.run_config,
+        )
+        await self._run(tool, probe_ctx, args, probe.call_id)
+        return True
+
+    # ----------------------------------------------------------------- execute
+
+    async def invoke(self, tool: FunctionTool, ctx: ToolContext[Any], raw: str) -> Any:
+        """Run ``tool`` only with the arguments ``session.authorize`` returns for this call id."""
+        try:
+            args = self.session.authorize(ctx.tool_call_id, tool.name, _parse(raw))
+        except BindingError as exc:
+            log.warning("carbguard: %s (not run)", exc)
+            return f"carbguard did not run `{tool.name}`: {exc}"
+        return await self._run(tool, ctx, json.dumps(args), ctx.tool_call_id)
+
+    async def _run(self, tool: FunctionTool, ctx: ToolContext[Any], args: str, call_id: str) -> Any:
+        try:
+            out = await tool.on_invoke_tool(ctx, args)
+        except Exception as exc:
+            self._observe(call_id, f"{type(exc).__name__}: {exc}", "error")
+            raise
+        self._observe(call_id, _output_text(out), "ok")
+        return out
+
+    def _observe(self, call_id: str, text: str, status: str) -> None:
+        try:
+            self.session.observe_result(call_id, text, status)
+        except InputError as exc:
+            log.warning("carbguard: %s (not fed to the session)", exc)
+
+
+def _guarded_copy(tool: FunctionTool, binding: _Binding) -> FunctionTool:
+    guarded = copy.copy(tool)
+
+    async def on_invoke_tool(ctx: ToolContext[Any], raw: str) -> Any:
+        return await binding.invoke(tool, ctx, raw)
+
+    gate: ToolInputGuardrail[Any] = ToolInputGuardrail(guardrail_function=binding.guardrail, name="carbguard")
+    guarded.on_invoke_tool = on_invoke_tool
+    guarded.tool_input_guardrails = [gate, *(tool.tool_input_guardrails or [])]
+    return guarded
+
+
+def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[str] = ()) -> list[Any]:
+    """Guarded copies of ``tools`` bound to ``session`` (one session per run).
+
+    Every ``FunctionTool`` is guarded.  Any other tool (hosted web/file search, code interpreter,
+    computer, shell, hosted MCP, ...) runs outside this process where the guard cannot stop it:
+    it is refused with a ``GuardError`` unless its name is in ``unguarded``, which keeps it as is.
+    """
+    if not isinstance(session, Session):
+        raise InputError(f"guard_tools needs a guard Session (one per run), got {type(session).__name__}")
+    allowed, binding, out, refused = set(unguarded), _Binding(session), [], []
+    for tool in tools:
+        if isinstance(tool, FunctionTool):
+            if tool.name in binding.originals:
+                raise GuardError(f"two function tools are named {tool.name!r}; the guard cannot tell their calls apart")
+            binding.originals[tool.name] = tool
+            out.append(_guarded_copy(tool, binding))
+        elif getattr(tool, "name", None) in allowed:
+            out.append(tool)
+        else:
+            refused.append(str(getattr(tool, "name", type(tool).__name__)))
+    if refused:
+        raise GuardError(
+            f"carbguard cannot see inside tools {sorted(refused)} (not function tools); name them in "
+            "unguarded=... to run them unguarded"
+        )
+    unknown = sorted(n for n in binding.originals if session.guard.policy.tool(n) is None)
+    if unknown:
+        log.warning(
+            "carbguard: tools %s are not in policy %r; calls to them are refused", unknown, session.guard.policy.name
+        )
+    return out
+
+
+def guard_agent(agent: Agent[Any], session: Session, *, unguarded: Iterable[str] = ()) -> Agent[Any]:
+    """A copy of ``agent`` (and of the agents it hands off to) whose tools are guarded by ``session``."""
+    return _guard_agent(agent, session, tuple(unguarded), {})
+
+
+def _guard_agent(
+    agent: Agent[Any], session: Session, unguarded: tuple[str, ...], memo: dict[int, Agent[Any]]
+) -> Agent[Any]:
+    if id(agent) in memo:
+        return memo[id(agent)]
+    if agent.mcp_servers:
+        raise GuardError(
+            f"agent {agent.name!r} has MCP servers, whose tools the SDK lists at run time where the guard cannot "
+            "wrap them; put the server behind `carbguard mcp-proxy` or pass its tools as function tools"
+        )
+    guarded = agent.clone(tools=guard_tools(agent.tools, session, unguarded=unguarded), handoffs=[])
+    memo[id(agent)] = guarded
+    handoffs: list[Any] = []
+    for target in agent.handoffs:
+        if not isinstance(target, Agent):
+            raise GuardError(
+                f"agent {agent.name!r}: handoff {getattr(target, 'agent_name', target)!r} is a Handoff object whose "
+                "agent the guard cannot reach; list the Agent itself in handoffs"
+            )
+        handoffs.append(_guard_agent(target, session, unguarded, memo))
+    guarded.handoffs = handoffs
+    return guarded
+
+
+def _user_texts(items: str | Sequence[Any]) -> list[str]:
+    """The user turns of a run's input (text parts only)."""
+    if isinstance(items, str):
+        return [items]
+    texts = []
+    for item in items:
+        role = item.get("role") if isinstance(item, Mapping) else getattr(item, "role", None)
+        content = item.get("content") if isinstance(item, Mapping) else getattr(item, "content", None)
+        if role != "user":
+            continue
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            parts = [p.get("text") for p in content if isinstance(p, Mapping) and p.get("type") == "input_text"]
+            texts.append("\n".join(str(p) for p in parts if p is not None))
+    return texts
+
+
+def _begin(
+    guard: Guard,
+    agent: Agent[Any],
+    input: str | Sequence[Any],
+    session_id: str,
+    unguarded: Iterable[str],
+    mode: str | None,
+) -> tuple[Session, Agent[Any]]:
+    if not isinstance(session_id, str) or not session_id:
+        raise InputError("a guarded run needs a session_id (one session per run; there is no shared default)")
+    session = guard_in_mode(guard, mode).session(session_id)
+    texts = _user_texts(input)
+    if not texts:
+        raise InputError("the run's input has no user text for the guard to record")
+    for text in texts:
+        session.observe_user(text)
+    return session, guard_agent(agent, session, unguarded=unguarded)
+
+
+def _end(session: Session, result: Any) -> Any:
+    if isinstance(result.final_output, str):
+        session.observe_final(result.final_output)
+    return result
+
+
+async def run(
+    guard: Guard,
+    agent: Agent[Any],
+    input: str | Sequence[Any],
+    *,
+    session_id: str,
+    unguarded: Iterable[str] = (),
+    mode: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """``Runner.run`` with a fresh session ``session_id`` that has seen the run's user input; returns its result.
+
+    ``mode="shadow"`` decides and audits every call exactly as enforcing would, but blocks nothing
+    and runs no probe (default: the guard's own mode).
+    """
+    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode)
+    return _end(session, await Runner.run(guarded, input, **kwargs))  # type: ignore[arg-type]
+
+
+def run_sync(
+    guard: Guard,
+    agent: Agent[Any],
+    input: str | Sequence[Any],
+    *,
+    session_id: str,
+    unguarded: Iterable[str] = (),
+    mode: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """The sync twin of :func:`run` (``Runner.run_sync``)."""
+    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode)
+    return _end(session, Runner.run_sync(guarded, input, **kwargs))  # type: ignore[arg-type]

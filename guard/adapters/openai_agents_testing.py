@@ -1,0 +1,75 @@
+"""A scripted model for the OpenAI Agents SDK (needs ``pip install 'carbguard[openai-agents]'``).
+
+:class:`ScriptedModel` implements the SDK's :class:`agents.models.interface.Model`: turn ``k`` of a
+run (the number of scripted turns already in the model's input) answers with ``turns[k]`` — a list
+of output items (:func:`function_call`, :func:`message`) or a plain string (a final message).  It
+ignores the tools it is offered, so an ``Agent`` with the real ``Runner`` runs offline and
+deterministically, the way this project's tests and examples drive agents.  It keeps the inputs it
+was called with (``inputs``) so a test can read what the model was told (e.g. a refusal).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+
+__all__ = ["ScriptedModel", "function_call", "message"]
+
+_ID = re.compile(r"^carbguard-scripted-(\d+)-\d+$")
+Turn = Sequence[TResponseOutputItem] | str
+
+
+def function_call(name: str, args: dict[str, Any] | str, call_id: str) -> ResponseFunctionToolCall:
+    """A function-tool call the model makes (``args`` as a dict, or raw argument text)."""
+    text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ResponseFunctionToolCall(type="function_call", name=name, arguments=text, call_id=call_id, id=call_id)
+
+
+def message(text: str) -> ResponseOutputMessage:
+    """An assistant message (a turn of only messages ends the run)."""
+    part = ResponseOutputText(type="output_text", text=text, annotations=[])
+    return ResponseOutputMessage(type="message", role="assistant", status="completed", content=[part], id="msg")
+
+
+class ScriptedModel(Model):
+    """Answers turn ``k`` with ``turns[k]`` (the last turn repeats); stateless across runs."""
+
+    def __init__(self, turns: Sequence[Turn]) -> None:
+        if not turns:
+            raise ValueError("ScriptedModel needs at least one turn")
+        self.turns = list(turns)
+        self.inputs: list[list[Any]] = []
+
+    def _turn(self, items: str | list[TResponseInputItem]) -> int:
+        seen = -1
+        for item in [] if isinstance(items, str) else items:
+            found = _ID.match(str(_field(item, "id") or ""))
+            if found:
+                seen = max(seen, int(found.group(1)))
+        return min(seen + 1, len(self.turns) - 1)
+
+    def _output(self, turn: int) -> list[TResponseOutputItem]:
+        script = self.turns[turn]
+        items = [message(script)] if isinstance(script, str) else list(script)
+        # ids mark which turn an item came from, so the next call knows where the run is
+        return [item.model_copy(update={"id": f"carbguard-scripted-{turn}-{i}"}) for i, item in enumerate(items)]
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any) -> ModelResponse:
+        """The next scripted turn."""
+        self.inputs.append([input] if isinstance(input, str) else list(input))
+        return ModelResponse(output=self._output(self._turn(input)), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        """Not scripted: use ``Runner.run`` or ``Runner.run_sync``."""
+        raise NotImplementedError("ScriptedModel does not stream; use Runner.run or Runner.run_sync")
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
