@@ -23,6 +23,12 @@ GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
+#: weights of features added after the first artifacts (issue 16); left out of the fingerprint at 0.
+_ZERO_DEFAULT_WEIGHTS: tuple[str, ...] = (
+    "injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max",
+)
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -33,6 +39,10 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     dumped = policy.model_dump(mode="json")
     if not dumped["graph"].get("normalize"):
         dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
+    weights = dumped["scorer"]["weights"]
+    for name in _ZERO_DEFAULT_WEIGHTS:
+        if weights.get(name) == 0:  # features added later keep fingerprints from before them at weight 0
+            weights.pop(name)
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
