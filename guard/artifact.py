@@ -178,6 +178,19 @@ def _read_body(file: Path) -> dict[str, Any]:
     return body
 
 
+def fitted_weights(body: dict[str, Any]) -> dict[str, float] | None:
+    """The scorer weights fitted into an artifact by ``calibrate --fit-scorer`` (None if it has none)."""
+    weights = body.get("scorer_weights")
+    if weights is None:
+        return None
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for k, v in weights.items()
+    ):
+        raise ArtifactError("artifact field 'scorer_weights' must map feature names to finite numbers")
+    return {k: float(v) for k, v in weights.items()}
+
+
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
     pipelines = body.get("pipelines")
     if not isinstance(pipelines, dict):
@@ -193,6 +206,12 @@ def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
         raise ArtifactError(f"{file}: pipelines[{policy.name!r}].components must be an object")
     current = pipeline_components(policy)
     differ = sorted(k for k in current if recorded.get(k) != current[k])
+    if "scorer" in differ and body.get("scorer_weights") is not None:
+        raise ArtifactError(
+            f"{file}: artifact carries fitted scorer weights and policy {policy.name!r} does not score with them "
+            f"(differ: {', '.join(differ)}); load it with Guard.from_policy, which applies them, or refit with "
+            "`carbguard calibrate --fit-scorer`"
+        )
     if differ:
         raise ArtifactError(
             f"{file}: artifact was calibrated for another pipeline; these parts differ from policy "
