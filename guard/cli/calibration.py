@@ -59,6 +59,8 @@ def _evaluate(args: argparse.Namespace) -> int:
         crc.alpha_fraction(alpha)
     if args.permutations < 1:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    if (args.ablation or args.plot_fit) and not args.fit_scorer:
+        raise GuardError("--ablation and --plot-fit need --fit-scorer")
     names = [args.corpus] if (args.runs or args.corpus) else list(EACH)
     if args.artifact or args.cross_model:
         return _evaluate_fixed_or_transfer(args, names, alphas)
@@ -78,6 +80,10 @@ def _evaluate(args: argparse.Namespace) -> int:
         from guard.report.plots import frontier_plot
 
         frontier_plot(results[-1], args.plot)
+    if args.plot_fit:
+        from guard.report.plots import fitted_frontier_plot
+
+        fitted_frontier_plot(results, args.plot_fit)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else {"corpora": results}, indent=1))
     elif len(results) > 1:
@@ -201,6 +207,7 @@ def _add_evaluate(sub: Any) -> None:
     ev.add_argument("--fit-scorer", action="store_true",
                     help="also the three-way protocol: weights fitted on 30%% development episodes, "
                     "lambda_hat on 35%% calibration, metrics on 35%% test; printed next to the frozen weights")
+    ev.add_argument("--plot-fit", help="with --fit-scorer: write the before/after frontier (every corpus) as PNG")
     ev.add_argument("--ablation", action="store_true", help="with the three-way protocol: refit without each new feature")
     ev.add_argument("--cross-model", action="store_true",
                     help="leave-one-model-out transfer on a multi-model corpus (default: all)")
