@@ -80,7 +80,7 @@ def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> d
     selector = artifact.selector
     weights = artifact_weights(artifact.body)
     for suite in _suites(corpus):
-        policy = _suite_policy(suite, selector)  # type: ignore[arg-type]
+        policy = _suite_policy(suite, selector)
         load_artifact(path, fit.with_weights(policy, weights) if weights is not None else policy)
     scored, _ = score_selectors(corpus.episodes, [selector], progress=True, workers=workers)  # type: ignore[list-item]
     data = scored[selector]
@@ -118,7 +118,7 @@ def calibrate_fitted(
     scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=True, workers=workers)
     data = scored["gcarb"]
     order = np.random.default_rng(seed).permutation(data.n)
-    cut = int(round(dev_fraction * data.n))
+    cut = round(dev_fraction * data.n)
     dev, calib = np.sort(order[:cut]), np.sort(order[cut:])
     weights = fit.weight_mapping(fit.fit_weights(data, dev))
     rescored = fit.rescore(data, fit.weight_vector(weights))
@@ -205,7 +205,8 @@ def format_ablation(result: dict[str, Any], alphas: Sequence[float] = (0.025, 0.
         cells = ""
         for alpha in alphas:
             row = _find(rows, method, alpha)
-            ratio = row["harm_free_success"] / base["harm_free_success"] if row and base["harm_free_success"] else float("nan")
+            ok = row is not None and base["harm_free_success"]
+            ratio = row["harm_free_success"] / base["harm_free_success"] if ok and row else float("nan")
             cells += f"{row['mean_loss']:>8.3f}{ratio:>8.2f}" if row else f"{'-':>16}"
         lines.append(f"{result['corpus']:<36}{method:<34}{cells}")
     return "\n".join(lines)

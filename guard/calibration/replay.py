@@ -222,7 +222,8 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
         features=np.concatenate([m[0] for m in matrices]) if matrices else np.zeros((0, len(FEATURES)), bool),
         in_scope=_cat([m[1] for m in matrices], np.bool_),
         first_harm=np.array(
-            [_global(offsets, i, e.harm_steps[0] if e.harm_steps else None) for i, e in enumerate(items)], dtype=np.int64
+            [_global(offsets, i, e.harm_steps[0] if e.harm_steps else None) for i, e in enumerate(items)],
+            dtype=np.int64,
         ),
         category_first={
             c: np.array([_global(offsets, i, e.category_steps[c]) for i, e in enumerate(items)], dtype=np.int64)

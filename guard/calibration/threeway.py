@@ -37,8 +37,8 @@ def split3(n: int, permutations: int, seed: int, fractions: Sequence[float] = DE
         raise CalibrationError(f"split fractions must be three positive numbers summing to 1, got {tuple(fractions)}")
     rng = np.random.default_rng(seed)
     order = np.argsort(rng.random((permutations, n)), axis=1)
-    a = int(round(fractions[0] * n))
-    b = a + int(round(fractions[1] * n))
+    a = round(fractions[0] * n)
+    b = a + round(fractions[1] * n)
     if min(a, b - a, n - b) < 1:
         raise CalibrationError(f"{n} episodes are too few for a {fractions} split")
     return order[:, :a], order[:, a:b], order[:, b:]
@@ -58,7 +58,10 @@ def calibrated(corpus: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, alpha: 
     return crc.carb_threshold_from_harm_levels(corpus.harm_level[calib], grid, alpha)
 
 
-def _rows_from(method: str, alphas: Sequence[float], per: list[dict[float, tuple[float, dict[str, np.ndarray]]]]) -> list[Row]:
+PerAlpha = dict[float, tuple[float, dict[str, np.ndarray]]]
+
+
+def _rows_from(method: str, alphas: Sequence[float], per: list[PerAlpha]) -> list[Row]:
     out = []
     for alpha in alphas:
         lam = np.array([p[alpha][0] for p in per])
@@ -87,7 +90,7 @@ def run_fitted_protocol(
     dev, calib, test = split3(corpus.n, permutations, seed, fractions)
     table = fit.feature_table(corpus)
     frozen_corpus = fit.rescore(corpus, frozen, table)
-    per: dict[str, list[dict[float, tuple[float, dict[str, np.ndarray]]]]] = {
+    per: dict[str, list[PerAlpha]] = {
         "carb_gcarb_frozen_3way": [], **{name: [] for name in variants}
     }
     weights: list[npt.NDArray[np.float64]] = []
@@ -156,7 +159,7 @@ def cross_model(
         acc: dict[tuple[str, float], list[tuple[float, float, float]]] = {}
         for _ in range(permutations):
             order = rng.permutation(source)
-            cut = int(round(dev_fraction * source.size))
+            cut = round(dev_fraction * source.size)
             dev, cal = order[:cut], order[cut:]
             fitted = fit.rescore(corpus, fit.fit_weights(corpus, dev, fit.FitSpec(), table), table)
             for alpha in alphas:
@@ -195,7 +198,10 @@ def _maybe(sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, alpha: float) -
 
 def format_cross_model(rows: Sequence[dict[str, object]]) -> str:
     """A readable table of :func:`cross_model` rows."""
-    head = f"{'held-out model':<36}{'n':>6}{'alpha':>7}{'method':>22}{'loss':>8}{'p95':>7}{'hfree':>7}{'ratio':>7}{'floor':>7}"
+    head = (
+        f"{'held-out model':<36}{'n':>6}{'alpha':>7}{'method':>22}{'loss':>8}{'p95':>7}{'hfree':>7}{'ratio':>7}"
+        f"{'floor':>7}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
         base = float(r["no_guard_harm_free"])  # type: ignore[arg-type]

@@ -208,7 +208,8 @@ def _add_evaluate(sub: Any) -> None:
                     help="also the three-way protocol: weights fitted on 30%% development episodes, "
                     "lambda_hat on 35%% calibration, metrics on 35%% test; printed next to the frozen weights")
     ev.add_argument("--plot-fit", help="with --fit-scorer: write the before/after frontier (every corpus) as PNG")
-    ev.add_argument("--ablation", action="store_true", help="with the three-way protocol: refit without each new feature")
+    ev.add_argument("--ablation", action="store_true",
+                    help="with the three-way protocol: refit without each new feature")
     ev.add_argument("--cross-model", action="store_true",
                     help="leave-one-model-out transfer on a multi-model corpus (default: all)")
     ev.add_argument("--cross-model-permutations", type=int, default=50)

@@ -61,7 +61,8 @@ def _future_violations(guard: Guard, episodes: tuple[Episode, ...]) -> tuple[int
     for episode in episodes:
         for decision in replay_decisions(guard, episode):
             nonempty += bool(decision.selected)
-            bad += decision.reason is Reason.INTERNAL_ERROR or any(i >= decision.proposal_index for i in decision.selected)
+            future = any(i >= decision.proposal_index for i in decision.selected)
+            bad += decision.reason is Reason.INTERNAL_ERROR or future
     return bad, nonempty
 
 
