@@ -193,12 +193,13 @@ def format_side_by_side(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_ablation(result: dict[str, Any], alphas: Sequence[float] = (0.025, 0.05)) -> str:
+def format_ablation(result: dict[str, Any], alphas: Sequence[float] = (0.01, 0.025, 0.05)) -> str:
     """One line per fit variant: held-out loss and harm-free success ratio at each of ``alphas``."""
     rows = result["fitted"]["results"]
     base = _find(rows, "no_guard_3way", None)
     assert base is not None
-    methods = [r["method"] for r in rows if r["method"].startswith("fit_") and r["alpha"] == rows[-1]["alpha"]]
+    last = rows[-1]["alpha"]
+    methods = [r["method"] for r in rows if r["method"].startswith(("fit_", "carb_gcarb_fit")) and r["alpha"] == last]
     head = f"{'corpus':<36}{'variant':<34}" + "".join(f"{'a=' + format(a, '.3f'):>16}" for a in alphas)
     lines = [head, f"{'':<70}" + "".join(f"{'loss':>8}{'ratio':>8}" for _ in alphas), "-" * len(head)]
     for method in methods:

@@ -120,7 +120,7 @@ def _one(sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, test: IntMatrix, 
 
 def ablation_variants() -> dict[str, fit.FitSpec]:
     """The full fit, the fit without each issue-16 feature, and the fit on METHOD §6's features only."""
-    out = {"fit_all_features": fit.FitSpec()}
+    out = {"carb_gcarb_fit": fit.FitSpec()}
     for name in EXTRA_FEATURES:
         out[f"fit_without_{name}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f != name))
     out["fit_method6_features_only"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in EXTRA_FEATURES))

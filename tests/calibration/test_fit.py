@@ -121,3 +121,31 @@ def test_fit_variant_without_a_feature_gives_it_no_weight() -> None:
     spec = threeway.ablation_variants()[f"fit_without_{EXTRA_FEATURES[0]}"]
     assert fit.fit_weights(corpus, np.arange(200), spec)[FEATURES.index(EXTRA_FEATURES[0])] == 0.0
     assert fit.fit_weights(corpus, np.arange(200))[FEATURES.index(EXTRA_FEATURES[0])] > 0.5
+
+
+def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(tmp_path: Path, policy_data: dict) -> None:
+    """Guard.from_policy scores with the artifact's fitted weights; loading it against the policy's own
+    weights is an error that names `carbguard calibrate --fit-scorer`."""
+    import json
+
+    from guard import Guard
+    from guard.artifact import build_artifact, load_artifact, write_artifact
+    from guard.errors import ArtifactError
+    from guard.policy import load_policy
+
+    policy_data["calibration"] = {"artifact": "art.json"}
+    (tmp_path / "p.json").write_text(json.dumps(policy_data))
+    policy = load_policy(tmp_path / "p.json")
+    weights = {**policy.scorer.weights.model_dump(), "severity_max": 0.7, "irreversible_sink": 0.0}
+    body = build_artifact(
+        [fit.with_weights(policy, weights)], alpha=0.1, n=10, threshold=0.5, calibration_risk=0.1,
+        grid=[-np.inf, 0.5], rule="carb", calibration_fingerprint="x", command="carbguard calibrate --fit-scorer",
+        extra={"scorer_weights": weights},
+    )
+    write_artifact(body, tmp_path / "art.json")
+    guard = Guard.from_policy(tmp_path / "p.json")
+    assert guard.policy.scorer.weights.severity_max == 0.7
+    decision = guard.session("s").decide("send_email", {"to": "a@b.io", "body": "hi"}, "c1")
+    assert decision.score == pytest.approx(0.7)
+    with pytest.raises(ArtifactError, match="--fit-scorer"):
+        load_artifact(tmp_path / "art.json", policy)
