@@ -7,6 +7,7 @@ disconnected records, which is why the selector changes decisions.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import unquote
@@ -44,6 +45,7 @@ class WeightedScorer:
         self.policy = policy
         self.weights = policy.scorer.weights.model_dump()
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+        self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool]] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
         """The binary feature values of the proposal at ``node`` given ``selected``."""
@@ -60,12 +62,23 @@ class WeightedScorer:
             "untrusted_payload": self._untrusted_payload(graph, node, selected),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
             "injected_value": self._injected_value(graph, node, selected),
+            **self._prefix_features(graph, node, spec, is_sink),
+        }
+
+    def _prefix_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
+        """The features that read the prefix, not the selection (memoised for the newest proposal of a graph)."""
+        memo = self._memo  # one atomic read: sessions of one guard may score from several threads
+        if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
+            return dict(memo[2])
+        values = {
             "injected_short_id": (is_sink or _acts(spec)) and self._injected_short_id(graph, node),
             "untrusted_only_value": is_sink and self._untrusted_only_value(graph, node),
             "private_in_url": self._private_in_url(graph, node),
             "severity_high": spec is not None and spec.severity >= 2,
             "severity_max": spec is not None and spec.severity >= 3,
         }
+        self._memo = (weakref.ref(graph), (len(graph), node), values)
+        return dict(values)
 
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         """The weighted sum and the features that made it."""
