@@ -191,6 +191,23 @@ def fitted_weights(body: dict[str, Any]) -> dict[str, float] | None:
     return {k: float(v) for k, v in weights.items()}
 
 
+def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path) -> Policy:
+    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them)."""
+    from pydantic import ValidationError
+
+    from guard.policy import FeatureWeights
+
+    try:
+        weights = fitted_weights(body)
+        if weights is None:
+            return policy
+        spec = FeatureWeights.model_validate(weights)
+    except (ArtifactError, ValidationError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise ArtifactError(f"{file}: invalid fitted scorer weights: {first}") from None
+    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec})})
+
+
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
     pipelines = body.get("pipelines")
     if not isinstance(pipelines, dict):

@@ -21,7 +21,7 @@ from guard.audit import AuditLog
 from guard.decision import Decision
 from guard.errors import InputError, PolicyError
 from guard.graph import PrefixGraph
-from guard.policy import FeatureWeights, Policy, load_policy
+from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.records import Record, final, result, user
 from guard.redaction import hash_value
@@ -61,17 +61,13 @@ class Guard:
     @classmethod
     def from_policy(cls, path: str | Path, *, audit: AuditSink | str | Path | None = None) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id)."""
-        from guard.artifact import fitted_weights, load_artifact
+        from guard.artifact import apply_fitted_weights, load_artifact
 
         policy = load_policy(path)
         if policy.calibration.artifact is None:
             raise PolicyError(f"{path}: calibration.artifact is not set; use Guard(policy, threshold=...) instead")
         path_ = policy.resolve(policy.calibration.artifact)
-        weights = fitted_weights(load_artifact(path_).body)
-        if weights is not None:  # a fitted artifact: its weights are part of the frozen pipeline
-            policy = policy.model_copy(
-                update={"scorer": policy.scorer.model_copy(update={"weights": FeatureWeights.model_validate(weights)})}
-            )
+        policy = apply_fitted_weights(load_artifact(path_).body, policy, path_)  # fitted weights are frozen pipeline
         artifact = load_artifact(path_, policy)
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)

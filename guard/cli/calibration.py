@@ -31,6 +31,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.fit_scorer:
         from guard.calibration.fit_jobs import calibrate_fitted
 
+        if args.selector != "gcarb":
+            raise GuardError("--fit-scorer fits the G-CARB scorer; drop --selector or use --selector gcarb")
+
         body = calibrate_fitted(
             corpus, alpha=args.alpha, rule=args.rule, delta=args.delta, seed=args.seed,
             dev_fraction=args.dev_fraction, command=_recorded(args.argv), workers=args.workers,

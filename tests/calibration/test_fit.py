@@ -149,3 +149,48 @@ def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(tmp_path: 
     assert decision.score == pytest.approx(0.7)
     with pytest.raises(ArtifactError, match="--fit-scorer"):
         load_artifact(tmp_path / "art.json", policy)
+
+
+def test_bad_fitted_weights_are_an_artifact_error(small_policy: object) -> None:
+    """A negative or unknown fitted weight in an artifact is refused naming the file, never applied."""
+    from guard.artifact import apply_fitted_weights
+    from guard.errors import ArtifactError
+
+    for weights in ({"canary": -1.0}, {"no_such_feature": 1.0}, {"canary": "x"}):
+        with pytest.raises(ArtifactError, match="art.json"):
+            apply_fitted_weights({"scorer_weights": weights}, small_policy, "art.json")  # type: ignore[arg-type]
+    assert apply_fitted_weights({}, small_policy, "art.json") is small_policy  # type: ignore[arg-type]
+
+
+def test_evaluate_fixed_artifact_agrees_with_the_online_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Oracle: `evaluate --artifact` on a fitted artifact reports the share of episodes the online gate,
+    with the artifact's weights and threshold, refuses on the risk budget."""
+    import json
+
+    from guard import Guard
+    from guard.artifact import apply_fitted_weights, build_artifact, write_artifact
+    from guard.calibration.replay import replay_decisions
+    from guard.cli import main
+    from guard.decision import Reason
+
+    from guard.corpora.agentdojo import is_injection_goal_run
+
+    episodes = [e for e in load_runs(FIXTURES).episodes if not is_injection_goal_run(e)]  # as `evaluate` loads them
+    suites = sorted({e.meta.suite for e in episodes})
+    weights = {**fit.weight_mapping(np.zeros(F)), "severity_max": 1.0, "injection_text": 0.4}
+    policies = [fit.with_weights(load_suite_policy(s), weights) for s in suites]
+    body = build_artifact(
+        policies, alpha=0.2, n=10, threshold=0.5, calibration_risk=0.1, grid=[-np.inf, 0.5], rule="carb",
+        calibration_fingerprint="x", command="carbguard calibrate --fit-scorer", extra={"scorer_weights": weights},
+    )
+    write_artifact(body, tmp_path / "art.json")
+    assert main(["evaluate", "--runs", str(FIXTURES), "--artifact", str(tmp_path / "art.json"), "--json"]) == 0
+    reported = json.loads(capsys.readouterr().out)
+    stopped = []
+    for e in episodes:
+        policy = apply_fitted_weights(body, load_suite_policy(e.meta.suite), "art.json")
+        decisions = replay_decisions(Guard(policy, threshold=0.5), e)
+        stopped.append(any(d.reason is Reason.RISK_BUDGET for d in decisions))
+    assert 0 < sum(stopped) < len(stopped)  # the oracle is not trivial on the fixtures
+    assert reported["fitted_weights"] is True and reported["n_episodes"] == len(episodes)
+    assert reported["intervention"] == pytest.approx(sum(stopped) / len(stopped))
