@@ -43,9 +43,13 @@ def feed(
     return decisions
 
 
-def replay_decisions(guard: Guard, episode: Episode) -> list[Decision]:
-    """The offline decisions for every proposal of ``episode`` (a fresh session of ``guard``)."""
-    return feed(guard.session(replay_session_id(episode)), episode)
+def replay_decisions(guard: Guard, episode: Episode, session_id: str | None = None) -> list[Decision]:
+    """The offline decisions for every proposal of ``episode`` (a fresh session of ``guard``).
+
+    The session id defaults to the episode id, as an online run of the episode would name it (audit
+    logs, online/offline equality); calibration scoring uses :func:`replay_session_id` instead.
+    """
+    return feed(guard.session(episode.episode_id if session_id is None else session_id), episode)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from guard import Guard
-from guard.calibration.replay import assemble, replay_decisions, score_episode, score_episode_selectors
+from guard.calibration.replay import (
+    assemble,
+    replay_decisions,
+    replay_session_id,
+    score_episode,
+    score_episode_selectors,
+)
 from guard.corpora.agentdojo import episode_ledger_labels, load_runs, load_suite_policy
 from guard.decision import Reason
 from guard.records import Episode
@@ -29,7 +35,8 @@ def test_shadow_selectors_equal_separate_sessions(episodes: tuple[Episode, ...])
         policy = load_suite_policy(episode.meta.suite)
         multi = score_episode_selectors(policy, SELECTORS, episode, episode_ledger_labels(episode))
         for name in SELECTORS:
-            decisions = replay_decisions(Guard(policy.with_selector(name), threshold=float("inf")), episode)
+            guard = Guard(policy.with_selector(name), threshold=float("inf"))
+            decisions = replay_decisions(guard, episode, replay_session_id(episode))
             scores = [np.inf if d.score is None else d.score for d in decisions]
             assert multi[name].scores.tolist() == scores, (episode.episode_id, name)
             assert multi[name].n_selected.tolist() == [len(d.selected) for d in decisions]
@@ -92,12 +99,17 @@ def test_replay_never_sees_the_future(episodes: tuple[Episode, ...]) -> None:
 
 
 def test_replay_session_id_carries_no_episode_label(episodes: tuple[Episode, ...]) -> None:
-    """The replay session id (the random selector's seed) does not depend on the episode id (attack labels)."""
+    """Calibration scoring seeds the random selector from a session id that does not depend on the
+    episode id (which names the attack): renaming an episode changes none of its scores."""
     from dataclasses import replace
-
-    from guard.calibration.replay import replay_session_id
 
     episode = episodes[0]
     renamed = replace(episode, episode_id=episode.episode_id + "/injection_task_9")
     assert replay_session_id(renamed) == replay_session_id(episode)
     assert episode.episode_id not in replay_session_id(episode)
+    for original in episodes:
+        policy = load_suite_policy(original.meta.suite)
+        labels = episode_ledger_labels(original)
+        pair = (original, replace(original, episode_id="renamed/" + original.episode_id))
+        scored = [score_episode_selectors(policy, ("gcarb", "random_equal_size"), e, labels) for e in pair]
+        assert scored[0]["random_equal_size"].scores.tolist() == scored[1]["random_equal_size"].scores.tolist()
