@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -69,7 +70,7 @@ def test_fit_never_sees_calibration_or_test_episodes() -> None:
                               features=~items[j].features, category_steps=items[j].category_steps)
     assert np.array_equal(fit.fit_weights(assemble(shuffled), dev), w)
     control = list(items)
-    for i, j in zip(dev, rng.permutation(dev), strict=True):
+    for i, j in zip(dev.tolist(), rng.permutation(dev).tolist(), strict=True):
         control[i] = replace(items[i], harm_steps=items[j].harm_steps, category_steps=items[j].category_steps)
     assert not np.array_equal(fit.fit_weights(assemble(control), dev), w)
 
@@ -123,7 +124,9 @@ def test_fit_variant_without_a_feature_gives_it_no_weight() -> None:
     assert fit.fit_weights(corpus, np.arange(200))[FEATURES.index(EXTRA_FEATURES[0])] > 0.5
 
 
-def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(tmp_path: Path, policy_data: dict) -> None:
+def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(
+    tmp_path: Path, policy_data: dict[str, Any]
+) -> None:
     """Guard.from_policy scores with the artifact's fitted weights; loading it against the policy's own
     weights is an error that names `carbguard calibrate --fit-scorer`."""
     import json
@@ -157,12 +160,14 @@ def test_bad_fitted_weights_are_an_artifact_error(small_policy: object) -> None:
     from guard.errors import ArtifactError
 
     for weights in ({"canary": -1.0}, {"no_such_feature": 1.0}, {"canary": "x"}):
-        with pytest.raises(ArtifactError, match="art.json"):
+        with pytest.raises(ArtifactError, match=r"art\.json"):
             apply_fitted_weights({"scorer_weights": weights}, small_policy, "art.json")  # type: ignore[arg-type]
     assert apply_fitted_weights({}, small_policy, "art.json") is small_policy  # type: ignore[arg-type]
 
 
-def test_evaluate_fixed_artifact_agrees_with_the_online_gate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_evaluate_fixed_artifact_agrees_with_the_online_gate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Oracle: `evaluate --artifact` on a fitted artifact reports the share of episodes the online gate,
     with the artifact's weights and threshold, refuses on the risk budget."""
     import json
@@ -171,9 +176,8 @@ def test_evaluate_fixed_artifact_agrees_with_the_online_gate(tmp_path: Path, cap
     from guard.artifact import apply_fitted_weights, build_artifact, write_artifact
     from guard.calibration.replay import replay_decisions
     from guard.cli import main
-    from guard.decision import Reason
-
     from guard.corpora.agentdojo import is_injection_goal_run
+    from guard.decision import Reason
 
     episodes = [e for e in load_runs(FIXTURES).episodes if not is_injection_goal_run(e)]  # as `evaluate` loads them
     suites = sorted({e.meta.suite for e in episodes})
