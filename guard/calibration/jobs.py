@@ -164,7 +164,7 @@ def calibrate(
 def evaluate(
     corpus: Corpus, *, alphas: Sequence[float] = DEFAULT_ALPHAS, permutations: int = 200, seed: int = 0,
     progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
-    fit_scorer: bool = False, ablation: bool = False,
+    also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
     for alpha in alphas:
@@ -177,13 +177,7 @@ def evaluate(
     start = time.perf_counter()
     with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
-    fitted = None
-    if fit_scorer or ablation:  # the three-way protocol (guard.calibration.threeway), on the G-CARB scores
-        from guard.calibration.fit_jobs import fitted_evaluation
-
-        fitted = fitted_evaluation(
-            corpus, scored["gcarb"], alphas=alphas, permutations=permutations, seed=seed, ablation=ablation
-        )
+    fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {
         **({"fitted": fitted} if fitted is not None else {}),
         "corpus": corpus.name,

@@ -72,8 +72,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         corpus = load_corpus(args.runs, name, progress=not args.json)
         result = evaluate(
             corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
-            workers=args.workers, dask_scheduler=args.dask_scheduler, fit_scorer=args.fit_scorer,
-            ablation=args.ablation,
+            workers=args.workers, dask_scheduler=args.dask_scheduler, also=_fitted_protocol(args, corpus, alphas),
         )
         results.append(result)
         if not args.json:
@@ -95,6 +94,18 @@ def _evaluate(args: argparse.Namespace) -> int:
     if not args.json:
         print(SCOPE)
     return 0
+
+
+def _fitted_protocol(args: argparse.Namespace, corpus: Any, alphas: tuple[float, ...]) -> Any:
+    """With ``--fit-scorer``: the three-way protocol on the G-CARB scores of the two-way run."""
+    if not args.fit_scorer:
+        return None
+    from guard.calibration.fit_jobs import fitted_evaluation
+
+    return lambda scored: fitted_evaluation(
+        corpus, scored["gcarb"], alphas=alphas, permutations=args.permutations, seed=args.seed,
+        ablation=args.ablation,
+    )
 
 
 def _print_fitted(result: dict[str, Any], ablation: bool) -> None:
