@@ -2,21 +2,26 @@
 
 The loop owns the messages; the guard sees them through one session: user turns
 (``observe_user``), every proposed call before it runs (``decide``), every result the agent gets
-(``observe_result``), the final answer (``observe_final``).  The "model" is a script here, so the
-example runs offline:
+(``observe_result``), the final answer (``observe_final``).  A call runs only as
+``decide`` → ``session.authorize(call_id, name, args)`` → the tool with the *returned* dict (the
+canonical copy that was decided; ``BindingError`` for anything else).  The "model" is a script
+here, so the example runs offline:
 
-    python examples/custom_loop.py
+    python examples/custom_loop.py            # enforce
+    python examples/custom_loop.py shadow     # decide and audit, never block (same messages as no guard)
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from guard import Decision, Guard, InputError, Session, Verdict, load_policy
+from guard.errors import BindingError
 
 POLICY = Path(__file__).resolve().parent.parent / "policies" / "examples" / "mail_agent.yaml"
 RECORD = "Customer: Lena Novak\nIBAN: DE44500105175407324931\nPassport number: C7R4K91X2"
@@ -61,32 +66,48 @@ def scripted_model() -> Iterator[dict[str, Any]]:
 
 
 def decide(session: Session, name: str, args: Any, call_id: str, max_probe_rounds: int = 2) -> Decision:
-    """The guard's decision; a ``probe`` verdict runs the probes (read-only tools) and decides again."""
+    """The guard's decision; a ``probe`` verdict runs the probes (read-only tools) and decides again.
+
+    Each probe is itself decided and authorized and runs with the authorized arguments.  In shadow
+    mode no probe runs (shadow changes nothing the tools see).
+    """
     decision = session.decide(name, args, call_id)
-    for _ in range(max_probe_rounds):
+    rounds = 0 if session.guard.mode == "shadow" else max_probe_rounds
+    for _ in range(rounds):
         if decision.verdict is not Verdict.PROBE:
             break
         for probe in decision.probes:
             if probe.tool in TOOLS and session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
-                session.observe_result(probe.call_id, TOOLS[probe.tool](**probe.args))
+                bound = session.authorize(probe.call_id, probe.tool, dict(probe.args))
+                session.observe_result(probe.call_id, TOOLS[probe.tool](**bound))
         decision = session.decide(name, args, call_id)
     return decision
 
 
-def run_tool(decision: Decision, name: str, args: Any) -> tuple[str, str]:
-    """Run an allowed call, or tell the model why it was not run."""
-    if not decision.allowed:
-        return f"Not run by carbguard ({decision.verdict.value}: {decision.reason.value}): {decision.message}", "error"
+def run_tool(session: Session, decision: Decision, name: str, args: Any, call_id: str) -> tuple[str, str]:
+    """Run exactly the decided call with the authorized arguments, or tell the model why it was not run."""
+    refused = f"Not run by carbguard ({decision.verdict.value}: {decision.reason.value}): {decision.message}"
+    shadow = session.guard.mode == "shadow"
+    if not decision.allowed and not shadow:
+        return refused, "error"
     try:
-        return TOOLS[name](**args), "ok"
+        bound: Any = session.authorize(call_id, name, args)
+    except BindingError as exc:
+        if not shadow:
+            return f"Not run by carbguard: {exc}", "error"
+        bound = args  # shadow never blocks: a call the guard could not bind runs as the model wrote it
+    try:
+        if name not in TOOLS or not isinstance(bound, dict):
+            raise TypeError(f"no tool {name!r} taking these arguments")
+        return TOOLS[name](**bound), "ok"
     except Exception as exc:  # noqa: BLE001 - a tool error goes back to the model as a result
         return f"{type(exc).__name__}: {exc}", "error"
 
 
-def main() -> list[dict[str, Any]]:
-    """Run the loop once; print each call and what the guard decided."""
+def main(mode: str = "enforce") -> list[dict[str, Any]]:
+    """Run the loop once (``mode`` "enforce" or "shadow"); print each call and what the guard decided."""
     # No calibration artifact for this toy deployment: explicit threshold (see the policy file).
-    session = Guard(load_policy(POLICY), threshold=0.5).session("custom-loop")
+    session = Guard(load_policy(POLICY), threshold=0.5, mode=mode).session("custom-loop")
     messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     session.observe_user(TASK)
     for reply in scripted_model():
@@ -104,7 +125,7 @@ def main() -> list[dict[str, Any]]:
                 args = raw  # not JSON: the guard refuses it (bad_arguments) and audits the refusal
             planned.append((tool_call["id"], name, args, decide(session, name, args, tool_call["id"])))
         for call_id, name, args, decision in planned:
-            text, status = run_tool(decision, name, args)
+            text, status = run_tool(session, decision, name, args, call_id)
             print(f"{name:<13} {decision.verdict.value:<9} {decision.reason.value:<16} score={decision.score}")
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
             # A call refused before it entered the session (unknown tool, unparseable arguments) has
@@ -115,4 +136,4 @@ def main() -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    main()
+    main(*sys.argv[1:2])

@@ -232,5 +232,14 @@ def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
     if differ:
         raise ArtifactError(
             f"{file}: artifact was calibrated for another pipeline; these parts differ from policy "
-            f"{policy.name!r}: {', '.join(differ)} — recalibrate with `carbguard calibrate`"
+            f"{policy.name!r}: {', '.join(differ)} — {recalibrate_hint(body)}"
         )
+
+
+def recalibrate_hint(body: dict[str, Any]) -> str:
+    """The command that fixes a fingerprint mismatch: the recorded calibration command, rerun on the current policy."""
+    command = body.get("command")
+    if isinstance(command, str) and command.startswith("carbguard calibrate"):
+        return f"recalibrate under the current policy by rerunning `{command}`"
+    return "recalibrate under the current policy: `carbguard calibrate --policy POLICY --episodes EPISODES " \
+        "[--labels LABELS] --alpha ALPHA --out ARTIFACT`"

@@ -29,6 +29,7 @@ class Reason(StrEnum):
     NOT_CERTIFIED = "not_certified"
     UNKNOWN_TOOL = "unknown_tool"
     BAD_ARGUMENTS = "bad_arguments"
+    CALL_REUSED = "call_reused"
     INTERNAL_ERROR = "internal_error"
 
 
@@ -59,6 +60,7 @@ class Decision:
     latency_us: float = 0.0
     probes: tuple[ProbeCall, ...] = ()
     safecommit: Mapping[str, Any] | None = None
+    args: Mapping[str, Any] | None = None
 
     @property
     def allowed(self) -> bool:

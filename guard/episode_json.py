@@ -4,16 +4,18 @@ Format ``carbguard-episodes/1``::
 
     {"format": "carbguard-episodes/1", "id": "...",
      "meta": {"model": "...", "task": "...", "attack": null, "injection_task": null, "suite": "",
-              "tags": {...}},
+              "utility": null, "policy": null, "tags": {...}},
      "records": [{"kind": "user", "text": "..."},
                  {"kind": "proposal", "tool": "...", "args": {...}, "call_id": "..."},
                  {"kind": "result", "call_id": "...", "text": "...", "status": "ok"},
                  {"kind": "final", "text": "..."}]}
 
 Trust is not stored: it follows from the policy the episode is replayed under (a result's trust is its
-tool's ``kind``).  This module is on the decision floor so that shadow mode can record episodes without
-importing the corpus code; reading (with line/field errors), the JSON Schema and the converters live in
-:mod:`guard.corpora`.
+tool's ``kind``).  ``utility`` is whether the logged task succeeded, if known (evaluation reports
+harm-free success from it); ``policy`` names the policy the episode belongs to when one file holds
+episodes of several policies.  Every ``meta`` key is optional when reading.  This module is on
+the decision floor so that shadow mode can record episodes without importing the corpus code;
+reading (with line/field errors), the JSON Schema and the converters live in :mod:`guard.corpora`.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ def record_to_json(record: Record) -> dict[str, Any]:
     return {"kind": record.kind.value, "text": record.text}
 
 
-def episode_to_json(episode: Episode, tags: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def episode_to_json(
+    episode: Episode, tags: Mapping[str, Any] | None = None, policy: str | None = None
+) -> dict[str, Any]:
     """One episode as a JSON object of format ``carbguard-episodes/1``."""
     meta = episode.meta
     return {
@@ -48,15 +52,17 @@ def episode_to_json(episode: Episode, tags: Mapping[str, Any] | None = None) -> 
             "attack": meta.attack,
             "injection_task": meta.injection_task,
             "suite": meta.suite,
+            "utility": meta.utility,
+            "policy": policy,
             "tags": dict(tags or {}),
         },
         "records": [record_to_json(r) for r in episode.records],
     }
 
 
-def episode_line(episode: Episode, tags: Mapping[str, Any] | None = None) -> str:
+def episode_line(episode: Episode, tags: Mapping[str, Any] | None = None, policy: str | None = None) -> str:
     """The episode as one canonical JSON line (sorted keys, no trailing newline)."""
-    return json.dumps(episode_to_json(episode, tags), sort_keys=True, ensure_ascii=False, allow_nan=False)
+    return json.dumps(episode_to_json(episode, tags, policy), sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
 __all__ = ["EPISODES_FORMAT", "episode_line", "episode_to_json", "record_to_json"]

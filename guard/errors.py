@@ -8,6 +8,7 @@
     ├── CalibrationError (ValueError)   the calibration rule cannot be applied (e.g. alpha < B/(n+1))
     ├── CorpusError (ValueError)        a corpus folder or file cannot be used
     ├── InputError (ValueError)         a proposal or result the guard does not understand
+    │   └── BindingError                an execution asked for something other than what was decided
     └── AuditError (OSError)            the audit log cannot be written or does not verify
 
 Every message names the file, key path, field or value that is wrong and, where it can, what
@@ -46,9 +47,20 @@ class AuditError(GuardError, OSError):
     """The audit log cannot be written, or it does not verify."""
 
 
+
+
+class BindingError(InputError):
+    """An execution was asked for a call other than the exact one that received ``execute``.
+
+    Raised by :meth:`guard.runtime.Session.authorize` when the call id has no ``execute`` decision,
+    the tool or the canonical arguments differ from those decided, or the call already ran.
+    """
+
+
 __all__ = [
     "ArtifactError",
     "AuditError",
+    "BindingError",
     "CalibrationError",
     "CorpusError",
     "GuardError",

@@ -9,28 +9,41 @@ exception inside fails closed: the verdict is ``escalate`` with reason ``interna
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from guard import stages
 from guard.audit import AuditLog
 from guard.decision import Decision
-from guard.errors import InputError, PolicyError
+from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
+from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
 from guard.records import Record, final, result, user
-from guard.redaction import hash_value
+from guard.redaction import Redactor, hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
+MODES = ("enforce", "shadow")
+
 
 class Guard:
-    """A configured guard: one policy, one threshold, one audit sink, many sessions."""
+    """A configured guard: one policy, one threshold, one audit sink, many sessions.
+
+    ``mode="enforce"`` (the default) lets a call run only after ``execute``; ``mode="shadow"``
+    decides and audits every call exactly as enforcing mode would, but :meth:`Session.authorize`
+    lets every decided call run (for recording a deployment's own calibration episodes).
+    ``record=PATH`` (either mode) appends each session's replayable episode — raw tool results
+    included — to a ``0600`` episodes file at its final answer or :meth:`Session.close`
+    (:mod:`guard.recorder`); recording never changes a decision and never raises into the agent.
+    """
 
     def __init__(
         self,
@@ -42,6 +55,8 @@ class Guard:
         selector: Selector | None = None,
         scorer: Scorer | None = None,
         certifier: Certifier | None = None,
+        mode: str = "enforce",
+        record: EpisodeRecorder | str | Path | None = None,
     ) -> None:
         if threshold is None:
             raise PolicyError(
@@ -50,6 +65,9 @@ class Guard:
             )
         if math.isnan(threshold):
             raise PolicyError("threshold must be a number or ±inf, not NaN")
+        if mode not in MODES:
+            raise PolicyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.mode = mode
         self.policy = policy
         self.threshold = float(threshold)
         self.artifact_id = artifact_id
@@ -57,9 +75,17 @@ class Guard:
         self.selector = selector or make_selector(policy.selector)
         self.scorer = scorer or WeightedScorer(policy)
         self.certifier = certifier or stages.default_certifier(policy)
+        self.recorder = EpisodeRecorder(record) if isinstance(record, str | Path) else record
 
     @classmethod
-    def from_policy(cls, path: str | Path, *, audit: AuditSink | str | Path | None = None) -> Guard:
+    def from_policy(
+        cls,
+        path: str | Path,
+        *,
+        audit: AuditSink | str | Path | None = None,
+        mode: str = "enforce",
+        record: EpisodeRecorder | str | Path | None = None,
+    ) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id)."""
         from guard.artifact import apply_fitted_weights, load_artifact
 
@@ -71,7 +97,14 @@ class Guard:
         artifact = load_artifact(path_, policy)
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)
-        return cls(policy, threshold=artifact.threshold, audit=audit, artifact_id=artifact.artifact_id)
+        return cls(
+            policy,
+            threshold=artifact.threshold,
+            audit=audit,
+            artifact_id=artifact.artifact_id,
+            mode=mode,
+            record=record,
+        )
 
     def session(self, session_id: str) -> Session:
         """A new session (one agent run) with its own prefix graph."""
@@ -87,9 +120,17 @@ class Session:
         self.graph = PrefixGraph(guard.policy)
         self.decisions: dict[str, Decision] = {}
         self.proposals: dict[str, Record] = {}
-        self._answered: set[str] = set()
+        self.answered: set[str] = set()
+        self.executed: set[str] = set()
+        self.approved: set[str] = set()
+        self.reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
         self.certifier_state: dict[str, Any] = {}
+        self.recorded = False
+        self.recorded_records = 0
+        self.record_error: str | None = None
+        self.closed = False
+        self.meta: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ observe
 
@@ -107,6 +148,25 @@ class Session:
         """Record the agent's final answer."""
         with self._lock:
             self.graph.add(final(self.next_index, _text(text, "final answer")))
+            write_episode(self, "final")
+
+    def annotate(self, **meta: Any) -> None:
+        """Metadata for the recorded episode (``model``, ``task``, ``attack``, ``utility``, ``tags``).
+
+        Never read by the gate; set it before the final answer (when the episode is written).
+        """
+        with self._lock:
+            self.meta.update(check_meta(meta))
+
+    def close(self) -> None:
+        """End the session: record its episode if not yet recorded, write its ``session_end`` audit entry.
+
+        Idempotent; never raises (a failed write is logged and kept in :attr:`record_error`).
+        """
+        with self._lock:
+            if not self.closed:
+                self.closed = True
+                end_session(self)
 
     def observe_result(self, call_id: str, text: str, status: str = "ok") -> None:
         """Record the result of a proposal this session decided; raise InputError otherwise."""
@@ -116,12 +176,12 @@ class Session:
             proposal = self.proposals.get(call_id)
             if proposal is None:
                 raise InputError(f"session {self.session_id!r}: result for unknown call id {call_id!r}")
-            if call_id in self._answered:
+            if call_id in self.answered:
                 raise InputError(f"session {self.session_id!r}: call id {call_id!r} already has a result")
             trust = stages.result_trust(self.guard.policy, proposal.tool or "")
             record = result(self.next_index, call_id, _text(text, "tool result"), trust, proposal.tool or "", status)
             self.graph.add(record)
-            self._answered.add(call_id)
+            self.answered.add(call_id)
 
     # ------------------------------------------------------------------- decide
 
@@ -179,8 +239,85 @@ class Session:
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
-            self.decisions[call_id if isinstance(call_id, str) else repr(call_id)] = decision
+            self.decisions[call_id if type(call_id) is str else stages.safe_repr(call_id)] = decision
         return decision
+
+    # ---------------------------------------------------------------- execute
+
+    def authorize(self, call_id: str, tool: str, args: Any) -> dict[str, Any]:
+        """Permit one execution of exactly the call that was decided; return the arguments to run it with.
+
+        Allowed only for the (call id, tool, canonical arguments) whose latest decision is ``execute``
+        (any decided verdict in shadow mode), and only once.  The returned dict is a fresh copy of the
+        canonical arguments that were scored and audited: hand the tool this copy, never the caller's
+        object.  Anything else raises :class:`~guard.errors.BindingError` and nothing is marked run.
+        """
+        with self._lock:
+            decision = self.decisions.get(call_id) if type(call_id) is str else None
+            where = f"session {self.session_id!r}, call id {stages.safe_repr(call_id)[:80]}"
+            if decision is None or decision.args is None:
+                raise BindingError(f"{where}: no decision for this call; decide it first")
+            if type(tool) is not str or tool != decision.tool:
+                raise BindingError(f"{where}: decided for tool {decision.tool!r}, asked to run another tool")
+            if call_id in self.executed or call_id in self.answered:
+                raise BindingError(f"{where}: already ran; a decided call runs once")
+            if not _same_args(args, decision.args):
+                raise BindingError(f"{where}: arguments differ from the ones decided; decide the new call")
+            if not decision.allowed and self.guard.mode != "shadow" and call_id not in self.approved:
+                raise BindingError(f"{where}: verdict is {decision.verdict.value}, not execute")
+            self.executed.add(call_id)
+            copy: dict[str, Any] = json.loads(json.dumps(dict(decision.args)))
+            return copy
+
+    # ---------------------------------------------------------------- human review
+
+    def review(self, call_id: str, answer: str, *, reviewer: str, message: str | None = None, **link: str) -> None:
+        """Record a human's answer to a decided call as its own audit entry, linked to the decision.
+
+        ``answer`` is ``approve``, ``reject``, ``edit`` or ``respond``; ``approve`` lets
+        :meth:`authorize` run exactly the decided call once although its verdict was not
+        ``execute``.  ``link`` adds string fields (e.g. ``edited_call_id``).  The entry is written
+        before the approval takes effect: when the write fails, :class:`~guard.errors.AuditError`
+        is raised and nothing is approved.
+        """
+        if answer not in REVIEW_ANSWERS:
+            raise InputError(
+                f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {stages.safe_repr(answer)}"
+            )
+        with self._lock:
+            decision = self.decisions.get(call_id) if type(call_id) is str else None
+            if decision is None:
+                raise BindingError(f"session {self.session_id!r}: no decision to review for this call id")
+            key = (call_id, decision.proposal_index, answer, reviewer, message, tuple(sorted(link.items())))
+            if key in self.reviews:  # the same answer again (a resumed graph re-runs its node): recorded once
+                return
+            entry = stages.review_entry(self, decision, answer, reviewer, message, link)
+            if self.guard.audit is not None:
+                try:
+                    self.guard.audit.write(entry)
+                except Exception as exc:
+                    raise AuditError(
+                        f"session {self.session_id!r}: review could not be audited: {type(exc).__name__}"
+                    ) from exc
+            self.reviews.add(key)
+            if answer == "approve" and decision.args is not None:
+                self.approved.add(call_id)
+
+    def redacted(self, text: str, decision: Decision) -> str:
+        """``text`` with the private values of this session and ``decision``'s arguments redacted (for reviewers)."""
+        return Redactor(self, decision.args or {}, decision.proposal_index).redact(text)
+
+
+REVIEW_ANSWERS = ("approve", "reject", "edit", "respond")
+
+
+def _same_args(args: Any, decided: Mapping[str, Any]) -> bool:
+    if not isinstance(args, Mapping):
+        return False
+    try:
+        return stages.canonical_args(args) == dict(decided)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def _text(value: Any, what: str) -> str:

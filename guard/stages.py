@@ -7,6 +7,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, Decision, Reason, Verdict
@@ -94,7 +95,8 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     refusal = normalize(session, tool, args, call_id)
     if refusal is not None:
         return refusal
-    node = extend(session, tool, args, call_id)
+    canon = canonical_args(args)
+    node = extend(session, tool, canon, call_id)
     selected = select(session, node)
     score, features = score_proposal(session, node, selected)
     base = Decision(
@@ -108,6 +110,7 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
         proposal_index=node,
         tool=tool,
         call_id=call_id,
+        args=MappingProxyType(canon),
     )
     if score > guard.threshold:
         return dataclasses.replace(
@@ -119,28 +122,58 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     return certify(session, node, base)
 
 
+def canonical_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The canonical copy of well-formed arguments: plain dict/list/str/number/bool/None, via a JSON round trip.
+
+    What is scored, audited and handed to the tool is this copy, never the caller's object: a mapping
+    subclass whose views hide keys, or a ``str`` subclass that compares equal to another name, cannot
+    make the tool receive something other than what was decided.
+    """
+    canon = json.loads(json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False))
+    if not isinstance(canon, dict):
+        raise TypeError(f"arguments are a {type(canon).__name__} after canonicalisation, expected an object")
+    return canon
+
+
 def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision | None:
-    """Refuse what the guard does not understand; None when the proposal is well-formed."""
+    """Refuse what the guard does not understand, and any call id that already ran; None when well-formed.
+
+    Tool names and call ids must be plain ``str`` (a subclass can compare equal to one name while
+    printing as another); a call id that already executed or has a result is refused, so one approval
+    never runs twice; a call id reused for a different tool or arguments is refused.
+    """
     policy = session.guard.policy
-    if not isinstance(call_id, str) or not call_id or not _is_text(call_id):
-        message = "call id must be a non-empty string of valid Unicode"
+    if type(call_id) is not str or not call_id or not _is_text(call_id):
+        message = "call id must be a non-empty plain string of valid Unicode"
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
-    if not isinstance(tool, str) or policy.tool(tool) is None:
+    if type(tool) is not str or policy.tool(tool) is None:
         message = f"tool {redact_text(_clip(tool), session, args)} is not in policy {policy.name!r}"
         return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, message, tool, call_id)
     problem = _args_problem(args)
     if problem is not None:
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
+    if call_id in session.executed or call_id in session.answered:
+        message = f"call id {redact_text(_clip(call_id), session, args)} already ran; a decided call runs once"
+        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id)
     seen = session.proposals.get(call_id)
-    if seen is not None and (seen.tool != tool or dict(seen.args) != json.loads(json.dumps(args))):
+    if seen is not None and (seen.tool != tool or dict(seen.args) != canonical_args(args)):
         message = f"call id {redact_text(_clip(call_id), session, args)} reused for another call"
-        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
+        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id)
     return None
 
 
 def _clip(value: Any, limit: int = 200) -> str:
-    text = repr(value)
+    text = safe_repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def safe_repr(value: Any) -> str:
+    """``repr(value)`` for messages, never raising (a hostile ``__repr__`` gives a placeholder)."""
+    try:
+        text = repr(value)
+        return text if type(text) is str else f"<{type(value).__name__}>"
+    except Exception:  # noqa: BLE001 - the fail-closed path must not raise
+        return f"<unrepresentable {type(value).__name__}>"
 
 
 def _args_problem(args: Any) -> str | None:
@@ -202,9 +235,14 @@ def score_proposal(session: Session, node: int, selected: frozenset[int]) -> tup
 
 
 def certify(session: Session, node: int, base: Decision) -> Decision:
-    """SafeCommit for side-effectful tools; read-only tools execute."""
+    """SafeCommit for side-effectful tools and for every sink whose arguments leave the system.
+
+    A sink with ``payload_args`` is certified whatever its ``effect``: a "read" whose URL or query
+    carries data (``get_webpage(url=...?d=<secret>)``) sends that data out, so it is a send.  Only
+    calls with no side effect and no outbound payload execute on the score alone.
+    """
     spec = session.guard.policy.tools[base.tool]
-    if spec.effect is Effect.NONE:
+    if spec.effect is Effect.NONE and not (spec.kind is ToolKind.SINK and spec.payload_args):
         return base
     cert = session.guard.certifier.certify(session, node, spec)
     if not isinstance(cert, Certification):
@@ -224,8 +262,8 @@ def _refusal(verdict: Verdict, reason: Reason, message: str, tool: Any, call_id:
         message=message,
         score=None,
         threshold=None,
-        tool=tool if isinstance(tool, str) else repr(tool)[:200],
-        call_id=call_id if isinstance(call_id, str) else repr(call_id)[:200],
+        tool=tool if type(tool) is str else safe_repr(tool)[:200],
+        call_id=call_id if type(call_id) is str else safe_repr(call_id)[:200],
     )
 
 
@@ -252,6 +290,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     return {
         "ts": time.time(),
         "session": _safe_text(session.session_id),
+        "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": _safe_text(redact(decision.call_id)),
         "tool": _safe_text(decision.tool if known_tool else redact(decision.tool)),
@@ -269,6 +308,31 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
         "probes": [p.name or p.tool for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
         "error": _safe_text(redact(error)) if error is not None else None,
+    }
+
+
+def review_entry(
+    session: Session, decision: Decision, answer: str, reviewer: Any, message: Any, link: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The audit entry of a human's answer (``kind: review``), linked to the decision it answers."""
+    redact = Redactor(session, decision.args or {}, decision.proposal_index).redact
+    known_tool = session.guard.policy.tool(decision.tool) is not None
+
+    def text(value: Any) -> str | None:
+        return _safe_text(redact(value)) if isinstance(value, str) else None
+
+    return {
+        "ts": time.time(),
+        "kind": "review",
+        "session": _safe_text(session.session_id),
+        "proposal_index": decision.proposal_index,
+        "call_id": text(decision.call_id),
+        "tool": _safe_text(decision.tool) if known_tool else text(decision.tool),
+        "decision": {"verdict": decision.verdict.value, "reason": decision.reason.value, "score": decision.score},
+        "answer": answer,
+        "reviewer": text(reviewer) or "unknown",
+        "message": text(message),
+        **{str(k): text(v) for k, v in link.items()},
     }
 
 

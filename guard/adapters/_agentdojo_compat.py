@@ -60,7 +60,7 @@ def _require() -> None:
         raise ImportError(f"guard.adapters.agentdojo needs AgentDojo: {_HINT}") from missing
 
 
-Mode = Literal["abort", "deny"]
+Mode = Literal["abort", "deny", "enforce", "shadow"]
 _EMPTY_ENV: Any = EmptyEnv() if _MISSING is None else None
 
 

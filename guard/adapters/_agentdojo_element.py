@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
+from guard.adapters._shadow import guard_in_mode
 from guard.decision import Decision, Verdict
-from guard.errors import InputError
+from guard.errors import BindingError, InputError
 from guard.runtime import Guard, Session
 
 try:
@@ -48,9 +49,14 @@ class GuardedRun:
 class GuardElement(BasePipelineElement):  # type: ignore[misc]
     """Decides every tool call before ``ToolsExecutor`` runs it (see the module docstring).
 
+    Every allowed call goes decide → :meth:`Session.authorize` → the executor runs the turn with
+    the authorized canonical arguments (the element rewrites the turn's calls to those copies).
+
     Args:
         guard: the configured guard.
-        mode: ``"abort"`` (stop the agent at the first refusal) or ``"deny"`` (refuse and go on).
+        mode: ``"abort"`` (stop the agent at the first refusal; ``"enforce"`` is the same),
+            ``"deny"`` (refuse and go on) or ``"shadow"`` (decide and audit every call with a copy
+            of the guard in shadow mode; never refuse, never probe, change nothing the agent sees).
         session_id: id of the first run's session (later runs get ``#2``, ``#3``, ...).
         executor: runs the allowed calls of a turn that also has refused ones; pass the same
             ``ToolsExecutor`` (output formatter) as the pipeline uses.
@@ -71,10 +77,12 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         keep_runs: int = 64,
     ) -> None:
         _require()
-        if mode not in ("abort", "deny"):
-            raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
-        self.guard = guard
-        self.mode: Mode = mode
+        if mode not in ("abort", "deny", "enforce", "shadow"):
+            raise ValueError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
+        self.guard = guard_in_mode(guard, "shadow" if mode == "shadow" else None)
+        if self.guard.mode == "shadow" and mode != "shadow":
+            raise ValueError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
+        self.mode: Mode = "abort" if mode == "enforce" else mode
         self.session_id = session_id
         self.executor = executor or ToolsExecutor()
         self.max_probe_rounds = max_probe_rounds
@@ -101,9 +109,11 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             return query, runtime, env, messages, extra_args
         calls = self._resolve(run, end, last["tool_calls"])
         run.position = end + 1
-        decided = self._decide_turn(run, calls, runtime, env)
+        decided = self._bound(run, self._decide_turn(run, calls, runtime, env))
+        if self.mode == "shadow":
+            return query, runtime, env, messages, extra_args
         if all(d.allowed for _, d in decided):
-            return query, runtime, env, [*messages[:-1], {**last, "tool_calls": calls}], extra_args
+            return query, runtime, env, [*messages[:-1], {**last, "tool_calls": [c for c, _ in decided]}], extra_args
         env, out = self._answer_refusals(query, runtime, env, messages, decided, extra_args)
         if self.mode == "abort":
             refusal = next(d for _, d in decided if not d.allowed)
@@ -125,6 +135,24 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             if not decision.allowed and self.mode == "abort":
                 break
         return decided
+
+    def _bound(self, run: GuardedRun, decided: list[tuple[Any, Decision]]) -> list[tuple[Any, Decision]]:
+        """Each allowed call authorized and carrying the authorized arguments; a call that cannot be is refused."""
+        out = []
+        session = run.session
+        for call, decision in decided:
+            if decision.allowed or self.mode == "shadow":
+                try:
+                    bound = session.authorize(call.id, call.function, dict(call.args))
+                except BindingError as exc:
+                    run.skipped.append(str(exc))
+                    if self.mode != "shadow":
+                        decision = session.decide(call.function, dict(call.args), call.id)  # refused, audited
+                        run.decisions.append(decision)
+                else:
+                    call = call.model_copy(update={"args": bound})
+            out.append((call, decision))
+        return out
 
     def _answer_refusals(
         self,
@@ -205,7 +233,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     def _settle(self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any) -> Decision:
         session = run.session
         decision = session.decide(call.function, dict(call.args), call.id)
-        for _ in range(self.max_probe_rounds):
+        for _ in range(0 if self.mode == "shadow" else self.max_probe_rounds):
             if decision.verdict is not Verdict.PROBE:
                 break
             if run.first_probe is None:
@@ -222,7 +250,12 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             return 0
         if not run.session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
             return 0
-        value, error = runtime.run_function(env, probe.tool, dict(probe.args))
+        try:
+            bound = run.session.authorize(probe.call_id, probe.tool, dict(probe.args))
+        except BindingError as exc:
+            run.skipped.append(str(exc))
+            return 0
+        value, error = runtime.run_function(env, probe.tool, bound)
         text, status = _result_text({"content": self.executor.output_formatter(value), "error": error})
         try:
             run.session.observe_result(probe.call_id, text, status)

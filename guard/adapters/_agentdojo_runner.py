@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,8 +19,8 @@ from guard.adapters._agentdojo_compat import Mode, _require
 from guard.adapters._agentdojo_element import GuardedRun, GuardElement
 from guard.adapters._agentdojo_replay import ReplayLLM, _Recorder, offline_episode
 from guard.decision import Decision
-from guard.progress import Progress
 from guard.errors import CorpusError
+from guard.progress import Progress
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard
 

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from guard.adapters._langchain_binding import _matches, edited_call_id, safe_repr
 from guard.decision import Decision, ProbeCall, Verdict
-from guard.errors import InputError
+from guard.errors import BindingError, InputError
 from guard.runtime import Session
 
 _HINT = "pip install 'carbguard[langchain]'"
@@ -63,7 +64,8 @@ def _require(*packages: str) -> None:
 log = logging.getLogger("guard.adapters.langchain")
 
 SessionKey: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]
-"""Maps a ``RunnableConfig`` to a session key; ``None`` falls back to the run's first message id."""
+"""Maps a ``RunnableConfig`` to a session key; ``None`` falls back to the run's first message id
+(and when no message has an id either, the call is refused: there is no shared default session)."""
 
 
 def thread_session_key(config: Mapping[str, Any]) -> str | None:
@@ -130,26 +132,42 @@ def _observe_result(session: Session, call_id: str, text: str, status: str, skip
         log.warning("carbguard: %s (not fed to the session)", exc)
 
 
+def _authorize(session: Session, call_id: Any, tool: Any, args: Any) -> dict[str, Any] | None:
+    """The authorized canonical arguments of exactly this call, or None (the call must not run)."""
+    try:
+        return session.authorize(call_id, tool, args)
+    except BindingError as exc:
+        log.warning("carbguard: %s", exc)
+        return None
+
+
 def _settle(
     session: Session,
     decision: Decision,
-    call: tuple[str, Any, str],
-    probe_payload: Callable[[ProbeCall], Any | None],
+    call: tuple[Any, Any, Any],
+    probe_payload: Callable[[ProbeCall, dict[str, Any]], Any | None],
     max_rounds: int,
     skipped: list[str],
 ) -> Generator[_Action, Any, Decision]:
-    """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded)."""
+    """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded).
+
+    Each probe goes decide → authorize → run with the authorized arguments → observe_result.  In
+    shadow mode no probe runs (shadow changes nothing the agent or its tools see).
+    """
+    if session.guard.mode == "shadow":
+        return decision
     for _ in range(max_rounds):
         if decision.verdict is not Verdict.PROBE:
             return decision
         ran = 0
         for probe in decision.probes:
-            payload = probe_payload(probe)
-            if payload is None:
-                skipped.append(f"probe tool {probe.tool!r} is not among the agent's tools")
-                continue
             gate = yield _Decide(probe.tool, dict(probe.args), probe.call_id)
             if not gate.allowed:
+                continue
+            bound = _authorize(session, probe.call_id, probe.tool, dict(probe.args))
+            payload = None if bound is None else probe_payload(probe, bound)
+            if payload is None:
+                skipped.append(f"probe tool {probe.tool!r} is not among the agent's tools")
                 continue
             text, status = _tool_output((yield _Execute(payload)))
             _observe_result(session, probe.call_id, text, status, skipped)
@@ -190,10 +208,28 @@ def _not_executed(decision: Decision, tool_call: Mapping[str, Any]) -> ToolMessa
     text = refusal_text(decision)
     if decision.verdict is Verdict.PROBE:
         text = f"{text} The probes it asked for could not settle the decision."
-    return ToolMessage(content=text, name=tool_call.get("name"), tool_call_id=tool_call.get("id") or "", status="error")
+    return ToolMessage(
+        content=text, name=_plain(tool_call.get("name")), tool_call_id=_plain(tool_call.get("id")), status="error"
+    )
+
+
+def _plain(value: Any) -> str:
+    """A plain ``str`` for a message field (a hostile object becomes a placeholder, never raises)."""
+    if type(value) is str:
+        return value
+    return "" if value is None else safe_repr(value)[:200]
 
 
 # --------------------------------------------------------------------------- sessions fed from messages
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """A tool call of the message history and the decision the feed made on it."""
+
+    tool: Any
+    args: Any
+    decision: Decision
 
 
 @dataclass
@@ -202,23 +238,53 @@ class _Tracker:
 
     session: Session
     seen: set[str] = field(default_factory=set)
-    decided: dict[str, Decision] = field(default_factory=dict)
+    asked: dict[str, list[_Asked]] = field(default_factory=dict)
+    alias: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    @property
+    def decided(self) -> dict[str, Decision]:
+        """The latest decision per call id of the message history."""
+        return {k: v[-1].decision for k, v in self.asked.items() if v}
 
-def _message_key(message: BaseMessage, position: int) -> str:
-    return f"id:{message.id}" if message.id else f"pos:{position}"
+    def bound(self, tool: Any, args: Any, call_id: Any) -> Decision | None:
+        """The feed's decision on exactly this call (tool and canonical arguments), if it made one."""
+        if type(call_id) is not str:
+            return None
+        for asked in reversed(self.asked.get(call_id, ())):
+            if asked.decision.args is None and asked.tool == tool and type(tool) is str and asked.args == args:
+                return asked.decision  # refused before entering the graph: deciding again refuses again
+            if _matches(asked.decision, tool, args):
+                return asked.decision
+        return None
+
+
+class UnboundCallError(InputError):
+    """No session or message key can be had (no thread id and no message ids): nothing may run."""
+
+
+def _message_key(message: BaseMessage) -> str:
+    if type(message.id) is not str or not message.id:
+        raise UnboundCallError(
+            "carbguard: a message has no id and the run has no thread id to key its session; "
+            "refusing (use a checkpointer / thread_id, or the add_messages reducer)"
+        )
+    return f"id:{message.id}"
 
 
 def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any, list[ToolMessage]]:
-    """Feed unseen messages in order; return refusal ToolMessages for unparseable tool calls."""
+    """Feed unseen messages in order; decide every tool call of a new AI message (reused ids too).
+
+    Returns refusal ToolMessages for unparseable tool calls.  Raises :class:`UnboundCallError` when a
+    message has no id (position is never a key).
+    """
     session, refusals = tracker.session, []
-    for position, message in enumerate(messages):
+    for message in messages:
         if not isinstance(message, BaseMessage):
             continue
-        key = _message_key(message, position)
+        key = _message_key(message)
         if key in tracker.seen:
             continue
         tracker.seen.add(key)
@@ -226,21 +292,22 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
             session.observe_user(_text(message))
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
-            _observe_result(session, message.tool_call_id, _text(message), status, tracker.skipped)
+            call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
+            _observe_result(session, call_id, _text(message), status, tracker.skipped)
         elif isinstance(message, AIMessage):
             if not message.tool_calls and not message.invalid_tool_calls:
                 session.observe_final(_text(message))
             for call in message.tool_calls:
                 call_id = call.get("id") or ""
-                if call_id not in tracker.decided:
-                    tracker.decided[call_id] = yield _Decide(call["name"], call["args"], call_id)
+                decision = yield _Decide(call["name"], call["args"], call_id)
+                tracker.asked.setdefault(_plain(call_id), []).append(_Asked(call["name"], call["args"], decision))
             for bad in message.invalid_tool_calls:
                 # LangChain could not parse these arguments: the raw text goes to the gate, which
                 # refuses it (bad_arguments), so the refusal is audited like any other decision.
                 call_id = bad.get("id") or ""
                 decision = yield _Decide(bad.get("name") or "", bad.get("args"), call_id)
-                tracker.decided.setdefault(call_id, decision)
-                if call_id:
+                tracker.asked.setdefault(_plain(call_id), []).append(_Asked(bad.get("name"), bad.get("args"), decision))
+                if call_id and session.guard.mode != "shadow":
                     text = (
                         f"{refusal_text(decision)} Parser error: {bad.get('error') or 'arguments are not valid JSON'}"
                     )
@@ -248,6 +315,30 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
                         ToolMessage(content=text, name=bad.get("name"), tool_call_id=call_id, status="error")
                     )
     return refusals
+
+
+def _bind(tracker: _Tracker, tool: Any, args: Any, call_id: Any) -> Generator[_Action, Any, tuple[Any, Decision]]:
+    """The call id and decision for exactly the call about to run; decide it when there is none.
+
+    The decision the feed made is used only when it was made on the same tool and canonical
+    arguments.  A request changed after its decision (another middleware edited it) is decided
+    again on its new content, under :func:`edited_call_id` (the original id keeps its proposal);
+    a call id that already ran is decided again under its own id, which refuses it.
+    """
+    session = tracker.session
+    found = tracker.bound(tool, args, call_id)
+    if found is not None:
+        return call_id, found
+    if type(call_id) is not str or call_id not in session.proposals or call_id in session.executed:
+        return call_id, (yield _Decide(tool, args, call_id))
+    if call_id in session.answered:
+        return call_id, (yield _Decide(tool, args, call_id))
+    cid = edited_call_id(call_id, tool, args)
+    tracker.alias[call_id] = cid
+    latest = session.decisions.get(cid)
+    if _matches(latest, tool, args) and latest is not None:
+        return cid, latest
+    return cid, (yield _Decide(tool, args, cid))
 
 
 def _state_messages(state: Any, key: str = "messages") -> Sequence[Any]:

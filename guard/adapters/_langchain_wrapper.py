@@ -5,15 +5,17 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any
 
-from typing_extensions import TypedDict  # pydantic needs typing_extensions.TypedDict before Python 3.12
-
+from guard.adapters._langchain_binding import _matches, edited_call_id
 from guard.adapters._langchain_core import (
     _HINT,
     BaseMessage,
     SessionKey,
     ToolMessage,
+    UnboundCallError,
+    _authorize,
+    _bind,
     _current_config,
     _Decide,
     _drive_async,
@@ -26,33 +28,19 @@ from guard.adapters._langchain_core import (
     _no_execute,
     _no_execute_async,
     _not_executed,
+    _plain,
     _require,
     _settle,
     _state_messages,
     _Tracker,
+    log,
     thread_session_key,
 )
-from guard.decision import Decision, ProbeCall, Verdict
+from guard.adapters._langchain_review import ask_human, review_answer
+from guard.adapters._shadow import guard_in_mode
+from guard.decision import ProbeCall, Verdict
+from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session
-
-
-class ApproveDecision(TypedDict):
-    """Resume value that lets an escalated call run (same shape as LangChain's HITL)."""
-
-    type: Literal["approve"]
-
-
-class RejectDecision(TypedDict):
-    """Resume value that refuses an escalated call, with an optional reason for the model."""
-
-    type: Literal["reject"]
-    message: NotRequired[str]
-
-
-def _review_schema() -> Any:
-    from pydantic import Discriminator
-
-    return Annotated[ApproveDecision | RejectDecision, Discriminator("type")]
 
 
 class GuardToolWrapper:
@@ -68,6 +56,9 @@ class GuardToolWrapper:
         max_sessions: sessions kept in memory (least recently used are dropped; a dropped
             session is rebuilt from the graph state when its thread comes back).
         messages_key: the state key holding the messages.
+        mode: ``"enforce"`` or ``"shadow"`` (default: the guard's own mode; another value uses a
+            copy of the guard in that mode).  Shadow decides and audits every call exactly as
+            enforcing would, but never blocks, never runs probes, never interrupts.
     """
 
     def __init__(
@@ -78,27 +69,36 @@ class GuardToolWrapper:
         max_probe_rounds: int = 2,
         max_sessions: int = 1024,
         messages_key: str = "messages",
+        mode: str | None = None,
     ) -> None:
         _require("langchain-core")
         if max_probe_rounds < 0 or max_sessions < 1:
             raise ValueError("max_probe_rounds must be >= 0 and max_sessions >= 1")
-        self.guard = guard
+        self.guard = guard_in_mode(guard, mode)
         self.session_key = session_key
         self.max_probe_rounds = max_probe_rounds
         self.max_sessions = max_sessions
         self.messages_key = messages_key
+        self.max_reviews = 3
         self._trackers: OrderedDict[str, _Tracker] = OrderedDict()
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ sessions
 
     def key_for(self, config: Mapping[str, Any], messages: Sequence[Any]) -> str:
-        """The session key of a run."""
+        """The session key of a run: ``session_key(config)``, else ``run:<first message id>``.
+
+        Raises :class:`UnboundCallError` when neither exists: runs are never pooled into a shared session.
+        """
         key = self.session_key(config)
         if key is not None:
             return key
-        first = next((m for m in messages if isinstance(m, BaseMessage) and m.id), None)
-        return f"run:{first.id}" if first is not None else "default"
+        first = next((m for m in messages if isinstance(m, BaseMessage)), None)
+        if first is None or type(first.id) is not str or not first.id:
+            raise UnboundCallError(
+                "carbguard: no thread id and the first message has no id; refusing (no shared session)"
+            )
+        return f"run:{first.id}"
 
     def session(self, key: str) -> Session | None:
         """The live session of ``key``, if it is in memory."""
@@ -140,67 +140,128 @@ class GuardToolWrapper:
     # ------------------------------------------------------------------ one tool call
 
     def _flow(self, tracker: _Tracker, request: Any, config: Mapping[str, Any]) -> _Flow:
+        """decide (or reuse the decision on exactly this call) → probes → authorize → run; or refuse / ask."""
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
-        decision = tracker.decided.get(call_id)
-        if decision is None:  # not in the state's messages (e.g. a ToolNode invoked with bare calls)
-            decision = yield _Decide(name, args, call_id)
+        cid, decision = yield from _bind(tracker, name, args, call_id)
         tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
 
-        def probe_request(probe: ProbeCall) -> Any | None:
+        def probe_request(probe: ProbeCall, bound: dict[str, Any]) -> Any | None:
             tool = tools.get(probe.tool)
             if tool is None:
                 return None
-            probe_call = {"name": probe.tool, "args": dict(probe.args), "id": probe.call_id, "type": "tool_call"}
+            probe_call = {"name": probe.tool, "args": bound, "id": probe.call_id, "type": "tool_call"}
             return request.override(tool_call=probe_call, tool=tool)
 
+        session = tracker.session
         decision = yield from _settle(
-            tracker.session, decision, (name, args, call_id), probe_request, self.max_probe_rounds, tracker.skipped
+            session, decision, (name, args, cid), probe_request, self.max_probe_rounds, tracker.skipped
         )
-        tracker.decided[call_id] = decision
+        if session.guard.mode == "shadow":
+            bound = _authorize(session, cid, name, args)  # permits any decided call once; never blocks
+            return (yield _Execute(request if bound is None else _with_args(request, call, bound)))
         if decision.allowed:
-            return (yield _Execute(request))
+            bound = _authorize(session, cid, name, args)
+            if bound is not None:
+                return (yield _Execute(_with_args(request, call, bound)))
+            decision = yield _Decide(name, args, cid)  # e.g. the same id twice in one turn: refused, audited
+            return _not_executed(decision, call)
         if decision.verdict is Verdict.ESCALATE and _has_checkpointer(config):
-            answer = self._ask_human(decision, call)
-            if answer.get("type") == "approve":
-                return (yield _Execute(request))
-            reason = answer.get("message")
-            text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
-            return ToolMessage(
-                content=f"{text} Reason: {reason}" if reason else text, name=name, tool_call_id=call_id, status="error"
-            )
+            return (yield from self._review(tracker, request, cid, decision, config))
         return _not_executed(decision, call)
 
-    def _ask_human(self, decision: Decision, call: Mapping[str, Any]) -> Mapping[str, Any]:
-        from langgraph.types import interrupt
-
-        value = {
-            "type": "tool_approval",
-            "tool_call_id": call.get("id"),
-            "name": call.get("name"),
-            "args": call.get("args"),
-            "description": f"carbguard escalated this call ({decision.reason.value}): {decision.message}",
-            "guard": {
-                "verdict": decision.verdict.value,
-                "reason": decision.reason.value,
-                "score": decision.score,
-                "threshold": decision.threshold,
-            },
-        }
-        answer: Mapping[str, Any] = interrupt(value, response_schema=_review_schema())
-        return answer
+    def _review(self, tracker: _Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> _Flow:
+        """Ask a human (LangChain HITL answers); every answer is audited; an edit is decided again."""
+        session, call = tracker.session, request.tool_call
+        for _ in range(self.max_reviews):
+            answer = ask_human(session, decision, call)
+            kind, reviewer, message = review_answer(answer, config)
+            edited = answer.get("edited_action") if kind == "edit" else None
+            new_call = None
+            if isinstance(edited, Mapping):
+                new_call = {**call, "name": edited.get("name") or call.get("name"), "args": edited.get("args")}
+            link = (
+                {} if new_call is None else {"edited_call_id": edited_call_id(cid, new_call["name"], new_call["args"])}
+            )
+            try:
+                session.review(cid, kind, reviewer=reviewer, message=message, **link)
+            except (AuditError, BindingError) as exc:
+                log.warning("carbguard: %s", exc)
+                return _not_executed(decision, call)
+            if kind == "approve":
+                bound = _authorize(session, cid, call.get("name"), call.get("args"))
+                return (
+                    _not_executed(decision, call)
+                    if bound is None
+                    else (yield _Execute(_with_args(request, call, bound)))
+                )
+            if kind == "respond":
+                return ToolMessage(
+                    content=message or "",
+                    name=_plain(call.get("name")),
+                    tool_call_id=_plain(call.get("id")),
+                    status="success",
+                )
+            if kind == "reject" or new_call is None:
+                name = _plain(call.get("name"))
+                text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
+                return ToolMessage(
+                    content=f"{text} Reason: {message}" if message else text,
+                    name=_plain(call.get("name")),
+                    tool_call_id=_plain(call.get("id")),
+                    status="error",
+                )
+            # edit: the reviewer's call is a new call, decided on its own arguments before it may run
+            edited_request = _edited_request(request, new_call)
+            if edited_request is None:
+                return _not_executed(decision, new_call)
+            request, call = edited_request, new_call
+            cid = link["edited_call_id"]
+            tracker.alias[_plain(call.get("id"))] = cid
+            known = tracker.session.decisions.get(cid)
+            decision = known if known is not None and _matches(known, call["name"], call["args"]) else None
+            if decision is None:
+                decision = yield _Decide(call["name"], call["args"], cid)
+            decision = yield from _settle(
+                session, decision, (call["name"], call["args"], cid), lambda p, b: None, 0, tracker.skipped
+            )
+            if decision.allowed:
+                bound = _authorize(session, cid, call["name"], call["args"])
+                if bound is not None:
+                    return (yield _Execute(_with_args(request, call, bound)))
+                return _not_executed((yield _Decide(call["name"], call["args"], cid)), call)
+            if decision.verdict is not Verdict.ESCALATE:
+                return _not_executed(decision, call)
+        return _not_executed(decision, call)
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Sync interceptor (LangGraph ``ToolCallWrapper``)."""
         config = getattr(request.runtime, "config", None) or _current_config()
-        tracker, _ = self.sync(config, _state_messages(request.state, self.messages_key))
+        try:
+            tracker, _ = self.sync(config, _state_messages(request.state, self.messages_key))
+        except UnboundCallError as exc:
+            return self._unbound(request, handler, exc)
         return _drive_sync(self._flow(tracker, request, config), tracker.session, handler)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async interceptor (LangGraph ``AsyncToolCallWrapper``)."""
         config = getattr(request.runtime, "config", None) or _current_config()
-        tracker, _ = await self.async_sync(config, _state_messages(request.state, self.messages_key))
+        try:
+            tracker, _ = await self.async_sync(config, _state_messages(request.state, self.messages_key))
+        except UnboundCallError as exc:
+            out = self._unbound(request, handler, exc)
+            return (await out) if not isinstance(out, ToolMessage) else out
         return await _drive_async(self._flow(tracker, request, config), tracker.session, handler)
+
+    def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: UnboundCallError) -> Any:
+        """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""
+        log.warning("%s", exc)
+        call = request.tool_call
+        if self.guard.mode == "shadow":
+            return handler(request)
+        return ToolMessage(
+            content=str(exc), name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="error"
+        )
 
 
 # --------------------------------------------------------------------------- create_agent middleware
@@ -222,13 +283,14 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         session_key: SessionKey = thread_session_key,
         max_probe_rounds: int = 2,
         max_sessions: int = 1024,
+        mode: str | None = None,
     ) -> None:
         _require("langchain-core", "langchain")
         super().__init__()
         self.wrapper = GuardToolWrapper(
-            guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions
+            guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions, mode=mode
         )
-        self.guard = guard
+        self.guard = self.wrapper.guard
 
     def session(self, key: str) -> Session | None:
         """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
@@ -236,12 +298,20 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Decide the new turn's calls; refuse the ones LangChain could not parse."""
-        _, refusals = self.wrapper.sync(_current_config(), _state_messages(state))
+        try:
+            _, refusals = self.wrapper.sync(_current_config(), _state_messages(state))
+        except UnboundCallError as exc:  # wrap_tool_call refuses each call
+            log.warning("%s", exc)
+            return None
         return {"messages": refusals} if refusals else None
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of :meth:`after_model` (same feed, ``adecide``)."""
-        _, refusals = await self.wrapper.async_sync(_current_config(), _state_messages(state))
+        try:
+            _, refusals = await self.wrapper.async_sync(_current_config(), _state_messages(state))
+        except UnboundCallError as exc:
+            log.warning("%s", exc)
+            return None
         return {"messages": refusals} if refusals else None
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -264,7 +334,9 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
         raise ImportError(f"guard_tool_node needs langgraph: {_HINT}") from exc
     own = {
-        k: options.pop(k) for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key") if k in options
+        k: options.pop(k)
+        for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key", "mode")
+        if k in options
     }
     wrapper = GuardToolWrapper(guard, **own)
     if "messages_key" in own:
@@ -272,3 +344,17 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
     node = ToolNode(tools, wrap_tool_call=wrapper.wrap_tool_call, awrap_tool_call=wrapper.awrap_tool_call, **options)
     node.guard_wrapper = wrapper  # type: ignore[attr-defined]
     return node
+
+
+def _with_args(request: Any, call: Mapping[str, Any], bound: dict[str, Any]) -> Any:
+    """The request with its tool call carrying the authorized canonical arguments (a fresh copy)."""
+    return request.override(tool_call={**call, "args": bound})
+
+
+def _edited_request(request: Any, call: Mapping[str, Any]) -> Any | None:
+    """The request pointed at the reviewer's call; None when the agent has no tool of that name."""
+    tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
+    tool = tools.get(call.get("name"))
+    if tool is None and call.get("name") == request.tool_call.get("name"):
+        tool = request.tool
+    return None if tool is None else request.override(tool_call=dict(call), tool=tool)

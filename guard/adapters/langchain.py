@@ -11,48 +11,64 @@ Three ways in, one core:
   only).
 
 The session of a run is fed from the message history: human turns → ``observe_user``, each AI turn's
-tool calls → ``decide`` (in the order the model wrote them, before any of them runs),
-``ToolMessage`` results → ``observe_result``, a final AI answer → ``observe_final``.  Because the
-feed is a deterministic function of the messages, the sync and async paths give the same decisions
-and a session dropped from memory can be rebuilt from the graph state.
+tool calls → ``decide`` (in the order the model wrote them, before any of them runs; a reused call
+id is decided again, which refuses it), ``ToolMessage`` results → ``observe_result``, a final AI
+answer → ``observe_final``.  A run is keyed by its thread id, else by its first message's id; with
+neither, or with a message without an id, every call is refused (no shared session, no position
+keys).
+
+Binding: a call runs only as ``decide`` → ``Session.authorize(call id, tool, args)`` → the tool
+with the *returned* canonical arguments.  The feed's decision is used only for exactly the tool
+and arguments it was made on; a request changed afterwards (e.g. by ``HumanInTheLoopMiddleware``
+or any middleware before this one) is decided again on its new content under
+:func:`edited_call_id`, and runs only if that decision allows it.
 
 Verdicts: ``execute`` runs the tool; ``probe`` runs the requested side-effect-free tools (found by
-name among the agent's tools), observes their results and decides again, at most
-``max_probe_rounds`` times; ``defer`` and ``abstain`` return a ``ToolMessage`` with
-``status="error"`` and the reason; ``escalate`` raises a LangGraph ``interrupt`` when the graph has a
-checkpointer (resume with ``Command(resume={"type": "approve"})`` or ``{"type": "reject",
-"message": ...}``, the per-call answers of LangChain's ``HumanInTheLoopMiddleware``), else it is
-refused like ``defer``.  Sync and async share one I/O-free generator
-(:func:`~guard.adapters._langchain_core._settle`); the drivers only call ``decide``/``adecide`` and
-the tool.
+name among the agent's tools, each itself decided and authorized), observes their results and
+decides again, at most ``max_probe_rounds`` times; ``defer`` and ``abstain`` return a
+``ToolMessage`` with ``status="error"`` and the reason; ``escalate`` raises a LangGraph
+``interrupt`` when the graph has a checkpointer, else it is refused like ``defer``.  The interrupt
+follows LangChain's HITL conventions (see :mod:`guard.adapters._langchain_review`): answers
+``approve`` / ``reject`` / ``edit`` / ``respond``, several escalations of a turn answered together
+by interrupt id; every answer is its own audit entry (``kind: review``), and an edited call is
+decided again before it can run.  ``mode="shadow"`` decides and audits every call but never
+blocks, never probes and never interrupts.  Sync and async share one I/O-free generator; the
+drivers only call ``decide``/``adecide`` and the tool.
 
 The module imports without LangChain; its entry points raise ImportError with the install hint
 (``pip install 'carbguard[langchain]'``).  :func:`guard_tools` needs langchain-core only.
 """
 
+from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import _HINT as _HINT
 from guard.adapters._langchain_core import _MISSING as _MISSING
 from guard.adapters._langchain_core import SessionKey as SessionKey
+from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
 from guard.adapters._langchain_core import _require as _require
 from guard.adapters._langchain_core import log as log
-from guard.adapters._langchain_core import refusal_text, thread_session_key
-from guard.adapters._langchain_tools import GuardedTool, guard_tools
-from guard.adapters._langchain_wrapper import (
+from guard.adapters._langchain_review import (
     ApproveDecision,
-    GuardMiddleware,
-    GuardToolWrapper,
+    EditDecision,
     RejectDecision,
-    guard_tool_node,
+    RespondDecision,
+    review_context,
 )
+from guard.adapters._langchain_tools import GuardedTool, guard_tools
+from guard.adapters._langchain_wrapper import GuardMiddleware, GuardToolWrapper, guard_tool_node
 
 __all__ = [
     "ApproveDecision",
+    "EditDecision",
     "GuardMiddleware",
     "GuardToolWrapper",
     "GuardedTool",
     "RejectDecision",
+    "RespondDecision",
+    "UnboundCallError",
+    "edited_call_id",
     "guard_tool_node",
     "guard_tools",
     "refusal_text",
+    "review_context",
     "thread_session_key",
 ]

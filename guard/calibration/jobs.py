@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -15,8 +15,10 @@ from typing import Any
 from guard.artifact import build_artifact
 from guard.calibration import crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
+from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
+from guard.ledger import LedgerLabels
 from guard.policy import Policy, SelectorName
 from guard.progress import Progress
 from guard.records import Episode
@@ -47,6 +49,19 @@ class Corpus:
     n_dropped: int
     excluded: int = 0
     notes: list[str] = field(default_factory=list)
+    embedded: bool = False
+    """The embedded AgentDojo corpus (its artifacts are shipped; see :func:`_monitor_field`)."""
+    policy_of: Mapping[str, Policy] | None = None
+    """Episode id → policy (episodes files); None: AgentDojo episodes, whose policy follows from the suite."""
+    labels_of: Mapping[str, LedgerLabels] = field(default_factory=dict)
+    """Episode id → ledger labels from a labels file (episodes files only)."""
+
+    def policies(self, selector: SelectorName) -> list[Policy]:
+        """The distinct policies of the corpus, switched to ``selector``, by name."""
+        if self.policy_of is None:
+            return [_suite_policy(s, selector) for s in sorted({e.meta.suite for e in self.episodes})]
+        by_name = {p.name: p for p in self.policy_of.values()}
+        return [by_name[name].with_selector(selector) for name in sorted(by_name)]
 
 
 def load_corpus(
@@ -82,6 +97,7 @@ def load_corpus(
         n_dropped=len(report.dropped_error) + len(report.failed),
         excluded=len(report.episodes) - len(kept),
         notes=notes if report.failed else [],
+        embedded=runs is None,
     )
 
 
@@ -90,6 +106,56 @@ def _suite_policy(suite: str, selector: SelectorName) -> Policy:
     from guard.corpora import agentdojo
 
     return agentdojo.load_suite_policy(suite).with_selector(selector)
+
+
+def load_episodes_corpus(policies: Sequence[Policy], episodes: str, labels: str | None = None) -> Corpus:
+    """A deployment's corpus: an episodes file read under its policies, plus an optional labels file.
+
+    Every episode must use only tools its policy declares; every label must name an episode of the
+    file and charge an executed proposal.  Nothing is dropped.
+    """
+    from guard.corpora.episodes import read_episodes
+    from guard.ledger.labels import attach, read_labels
+
+    read = read_episodes(episodes, policies)
+    attached = attach(read_labels(labels), read.episodes, labels) if labels else {}
+    return Corpus(
+        name=episodes, episodes=list(read.episodes), n_dropped=0, policy_of=dict(read.policy_of), labels_of=attached
+    )
+
+
+def check_alpha_feasible(corpus: Corpus, alphas: Sequence[float], *, split: bool = False) -> None:
+    """CalibrationError before any scoring when α < 1/(n+1) (``split``: n is the calibration half)."""
+    n = len(corpus.episodes) // 2 if split else len(corpus.episodes)
+    for alpha in alphas:
+        try:
+            crc.max_harmful_allowed(n, alpha)
+        except CalibrationError as exc:
+            where = f"the calibration half ({n} of {len(corpus.episodes)} episodes)" if split else corpus.name
+            raise CalibrationError(f"{where}: {exc}") from None
+
+
+_NO_LABELS = LedgerLabels()
+
+
+def corpus_functions(
+    corpus: Corpus, selector: SelectorName
+) -> tuple[Callable[[Episode], Policy], Callable[[Episode], LedgerLabels]]:
+    """The policy (switched to ``selector``) and the ledger labels of each episode of ``corpus``."""
+    from guard.corpora import agentdojo
+
+    if corpus.policy_of is None:
+        return policy_for(selector), agentdojo.episode_ledger_labels
+    policy_of, labels_of = corpus.policy_of, corpus.labels_of
+    switched: dict[str, Policy] = {}
+
+    def policy(episode: Episode) -> Policy:
+        base = policy_of[episode.episode_id]
+        if base.name not in switched:
+            switched[base.name] = base.with_selector(selector)
+        return switched[base.name]
+
+    return policy, lambda episode: labels_of.get(episode.episode_id, _NO_LABELS)
 
 
 def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
@@ -104,21 +170,27 @@ def score_selectors(
     progress: bool = False,
     workers: int = 1,
     dask_scheduler: str | None = None,
+    corpus: Corpus | None = None,
 ) -> tuple[dict[str, ScoredCorpus], float]:
     """Score the corpus under every selector (one pass per episode); return the arrays and seconds.
 
     ``workers`` > 1 scores in local processes, ``dask_scheduler`` on a running dask.distributed
-    scheduler; both give arrays identical to the single-process run.
+    scheduler; both give arrays identical to the single-process run.  ``corpus`` (an episodes-file
+    corpus) supplies each episode's policy and labels; without it they are AgentDojo's.
     """
     from guard.calibration.parallel import score_selectors_parallel
     from guard.corpora import agentdojo
 
+    if corpus is not None:
+        policy_fn, labels_fn = corpus_functions(corpus, selectors[0])
+    else:
+        policy_fn, labels_fn = policy_for(selectors[0]), agentdojo.episode_ledger_labels
     start = time.perf_counter()
     with Progress(len(episodes), "scoring episodes", enabled=progress) as tick:
         out = score_selectors_parallel(
             episodes,
-            policy_for(selectors[0]),
-            agentdojo.episode_ledger_labels,
+            policy_fn,
+            labels_fn,
             selectors,
             workers=workers,
             dask_scheduler=dask_scheduler,
@@ -133,7 +205,8 @@ def calibrate(
 ) -> dict[str, Any]:
     """Calibrate λ̂ on the whole corpus and return the artifact body."""
     scored, _ = score_selectors(
-        corpus.episodes, [selector], progress=progress, workers=workers, dask_scheduler=dask_scheduler
+        corpus.episodes, [selector], progress=progress, workers=workers, dask_scheduler=dask_scheduler,
+        corpus=corpus,
     )
     data = scored[selector]
     grid = crc.exact_grid(data.scores)
@@ -145,8 +218,7 @@ def calibrate(
     else:
         raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
     risk = (int(losses[:, column].sum()) + 1) / (data.n + 1)
-    suites = sorted({e.meta.suite for e in corpus.episodes})
-    policies = [_suite_policy(s, selector) for s in suites]
+    policies = corpus.policies(selector)
     return build_artifact(
         policies,
         alpha=alpha,
@@ -157,8 +229,23 @@ def calibrate(
         rule=rule if rule == "carb" else f"ltt(delta={delta})",
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
-        extra={"corpus": corpus.name, "n_dropped": corpus.n_dropped},
+        extra={
+            "corpus": corpus.name,
+            "n_dropped": corpus.n_dropped,
+            **_monitor_field(corpus, data, float(grid[column])),
+        },
     )
+
+
+def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
+    """The calibration statistics ``carbguard monitor`` needs (the artifact's ``monitor`` field).
+
+    Artifacts of the embedded AgentDojo corpus do not get them yet: those are shipped, and the field
+    would change their bytes; they are regenerated in one go (drop this condition then).
+    """
+    if corpus.embedded:
+        return {}
+    return {"monitor": artifact_monitor_field(data.offsets, data.scores, threshold)}
 
 
 def evaluate(
@@ -172,7 +259,8 @@ def evaluate(
     if permutations < 1:
         raise CalibrationError(f"permutations must be >= 1, got {permutations}")
     scored, score_seconds = score_selectors(
-        corpus.episodes, SELECTOR_NAMES, progress=progress, workers=workers, dask_scheduler=dask_scheduler
+        corpus.episodes, SELECTOR_NAMES, progress=progress, workers=workers, dask_scheduler=dask_scheduler,
+        corpus=corpus,
     )
     start = time.perf_counter()
     with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:

@@ -6,16 +6,18 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from guard.cli import agentdojo, audit, bench, calibration, policy, report, studies
+from guard.cli import agentdojo, audit, bench, calibration, episodes, ledger, mcp, monitor, policy, report, studies
 from guard.cli._common import SCOPE
 from guard.errors import GuardError
 
-GROUPS = (policy, audit, calibration, report, bench, studies, agentdojo)
+GROUPS = (policy, audit, calibration, episodes, ledger, monitor, report, bench, studies, agentdojo, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE)
+    parser = argparse.ArgumentParser(
+        prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)

@@ -31,6 +31,10 @@ def register(sub: Any) -> None:
     perf.add_argument("--quick", action="store_true", help="fewer repetitions")
     perf.add_argument("--json", action="store_true")
     perf.set_defaults(func=_bench_perf)
+    mcp = bench.add_parser("mcp", help="per-call overhead of the MCP guard proxy against a direct MCP call")
+    mcp.add_argument("--quick", action="store_true", help="fewer calls")
+    mcp.add_argument("--json", action="store_true")
+    mcp.set_defaults(func=_bench_mcp)
 
 
 def _bench_safecommit(args: argparse.Namespace) -> int:
@@ -58,18 +62,28 @@ def _bench_evasion(args: argparse.Namespace) -> int:
     return emit(run_evasion_study(), args.json, format_evasion)
 
 
-def _bench_perf(args: argparse.Namespace) -> int:
+def _benchmark_module(name: str) -> Any:
+    """``benchmarks.<name>`` from the source checkout (the working folder or the installed tree's parent)."""
     import importlib
     import sys
 
     import guard
 
     for root in (Path.cwd(), Path(guard.__file__).resolve().parents[1]):
-        if (root / "benchmarks" / "perf.py").exists() and str(root) not in sys.path:
+        if (root / "benchmarks" / f"{name}.py").exists() and str(root) not in sys.path:
             sys.path.insert(0, str(root))
             break
     try:
-        perf = importlib.import_module("benchmarks.perf")
+        return importlib.import_module(f"benchmarks.{name}")
     except ImportError as exc:
-        raise GuardError("bench perf runs from a source checkout (the benchmarks/ folder): " + str(exc)) from exc
+        raise GuardError(f"bench runs from a source checkout (benchmarks/{name}.py): {exc}") from exc
+
+
+def _bench_perf(args: argparse.Namespace) -> int:
+    perf = _benchmark_module("perf")
     return emit(perf.run(quick=args.quick), args.json, perf.format_perf)
+
+
+def _bench_mcp(args: argparse.Namespace) -> int:
+    bench = _benchmark_module("mcp_overhead")
+    return emit(bench.run(quick=args.quick, progress=not args.json), args.json, bench.render)

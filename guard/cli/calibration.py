@@ -15,7 +15,25 @@ from guard.errors import GuardError
 def _corpus(args: argparse.Namespace) -> Any:
     from guard.calibration.jobs import load_corpus
 
+    if args.episodes is not None or args.policy:
+        if getattr(args, "exclude_model", None):
+            raise GuardError("--exclude-model applies to AgentDojo corpora, not to --episodes")
+        return _episodes_corpus(args)
+    if args.labels is not None:
+        raise GuardError("--labels needs --policy and --episodes")
     return load_corpus(args.runs, args.corpus, progress=True, exclude_models=args.exclude_model)
+
+
+def _episodes_corpus(args: argparse.Namespace) -> Any:
+    """A deployment corpus from ``--policy P [--policy P2 ...] --episodes E [--labels L]``."""
+    from guard.calibration.jobs import load_episodes_corpus
+    from guard.policy import load_policy
+
+    if not args.policy or args.episodes is None:
+        raise GuardError("--policy and --episodes go together: give both (or neither, for AgentDojo corpora)")
+    if args.runs is not None or args.corpus is not None:
+        raise GuardError("--episodes cannot be combined with --runs or --corpus")
+    return load_episodes_corpus([load_policy(p) for p in args.policy], args.episodes, args.labels)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -28,6 +46,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     if out.exists() and out.is_dir():
         raise GuardError(f"--out {out} is a folder; give a file path")
     corpus = _corpus(args)
+    if corpus.policy_of is not None:
+        from guard.calibration.jobs import check_alpha_feasible
+
+        check_alpha_feasible(corpus, [args.alpha])
+    if args.fit_scorer and corpus.policy_of is not None:
+        raise GuardError("--fit-scorer works on AgentDojo corpora (--runs, --corpus) only, not on --episodes")
     if args.fit_scorer:
         from guard.calibration.fit_jobs import calibrate_fitted
 
@@ -64,12 +88,21 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
     if (args.ablation or args.plot_fit) and not args.fit_scorer:
         raise GuardError("--ablation and --plot-fit need --fit-scorer")
-    names = [args.corpus] if (args.runs or args.corpus) else list(EACH)
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    if own and (args.fit_scorer or args.artifact or args.cross_model):
+        raise GuardError("--fit-scorer, --artifact and --cross-model work on AgentDojo corpora only, not --episodes")
+    names = [args.corpus] if (args.runs or args.corpus or args.episodes or args.policy) else list(EACH)
     if args.artifact or args.cross_model:
         return _evaluate_fixed_or_transfer(args, names, alphas)
     results = []
     for name in names:
-        corpus = load_corpus(args.runs, name, progress=not args.json)
+        if args.episodes is not None or args.policy or args.labels is not None:
+            from guard.calibration.jobs import check_alpha_feasible
+
+            corpus = _corpus(args)
+            check_alpha_feasible(corpus, alphas, split=True)
+        else:
+            corpus = load_corpus(args.runs, name, progress=not args.json)
         result = evaluate(
             corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
             workers=args.workers, dask_scheduler=args.dask_scheduler, also=_fitted_protocol(args, corpus, alphas),
@@ -188,6 +221,14 @@ def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
     source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
+    parser.add_argument(
+        "--policy", action="append", default=[],
+        help="your deployment's policy file (with --episodes; repeatable when episodes name their policy)",
+    )
+    parser.add_argument("--episodes", help="a carbguard-episodes/1 JSON-lines file (see `carbguard episodes`)")
+    parser.add_argument(
+        "--labels", help="a labels file (JSON lines) that adds to or overrides the policy's ledger rules"
+    )
 
 
 def _add_calibrate(sub: Any) -> None:
@@ -199,7 +240,8 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     cal.add_argument("--out", required=True, help="artifact file to write")
-    cal.add_argument("--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable)")
+    cal.add_argument("--exclude-model", action="append", default=[],
+                     help="leave a model's runs out (repeatable; AgentDojo corpora)")
     cal.add_argument("--fit-scorer", action="store_true",
                      help="fit the scorer weights on a seeded development split, calibrate on the rest; "
                      "the weights go into the artifact")

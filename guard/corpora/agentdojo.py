@@ -50,16 +50,18 @@ from guard.corpora._agentdojo_format import (
     read_run,
 )
 from guard.errors import CorpusError
-from guard.progress import Progress
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, load_policy
+from guard.progress import Progress
 from guard.records import Episode, EpisodeMeta, Record, final, proposal, result, user
 from guard.stages import result_trust
 
 __all__ = [
     "EMBEDDED_MODELS",
     "SUITES",
+    "FormatError",
     "LoadReport",
+    "RunFile",
     "build_episode",
     "convert",
     "episode_ledger_labels",
@@ -67,6 +69,7 @@ __all__ = [
     "load_embedded",
     "load_runs",
     "load_suite_policy",
+    "parse_run",
     "suite_ledger_labels",
     "suite_policy_path",
 ]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from guard.decision import Verdict
 from guard.errors import PolicyError
+from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
 from guard.policy.safecommit import SafeCommitSpec
 
@@ -223,6 +224,11 @@ class Policy(_Strict):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec)
     audit: AuditSpec = Field(default_factory=AuditSpec)
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
+    ledger: LedgerSpec | None = Field(
+        default=None,
+        description="The deployment's declared harm ledger (METHOD §7, §16): rules per category over executed "
+        "proposals. Calibration only; the gate never reads it and it is not part of the pipeline fingerprint.",
+    )
     base_dir: str | None = Field(default=None, exclude=True, description="Set by the loader; not a policy key.")
 
     @field_validator("on_unknown")
@@ -237,6 +243,13 @@ class Policy(_Strict):
         if self.safecommit is not None:
             declared = {n: (t.effect.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
             self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
+        return self
+
+    @model_validator(mode="after")
+    def _ledger_tools(self) -> Policy:
+        if self.ledger is not None:
+            declared = {n: (t.kind.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
+            self.ledger.check_tools(declared)
         return self
 
     def tool(self, name: str) -> ToolSpec | None:

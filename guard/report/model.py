@@ -93,11 +93,18 @@ class DecisionView:
     error: str | None = None
     artifact: str | None = None
     after_stop: bool = False
+    review: str | None = None
+    """The human's answer to this decision (``"approve by alice at 2026-…"``), from a ``kind: review`` entry."""
+
+    @property
+    def approved(self) -> bool:
+        """A human approved this (escalated) call, so it ran."""
+        return self.review is not None and self.review.startswith("approve")
 
     @property
     def refused(self) -> bool:
-        """Anything but ``execute``."""
-        return self.verdict != Verdict.EXECUTE.value
+        """Anything but ``execute``, unless a human approved the call."""
+        return self.verdict != Verdict.EXECUTE.value and not self.approved
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,15 +202,49 @@ def policy_weights(policy: Policy | None) -> dict[str, float] | None:
 def views_from_audit(
     entries: Iterable[Mapping[str, Any]], weights: Mapping[str, float] | None = None
 ) -> list[EpisodeView]:
-    """One view per session of an audit log, in order of first appearance; only what the log holds."""
+    """One view per session of an audit log, in order of first appearance; only what the log holds.
+
+    Human answers (``kind: review`` entries) are not decisions: each is attached to the latest
+    decision of its session with the same call id (an approved call is not a refusal).
+    """
     sessions: dict[str, list[Mapping[str, Any]]] = {}
     for entry in entries:
+        if "event" in entry:  # not a decision (e.g. a session_end entry)
+            continue
         sessions.setdefault(str(entry.get("session", "")), []).append(entry)
     return [_audit_view(session, items, weights) for session, items in sessions.items()]
 
 
+def review_label(entry: Mapping[str, Any]) -> str:
+    """``"<answer> by <reviewer> at <UTC time>"`` of a review entry (plus the edited call's id)."""
+    import datetime
+
+    ts = entry.get("ts")
+    when = (
+        datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        if isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts)
+        else "unknown time"
+    )
+    label = f"{entry.get('answer', '?')} by {entry.get('reviewer') or 'unknown'} at {when}"
+    if entry.get("edited_call_id"):
+        label += f" (edited call {entry['edited_call_id']})"
+    return label
+
+
+def _with_reviews(decisions: list[DecisionView], reviews: Sequence[Mapping[str, Any]]) -> list[DecisionView]:
+    for entry in reviews:
+        call_id = str(entry.get("call_id", ""))
+        for k in range(len(decisions) - 1, -1, -1):
+            if decisions[k].call_id == call_id:
+                decisions[k] = replace(decisions[k], review=review_label(entry))
+                break
+    return decisions
+
+
 def _audit_view(session: str, entries: Sequence[Mapping[str, Any]], weights: Mapping[str, float] | None) -> EpisodeView:
-    provisional = [_decision(k, e, weights) for k, e in enumerate(entries)]
+    reviews = [e for e in entries if e.get("kind") == "review"]
+    entries = [e for e in entries if e.get("kind") != "review"]
+    provisional = _with_reviews([_decision(k, e, weights) for k, e in enumerate(entries)], reviews)
     proposals = {d.node: d for d in provisional if d.node is not None}
     edges = {
         (s, d.node): EdgeView(s, d.node, t, (t,)) for d in provisional if d.node is not None for s, t in d.edges_in

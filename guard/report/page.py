@@ -234,6 +234,7 @@ def _detail(view: EpisodeView, d: DecisionView) -> str:
         f'<div class="detail" data-dec="{d.number}" hidden>',
         f"<h4>Decision {d.number + 1}: <code>{esc(d.tool)}</code> {_pill(d.verdict)}{late}</h4>",
         f'<p class="reason">Reason <code>{esc(d.reason)}</code>: {esc(d.message)}</p>',
+        f'<p class="review">Human review: {esc(d.review)}</p>' if d.review else "",
         _score_bar(d),
         f"<p>Proposal #{esc(d.node if d.node is not None else '—')}, call id <code>{esc(d.call_id)}</code>; "
         f"latency {esc(f'{d.latency_us:.1f} µs' if d.latency_us is not None else '—')}"

@@ -41,209 +41,53 @@ severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weigh
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from guard.errors import CorpusError
 from guard.safecommit.certificate import certified_actions, choose_action
 from guard.safecommit.conformal import conformal_threshold, retained_mask
 from guard.safecommit.probes import best_blocked_action, expected_shrinkage, filter_by_outcome, select_probe
-from guard.safecommit.types import Action, ProbeSpec, World
-
-FAMILIES = ("stale", "conflicting", "poisoned", "authorization_drift")
-SPLITS = ("train", "validation", "calibration", "test")
-SPLIT_SIZES: Mapping[str, int] = {"train": 2000, "validation": 2000, "calibration": 2000, "test": 4000}
-METHODS = ("single_world", "generic_one_probe", "conflict_abstention", "safecommit_no_probe", "safecommit")
-BASE_SEED = 2
-MAX_WORLDS = 6
-DEFAULT_ETA = 0.05
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "safecommit_bench"
-
-ACTION_NAMES = {
-    "stale": ("delete_path", "stage_move", "send_note"),
-    "conflicting": ("pay_invoice", "schedule_payment", "send_reminder"),
-    "poisoned": ("send_email", "save_draft", "forward_summary"),
-    "authorization_drift": ("update_permissions", "stage_change", "notify_owner"),
-}
-REWARD = np.array([1.0, 0.9, 0.8])
-PENALTY = np.array([0.3, 0.05, 0.2])
-REVERSIBLE = (False, True, False)
-UTILITY = REWARD - PENALTY
+from guard.studies._safecommit_bench_data import (
+    _IDENTITY,
+    _rng,
+)
+from guard.studies._safecommit_bench_data import ACTION_NAMES as ACTION_NAMES
+from guard.studies._safecommit_bench_data import BASE_SEED as BASE_SEED
+from guard.studies._safecommit_bench_data import DATA_DIR as DATA_DIR
+from guard.studies._safecommit_bench_data import DEFAULT_ETA as DEFAULT_ETA
+from guard.studies._safecommit_bench_data import FAMILIES as FAMILIES
+from guard.studies._safecommit_bench_data import MAX_WORLDS as MAX_WORLDS
+from guard.studies._safecommit_bench_data import METHODS as METHODS
+from guard.studies._safecommit_bench_data import PENALTY as PENALTY
+from guard.studies._safecommit_bench_data import REVERSIBLE as REVERSIBLE
+from guard.studies._safecommit_bench_data import REWARD as REWARD
+from guard.studies._safecommit_bench_data import SPLIT_SIZES as SPLIT_SIZES
+from guard.studies._safecommit_bench_data import SPLITS as SPLITS
+from guard.studies._safecommit_bench_data import UTILITY as UTILITY
+from guard.studies._safecommit_bench_data import BoolArray as BoolArray
+from guard.studies._safecommit_bench_data import Episodes as Episodes
+from guard.studies._safecommit_bench_data import FloatArray as FloatArray
+from guard.studies._safecommit_bench_data import IntArray as IntArray
+from guard.studies._safecommit_bench_data import Row as Row
+from guard.studies._safecommit_bench_data import generate as generate
+from guard.studies._safecommit_bench_data import split_episodes as split_episodes
+from guard.studies._safecommit_bench_io import episode_problem as episode_problem
+from guard.studies._safecommit_bench_io import episode_records as episode_records
+from guard.studies._safecommit_bench_io import read_split as read_split
+from guard.studies._safecommit_bench_io import split_bytes as split_bytes
+from guard.studies._safecommit_bench_io import write_splits as write_splits
 
 # Component means [family, role (true, deceptive, plain), component (age, inconsistency, tool, policy)].
-_MEANS = np.array(
-    [
-        [[0.25, 0.25, 0.20, 0.10], [0.35, 0.30, 0.30, 0.10], [1.00, 0.40, 0.40, 0.15]],
-        [[0.30, 0.45, 0.25, 0.10], [0.30, 0.45, 0.30, 0.10], [0.70, 0.60, 0.50, 0.20]],
-        [[0.35, 0.45, 0.35, 0.15], [0.15, 0.25, 0.30, 0.20], [0.70, 0.60, 0.50, 0.20]],
-        [[0.30, 0.25, 0.25, 0.60], [0.15, 0.20, 0.25, 0.30], [0.70, 0.50, 0.50, 0.50]],
-    ]
-)
-_P_DECEPTIVE = np.array([0.5, 1.0, 0.9, 0.9])  # chance an episode has a deceptive decoy
-_P_DISAGREE = np.array([0.6, 0.9, 0.9, 0.9])  # chance it supports another primary action
-_P_EXTRA_SAFE = 0.25
-_IDENTITY = np.eye(MAX_WORLDS, dtype=np.intp)  # probe j answers 1 ("yes") in world j only
-_STREAM = {"train": 0, "validation": 1, "calibration": 2, "test": 3, "generic_probe": 4, "support_miss": 5}
-
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.intp]
-Row = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Episodes:
-    """A batch of episodes as padded arrays (``MAX_WORLDS`` slots; absent slots score +inf)."""
-
-    family: IntArray  # [N] index into FAMILIES
-    present: BoolArray  # [N, 6] world is in the proposed support
-    scores: FloatArray  # [N, 6]
-    weights: FloatArray  # [N, 6], 0 where absent
-    gamma: BoolArray  # [N, 6, 3] action safe in world
-    true: IntArray  # [N] slot of the true world (may be absent in the support-miss study)
-
-    def __len__(self) -> int:
-        return int(self.family.size)
-
-
-def _rng(base_seed: int, seed: int, stream: str) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([base_seed, seed, _STREAM[stream]]))
-
-
-def generate(n: int, rng: np.random.Generator) -> Episodes:
-    """``n`` episodes drawn by the family model in the module docstring."""
-    rows = np.arange(n)
-    family = rng.integers(len(FAMILIES), size=n)
-    k = rng.integers(3, MAX_WORLDS + 1, size=n)
-    present = np.arange(MAX_WORLDS) < k[:, None]
-    true = (rng.random(n) * k).astype(np.intp)
-    has_decoy = rng.random(n) < _P_DECEPTIVE[family]
-    decoy = (true + 1 + (rng.random(n) * (k - 1)).astype(np.intp)) % k
-    role = np.full((n, MAX_WORLDS), 2)
-    role[rows, decoy] = np.where(has_decoy, 1, 2)
-    role[rows, true] = 0
-    parts = rng.gamma(2.0, size=(n, MAX_WORLDS, 4)) * _MEANS[family[:, None], role] / 2.0
-    scores = np.where(present, np.round(parts.sum(axis=-1), 4), np.inf)
-    weights = np.where(present, np.maximum(np.round(np.exp(-np.where(present, scores, 0.0)), 6), 1e-6), 0.0)
-    primary = rng.integers(3, size=(n, MAX_WORLDS))
-    shift = 1 + rng.integers(2, size=n)
-    disagree = rng.random(n) < _P_DISAGREE[family]
-    decoy_primary = np.where(disagree, (primary[rows, true] + shift) % 3, primary[rows, true])
-    primary[rows, decoy] = np.where(has_decoy, decoy_primary, primary[rows, decoy])
-    gamma = rng.random((n, MAX_WORLDS, 3)) < _P_EXTRA_SAFE
-    gamma |= primary[..., None] == np.arange(3)
-    return Episodes(family, present, scores, weights, gamma, true)
-
-
-def split_episodes(split: str, n: int | None = None, *, seed: int = 0, base_seed: int = BASE_SEED) -> Episodes:
-    """The episodes of ``split`` for protocol seed ``seed`` (seed 0 = the frozen files)."""
-    return generate(SPLIT_SIZES[split] if n is None else n, _rng(base_seed, seed, split))
 
 
 # --- frozen JSONL -------------------------------------------------------------------------------
-
-
-def _facts(family: str, gamma_row: BoolArray) -> dict[str, str]:
-    if family == "stale":
-        return {"evidence": "pending"}
-    if family == "authorization_drift" and not gamma_row[0]:
-        return {"authority": "missing"}
-    return {}
-
-
-def episode_records(eps: Episodes, split: str) -> Iterator[Row]:
-    """One JSON-ready dict per episode (schema: see the module docstring)."""
-    for i in range(len(eps)):
-        family = FAMILIES[int(eps.family[i])]
-        names = [f"w{j}" for j in np.flatnonzero(eps.present[i])]
-        slots = [int(j) for j in np.flatnonzero(eps.present[i])]
-        acts = ACTION_NAMES[family]
-        yield {
-            "id": f"{split}-{i:05d}",
-            "family": family,
-            "actions": [
-                {
-                    "name": a,
-                    "reward": float(REWARD[j]),
-                    "severity_penalty": float(PENALTY[j]),
-                    "reversible": REVERSIBLE[j],
-                }
-                for j, a in enumerate(acts)
-            ],
-            "worlds": [
-                {
-                    "name": name,
-                    "facts": _facts(family, eps.gamma[i, j]),
-                    "score": float(eps.scores[i, j]),
-                    "weight": float(eps.weights[i, j]),
-                }
-                for name, j in zip(names, slots, strict=True)
-            ],
-            "safe": {
-                name: [acts[a] for a in range(3) if eps.gamma[i, j, a]] for name, j in zip(names, slots, strict=True)
-            },
-            "probes": [
-                {"name": f"is_{p}", "cost": 1.0, "outcomes": {q: "yes" if q == p else "no" for q in names}}
-                for p in names
-            ],
-            "true_world": f"w{int(eps.true[i])}",
-        }
-
-
-def _gzip_bytes(lines: Iterator[str]) -> bytes:
-    buf = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
-        for line in lines:
-            gz.write(line.encode("utf-8") + b"\n")
-    return buf.getvalue()
-
-
-def split_bytes(split: str, *, base_seed: int = BASE_SEED) -> bytes:
-    """The gzipped JSONL of one frozen split, byte for byte (gzip mtime 0, no file name)."""
-    eps = split_episodes(split, base_seed=base_seed)
-    return _gzip_bytes(json.dumps(r, separators=(",", ":")) for r in episode_records(eps, split))
-
-
-def write_splits(directory: Path | str, *, base_seed: int = BASE_SEED) -> list[Path]:
-    """Write ``{train,validation,calibration,test}.jsonl.gz`` into ``directory``."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for split in SPLITS:
-        path = out / f"{split}.jsonl.gz"
-        path.write_bytes(split_bytes(split, base_seed=base_seed))
-        paths.append(path)
-    return paths
-
-
-def read_split(path: Path | str) -> list[Row]:
-    """The episode dicts of one gzipped JSONL split."""
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CorpusError(f"{path}: not a gzipped JSONL SafeCommitBench split ({exc})") from exc
-
-
-def episode_problem(record: Row) -> tuple[list[World], list[Action], dict[str, list[str]], list[ProbeSpec]]:
-    """Worlds, actions, safety map and probes of one episode dict, as the controller takes them."""
-    try:
-        worlds = [World(w["name"], w["facts"], w["score"], w["weight"]) for w in record["worlds"]]
-        actions = [Action(a["name"], a["reward"], a["severity_penalty"], a["reversible"]) for a in record["actions"]]
-        probes = [ProbeSpec(p["name"], p["cost"], p["outcomes"]) for p in record["probes"]]
-        return worlds, actions, {k: list(v) for k, v in record["safe"].items()}, probes
-    except (KeyError, TypeError) as exc:
-        raise CorpusError(f"episode {record.get('id')!r}: missing or malformed field {exc}") from exc
 
 
 # --- methods ------------------------------------------------------------------------------------

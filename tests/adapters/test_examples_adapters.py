@@ -39,3 +39,49 @@ def test_langchain_agent_blocks_the_send_and_lets_benign_calls_through(capsys: p
         ("send_email", "error"),
     ]
     assert "carbguard did not run `send_email`" in capsys.readouterr().out
+
+
+def test_custom_loop_shadow_runs_everything_and_decides_as_enforcing(capsys: pytest.CaptureFixture[str]) -> None:
+    """custom_loop.py in shadow mode: the leak runs as without a guard; every verdict equals the enforcing run's."""
+    module = load("custom_loop.py")
+    enforced = module["main"]("enforce")
+    enforced_out = capsys.readouterr().out
+    shadowed = module["main"]("shadow")
+    shadow_out = capsys.readouterr().out
+    results = {m["tool_call_id"]: m["content"] for m in shadowed if m["role"] == "tool"}
+    assert results["call_4"] == "sent to compliance@audit-desk.net"
+    assert enforced_out == shadow_out  # the printed verdicts, reasons and scores of every call
+    ran = {m["tool_call_id"]: m["content"] for m in enforced if m["role"] == "tool"}
+    assert [results[k] for k in ("call_1", "call_2", "call_3")] == [ran[k] for k in ("call_1", "call_2", "call_3")]
+    assert results["call_5"].startswith("TypeError")  # unparseable arguments fail in the tool, as with no guard
+
+
+def test_custom_loop_runs_the_authorized_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run_tool hands the tool the authorized plain dict, and refuses arguments changed after the decision."""
+    module = load("custom_loop.py")
+    got: list[Any] = []
+    module["TOOLS"]["save_draft"] = lambda **kw: got.append(kw) or "saved"
+    guard = module["Guard"](module["load_policy"](module["POLICY"]), threshold=0.5)
+    session = guard.session("copy")
+    args = {"subject": "s", "body": "b"}
+    decision = module["decide"](session, "save_draft", args, "d1")
+    assert module["run_tool"](session, decision, "save_draft", {"subject": "s", "body": "other"}, "d1")[1] == "error"
+    assert got == []
+    decision = module["decide"](session, "save_draft", args, "d2")
+    assert module["run_tool"](session, decision, "save_draft", args, "d2") == ("saved", "ok")
+    assert got == [args] and type(got[0]) is dict
+
+
+def test_custom_loop_decide_never_raises_on_a_hostile_repr() -> None:
+    """A tool name and call id whose repr raises: refused, not run, nothing escapes the example's loop helpers."""
+
+    class Hostile:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    module = load("custom_loop.py")
+    guard = module["Guard"](module["load_policy"](module["POLICY"]), threshold=0.5)
+    session = guard.session("repr")
+    decision = module["decide"](session, Hostile(), {}, Hostile())
+    text, status = module["run_tool"](session, decision, Hostile(), {}, Hostile())
+    assert not decision.allowed and status == "error" and text.startswith("Not run by carbguard")

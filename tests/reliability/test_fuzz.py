@@ -585,11 +585,14 @@ def _valid_text(value: str) -> bool:
     return True
 
 
-def understood(policy: Policy, tool: Any, args: Any, call_id: Any, seen: dict[str, Any]) -> bool:
-    """Whether the guard can understand this proposal (the only input allowed to execute)."""
-    if not isinstance(call_id, str) or not call_id or not _valid_text(call_id):
+def understood(
+    policy: Policy, tool: Any, args: Any, call_id: Any, seen: dict[str, Any], answered: frozenset[str] = frozenset()
+) -> bool:
+    """Whether the guard can understand this proposal (the only input allowed to execute): plain-str
+    tool and call id, JSON arguments, and a call id that has no result yet and was not used for another call."""
+    if type(call_id) is not str or not call_id or not _valid_text(call_id) or call_id in answered:
         return False
-    if not isinstance(tool, str) or tool not in policy.tools:
+    if type(tool) is not str or tool not in policy.tools:
         return False
     if not isinstance(args, Mapping):
         return False
@@ -612,25 +615,29 @@ def test_fuzz_proposals_and_results(ops: list[tuple[Any, ...]], fuzz_counts: Cou
     audit = MemoryAudit()
     session = Guard(policy, threshold=0.5, audit=audit).session("fuzz")
     seen: dict[str, Any] = {}
+    answered: set[str] = set()
     decisions = 0
     for op in ops:
         fuzz_counts["proposal_operations"] += 1
         if op[0] == "decide":
             _, tool, args, call_id = op
-            ok = understood(policy, tool, args, call_id, seen)
+            ok = understood(policy, tool, args, call_id, seen, frozenset(answered))
             decision = session.decide(tool, args, call_id)
             decisions += 1
             assert isinstance(decision, Decision)
             fuzz_counts[f"proposal_operations/{'understood' if ok else 'not_understood'}_{decision.verdict}"] += 1
             if not ok:
                 assert decision.verdict is not Verdict.EXECUTE, (tool, call_id, decision.message)
-                assert decision.reason in (Reason.BAD_ARGUMENTS, Reason.UNKNOWN_TOOL, Reason.INTERNAL_ERROR)
+                assert decision.reason in (
+                    Reason.BAD_ARGUMENTS, Reason.UNKNOWN_TOOL, Reason.INTERNAL_ERROR, Reason.CALL_REUSED
+                )
             else:
                 assert decision.reason is not Reason.INTERNAL_ERROR, decision.message
             continue
         try:
             if op[0] == "result":
                 session.observe_result(op[1], op[2], op[3])
+                answered.add(op[1])
             elif op[0] == "user":
                 session.observe_user(op[1])
             else:

@@ -1,0 +1,304 @@
+"""The transport-free core of the MCP guard proxy: one guarded relay per client connection.
+
+Messages are JSON-RPC values (already parsed).  Everything is forwarded in order, re-serialized from
+the parsed value (so the server reads exactly what the guard read), except ``tools/call`` requests:
+each is decided; ``probe`` verdicts run their probe calls against the server and decide again; an
+``execute`` is authorized and the server gets the authorized arguments; anything else is answered
+with a tool result ``isError: true`` naming the verdict and reason, and the server never sees it.
+Results of guarded calls are observed before the client gets them.  No ``mcp`` import here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from guard.decision import Decision, Verdict
+from guard.errors import BindingError, GuardError, InputError
+from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
+from guard.runtime import Session
+
+Send = Callable[[Any], Awaitable[None]]
+Warn = Callable[[str], None]
+
+PROBE_TIMEOUT_S = 30.0
+MAX_PROBE_ROUNDS = 3
+MAX_LIST_PAGES = 100
+
+
+def refusal_text(decision: Decision) -> str:
+    """What the client is told when the guard does not forward a call."""
+    text = (
+        f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
+        f"{decision.message}"
+    )
+    if decision.verdict is Verdict.PROBE:
+        text += " The probes it asked for could not settle the decision."
+    replacement = (decision.safecommit or {}).get("replacement")
+    if isinstance(replacement, Mapping) and replacement.get("tool"):
+        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
+        text += f" Suggested instead: {replacement['tool']}({args})."
+    return text
+
+
+def refusal_result(decision: Decision) -> dict[str, Any]:
+    """An MCP ``CallToolResult`` (wire form) with ``isError: true`` for a call that was not run."""
+    meta = {"verdict": decision.verdict.value, "reason": decision.reason.value, "score": decision.score}
+    return {
+        "content": [{"type": "text", "text": refusal_text(decision)}],
+        "isError": True,
+        "_meta": {"carbguard": meta},
+    }
+
+
+def result_text(result: Any) -> tuple[str, str]:
+    """Text and status of a ``tools/call`` response's result (every text part, embedded text, structured content)."""
+    if not isinstance(result, Mapping):
+        return json.dumps(result, sort_keys=True, default=str), "error"
+    parts: list[str] = []
+    for item in result.get("content") or ():
+        if not isinstance(item, Mapping):
+            continue
+        if isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        resource = item.get("resource")
+        if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
+            parts.append(resource["text"])
+    structured = result.get("structuredContent")
+    if structured is not None:
+        dumped = json.dumps(structured, sort_keys=True, ensure_ascii=False, default=str)
+        if dumped not in parts and not any(dumped == json.dumps(p) for p in parts):
+            parts.append(dumped)
+    return "\n".join(parts), "error" if result.get("isError") is True else "ok"
+
+
+RunProbe = Callable[[str, dict[str, Any]], Awaitable[tuple[str, str]]]
+"""Runs one authorized probe call against the server; returns its result text and status."""
+
+
+async def settle(
+    session: Session, decision: Decision, call: tuple[Any, Any, str], run: RunProbe, warn: Warn
+) -> Decision:
+    """Run the probes of a ``probe`` verdict (decide → authorize → run → observe each) and decide again.
+
+    Shared by the proxy and the guarded client.  Bounded by ``MAX_PROBE_ROUNDS``; a round in which
+    no probe ran ends the loop, and the last decision (still ``probe``: not executed) is returned.
+    """
+    tool, args, call_id = call
+    for _ in range(MAX_PROBE_ROUNDS):
+        if decision.verdict is not Verdict.PROBE:
+            return decision
+        ran = 0
+        for probe in decision.probes:
+            gate = await session.adecide(probe.tool, dict(probe.args), probe.call_id)
+            if not gate.allowed:
+                continue
+            try:
+                authorized = session.authorize(probe.call_id, probe.tool, dict(probe.args))
+                text, status = await run(probe.tool, authorized)
+            except Exception as exc:  # noqa: BLE001 - a probe that failed settles nothing
+                warn(f"carbguard: probe {probe.call_id} did not run: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                session.observe_result(probe.call_id, text, status)
+            except InputError as exc:
+                warn(f"carbguard: probe result not observed: {exc}")
+                continue
+            ran += 1
+        decision = await session.adecide(tool, args, call_id)
+        if ran == 0:
+            break
+    return decision
+
+
+def _rpc_error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
+
+
+class GuardedRelay:
+    """One client connection: a guard session between the client and the real server."""
+
+    def __init__(
+        self,
+        session: Session,
+        to_client: Send,
+        to_server: Send,
+        *,
+        warn: Warn,
+        probe_timeout: float = PROBE_TIMEOUT_S,
+        check_at_start: bool = True,
+    ) -> None:
+        self.session = session
+        self._to_client = to_client
+        self._to_server = to_server
+        self._warn = warn
+        self._probe_timeout = probe_timeout
+        self._check_at_start = check_at_start
+        self._nonce = f"carbguard-{uuid.uuid4().hex[:12]}-"
+        self._counter = 0
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self._guarded: dict[Any, str] = {}  # JSON-RPC id (as JSON) -> guard call id of a forwarded call
+        self._client_lists: set[str] = set()  # ids (as JSON) of the client's own tools/list requests
+        self._warned: set[str] = set()
+        self.tools: dict[str, ToolSchema] = {}
+        self.problems: list[str] = []
+        self.started: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ client -> server
+
+    async def from_client(self, message: Any) -> None:
+        """Handle one message from the client (the caller awaits each in order)."""
+        if isinstance(message, list):
+            for item in message:
+                if isinstance(item, Mapping) and "id" in item and "method" in item:
+                    await self._to_client(_rpc_error(item["id"], -32600, "carbguard: JSON-RPC batches are refused"))
+            return
+        if not isinstance(message, Mapping):
+            await self._to_client(_rpc_error(None, -32600, "carbguard: a JSON-RPC message must be an object"))
+            return
+        method, msg_id = message.get("method"), message.get("id")
+        if isinstance(msg_id, str) and msg_id.startswith(self._nonce):
+            await self._to_client(_rpc_error(msg_id, -32600, "carbguard: request id is reserved by the proxy"))
+            return
+        if method == "tools/call" and "id" in message:
+            await self._call(message)
+            return
+        if method == "tools/call":  # a notification cannot carry a call the guard could answer
+            return
+        if method == "tools/list" and "id" in message:
+            self._client_lists.add(json.dumps(msg_id))
+        await self._to_server(message)
+        if method == "notifications/initialized" and self._check_at_start and self.started is None:
+            self.started = asyncio.ensure_future(self._check_listing())
+
+    async def _call(self, message: Mapping[str, Any]) -> None:
+        msg_id = message["id"]
+        params = message.get("params")
+        params = params if isinstance(params, Mapping) else {}
+        tool = params.get("name")
+        args = params.get("arguments", {})
+        call_id = "rpc:" + json.dumps(msg_id, sort_keys=True)
+        tool_name: Any = tool  # not a str: decide refuses it (bad_arguments), nothing is forwarded
+        if "task" in params:  # its result would arrive through tasks/result, which the guard cannot observe
+            text = "carbguard: task-augmented tools/call is not supported; call the tool without `task`"
+            await self._to_client(_rpc_error(msg_id, -32602, text))
+            return
+        decision = await self._settle(await self.session.adecide(tool_name, args, call_id), tool_name, args, call_id)
+        if decision.allowed or self.session.guard.mode == "shadow":
+            try:
+                authorized = self.session.authorize(call_id, tool_name, args)
+            except BindingError as exc:
+                self._warn(f"carbguard: call {call_id} not forwarded: {exc}")
+                await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
+                return
+            self._guarded[json.dumps(msg_id, sort_keys=True)] = call_id
+            forwarded = {**message, "params": {**params, "name": tool_name, "arguments": authorized}}
+            await self._to_server(forwarded)
+            return
+        await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
+
+    async def _settle(self, decision: Decision, tool: str, args: Any, call_id: str) -> Decision:
+        async def run(probe_tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
+            return _response_text(await self._request("tools/call", {"name": probe_tool, "arguments": probe_args}))
+
+        return await settle(self.session, decision, (tool, args, call_id), run, self._warn)
+
+    async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
+        """A request of the proxy's own to the server; its response never reaches the client."""
+        self._counter += 1
+        rpc_id = f"{self._nonce}{self._counter}"
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[rpc_id] = future
+        try:
+            await self._to_server({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": dict(params)})
+            return await asyncio.wait_for(future, self._probe_timeout)
+        finally:
+            self._waiting.pop(rpc_id, None)
+
+    # ------------------------------------------------------------------ server -> client
+
+    async def from_server(self, message: Any) -> None:
+        """Handle one message from the server."""
+        if isinstance(message, Mapping) and "method" not in message and "id" in message:
+            msg_id = message["id"]
+            if isinstance(msg_id, str) and msg_id in self._waiting:
+                future = self._waiting[msg_id]
+                if not future.done():
+                    future.set_result(message)
+                return
+            key = json.dumps(msg_id, sort_keys=True)
+            call_id = self._guarded.pop(key, None)
+            if call_id is not None:
+                text, status = _response_text(message)
+                self._observe(call_id, text, status)
+            if key in self._client_lists:
+                self._client_lists.discard(key)
+                self._learn(message.get("result"))
+        await self._to_client(message)
+
+    def close(self) -> None:
+        """Cancel waits on the server (it went away)."""
+        for future in self._waiting.values():
+            if not future.done():
+                future.set_exception(TimeoutError("the MCP server closed the connection"))
+        if self.started is not None:
+            self.started.cancel()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _observe(self, call_id: str, text: str, status: str) -> None:
+        try:
+            self.session.observe_result(call_id, text, status)
+        except InputError as exc:
+            self._warn(f"carbguard: result not observed: {exc}")
+
+    async def _check_listing(self) -> None:
+        """List the server's tools once at start and warn about every mismatch with the policy."""
+        cursor: Any = None
+        try:
+            for _ in range(MAX_LIST_PAGES):
+                response = await self._request("tools/list", {} if cursor is None else {"cursor": cursor})
+                result = response.get("result") if isinstance(response, Mapping) else None
+                if not isinstance(result, Mapping):
+                    self._warn(f"carbguard: tools/list failed at start: {response.get('error')!r}")
+                    return
+                self._learn(result)
+                cursor = result.get("nextCursor")
+                if not cursor:
+                    break
+        except (TimeoutError, GuardError) as exc:
+            self._warn(f"carbguard: tools/list at start did not complete: {exc}")
+            return
+        self.problems = check_tools(self.session.guard.policy, self.tools.values(), policy_extra=False)
+        for problem in self.problems:
+            self._warn(f"carbguard: warning: {problem}")
+
+    def _learn(self, result: Any) -> None:
+        tools = result.get("tools") if isinstance(result, Mapping) else None
+        if not isinstance(tools, list):
+            return
+        try:
+            schemas = from_mcp_tools([t for t in tools if isinstance(t, Mapping)])
+        except GuardError as exc:
+            self._warn(f"carbguard: warning: tools/list answer not understood: {exc}")
+            return
+        for schema in schemas:
+            self.tools[schema.name] = schema
+            if self.session.guard.policy.tool(schema.name) is None and schema.name not in self._warned:
+                self._warned.add(schema.name)
+                if self.started is not None and self.started.done():
+                    self._warn(f"carbguard: warning: server tool {schema.name!r} is not in the policy; refused")
+
+
+def _response_text(response: Any) -> tuple[str, str]:
+    if not isinstance(response, Mapping):
+        return "", "error"
+    if "error" in response:
+        return json.dumps(response.get("error"), sort_keys=True, default=str), "error"
+    return result_text(response.get("result"))
+
+
+__all__ = ["GuardedRelay", "refusal_result", "refusal_text", "result_text", "settle"]

@@ -1,0 +1,149 @@
+"""carbguard for the Model Context Protocol: a guard proxy between any MCP client and server, and a guarded client.
+
+* :func:`serve_stdio` (``carbguard mcp-proxy --policy P -- <server command ...>``) speaks MCP over
+  stdio to the client and to the real server it starts; every ``tools/call`` is decided, probed when
+  the guard asks, authorized and forwarded with the decided arguments, or answered with a tool
+  result ``isError: true`` naming the verdict and reason (the server never sees it).
+* :func:`serve_http` (``carbguard mcp-proxy --http HOST:PORT ...``) is the same proxy over
+  streamable HTTP: one server process and one guard session per MCP session.
+* :class:`GuardedClientSession` wraps an ``mcp.ClientSession`` for programs that embed a client:
+  ``call_tool`` is decided and bound the same way.
+* :func:`list_server_tools` reads a server's ``tools/list`` (for ``carbguard policy init --from-mcp``).
+
+The relay core imports nothing from ``mcp``; the SDK (``pip install 'carbguard[mcp]'``) is needed
+only by the guarded client and :func:`list_server_tools`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from guard.adapters._mcp_http import HttpProxy, serve_http
+from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text, settle
+from guard.adapters._mcp_stdio import serve_stdio
+from guard.decision import Decision
+from guard.errors import InputError
+from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
+from guard.runtime import Session
+
+log = logging.getLogger("guard.adapters.mcp")
+_HINT = "pip install 'carbguard[mcp]'"
+
+
+def _require_mcp() -> Any:
+    try:
+        import mcp
+    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+        raise ImportError(f"this part of guard.adapters.mcp needs the mcp SDK: {_HINT}") from exc
+    return mcp
+
+
+def _wire(model: Any) -> Any:
+    """The JSON wire form of an SDK result model."""
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class GuardedClientSession:
+    """An ``mcp.ClientSession`` whose ``call_tool`` goes through a guard session.
+
+    Every other attribute is the wrapped session's.  ``call_tool`` decides the call; on ``probe`` it
+    runs the probe calls through the same client and decides again; on ``execute`` it calls the
+    server with the arguments :meth:`Session.authorize` returns and observes the result; otherwise
+    it returns a ``CallToolResult`` with ``is_error=True`` and never calls the server.
+    """
+
+    def __init__(self, client: Any, session: Session) -> None:
+        _require_mcp()
+        self._client = client
+        self.session = session
+        self._ids = itertools.count(1)
+        self._prefix = f"mcp-{uuid.uuid4().hex[:8]}-"
+        self.last_decision: Decision | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def check_tools(self) -> list[str]:
+        """List the server's tools (every page) and return every mismatch with the policy (see ``check_tools``)."""
+        tools: list[Any] = []
+        cursor: str | None = None
+        types = _require_mcp().types
+        while True:
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await self._client.list_tools(params=params)
+            tools.extend(_wire(t) for t in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return check_tools(self.session.guard.policy, from_mcp_tools(tools), policy_extra=False)
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None, **kwargs: Any
+    ) -> Any:
+        """Decide, then run (with the decided arguments) or refuse one tool call; returns a ``CallToolResult``."""
+        args: Any = {} if arguments is None else arguments
+        cid = call_id if call_id is not None else f"{self._prefix}{next(self._ids)}"
+        decision = await self.session.adecide(name, args, cid)
+        decision = await self._settle(decision, name, args, cid)
+        self.last_decision = decision
+        if not (decision.allowed or self.session.guard.mode == "shadow"):
+            return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
+        authorized = self.session.authorize(cid, name, args)
+        return await self._run(cid, name, authorized, **kwargs)
+
+    async def _run(self, call_id: str, name: str, args: dict[str, Any], **kwargs: Any) -> Any:
+        try:
+            result = await self._client.call_tool(name, args, **kwargs)
+        except Exception as exc:
+            self.session.observe_result(call_id, f"{type(exc).__name__}: {exc}", "error")
+            raise
+        text, status = result_text(_wire(result))
+        self.session.observe_result(call_id, text, status)
+        return result
+
+    async def _settle(self, decision: Decision, name: str, args: Any, call_id: str) -> Decision:
+        async def run(tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
+            return result_text(_wire(await self._client.call_tool(tool, probe_args)))
+
+        return await settle(self.session, decision, (name, args, call_id), run, log.warning)
+
+
+async def list_server_tools(command: Sequence[str], env: Mapping[str, str] | None = None) -> list[ToolSchema]:
+    """Start an MCP server over stdio, read its ``tools/list`` (every page), stop it."""
+    mcp = _require_mcp()
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    if not command:
+        raise InputError("no MCP server command given (put it after --)")
+    params = StdioServerParameters(
+        command=command[0], args=list(command[1:]), env=dict(os.environ if env is None else env)
+    )
+    tools: list[Any] = []
+    async with stdio_client(params, errlog=sys.stderr) as (read, write), ClientSession(read, write) as client:
+        await client.initialize()
+        cursor: str | None = None
+        while True:
+            page = await client.list_tools(params=mcp.types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+            tools.extend(_wire(t) for t in page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    return from_mcp_tools(tools, f"tools/list of {' '.join(command)}")
+
+
+__all__ = [
+    "GuardedClientSession",
+    "GuardedRelay",
+    "HttpProxy",
+    "list_server_tools",
+    "refusal_text",
+    "serve_http",
+    "serve_stdio",
+]

@@ -1,0 +1,169 @@
+"""What the converters share: reading their input (JSON or JSON lines), building episode objects, writing files."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from guard.episode_json import EPISODES_FORMAT
+from guard.errors import CorpusError
+
+
+def write_lines(path: str | Path, lines: Iterable[str]) -> None:
+    """Write ``lines`` (one per line) atomically: a failed write leaves no partial file."""
+    target = Path(path)
+    if target.is_dir():
+        raise CorpusError(f"{target} is a folder; give a file path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json_items(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, value)`` of a JSON file (one value) or a JSON-lines file (one value a line)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CorpusError(f"{file}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{file}: not UTF-8 ({exc})") from None
+    try:
+        yield str(file), json.loads(text)
+        return
+    except json.JSONDecodeError:
+        pass
+    except RecursionError:
+        raise CorpusError(f"{file}: JSON nested too deeply") from None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                yield f"{file}:{number}", json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                raise CorpusError(f"{file}:{number}: not valid JSON (nor a JSON file): {exc}") from None
+
+
+def conversations(path: str | Path) -> Iterator[tuple[str, str | None, list[Any], dict[str, Any]]]:
+    """``(where, id or None, messages, meta)`` of every conversation in a message-list file.
+
+    A value is one conversation (a list of messages, or an object with ``messages`` and optional
+    ``id`` and ``meta``) or a list of conversations.
+    """
+    for where, value in read_json_items(path):
+        items = value if isinstance(value, list) and value and all(_is_conversation(v) for v in value) else [value]
+        for position, item in enumerate(items):
+            at = f"{where}[{position}]" if len(items) > 1 else where
+            if isinstance(item, list):
+                yield at, None, item, {}
+            elif isinstance(item, dict) and isinstance(item.get("messages"), list):
+                meta = item.get("meta", {})
+                if not isinstance(meta, dict):
+                    raise CorpusError(f"{at}: meta: must be an object")
+                eid = item.get("id")
+                if eid is not None and (not isinstance(eid, str) or not eid):
+                    raise CorpusError(f"{at}: id: must be a non-empty string, got {eid!r}")
+                yield at, eid, item["messages"], meta
+            else:
+                raise CorpusError(f"{at}: expected a list of messages or an object with 'messages'")
+
+
+def _is_conversation(value: Any) -> bool:
+    return isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("messages"), list))
+
+
+def text_of(content: Any, where: str) -> str:
+    """Message content as text: a string, null, or a list of text blocks (other blocks are skipped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif isinstance(block, dict) and isinstance(block.get("content"), str):
+                parts.append(block["content"])
+        return "\n".join(parts)
+    raise CorpusError(f"{where}: content must be a string, null or a list of blocks, got {type(content).__name__}")
+
+
+class EpisodeBuilder:
+    """Records of one episode in order; checks call ids as the episodes reader will."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.records: list[dict[str, Any]] = []
+        self.proposed: set[str] = set()
+        self.answered: set[str] = set()
+
+    def user(self, text: str) -> None:
+        self.records.append({"kind": "user", "text": text})
+
+    def proposal(self, tool: Any, args: Any, call_id: Any, at: str) -> None:
+        if not isinstance(tool, str) or not tool:
+            raise CorpusError(f"{at}: tool call has no name")
+        if not isinstance(call_id, str) or not call_id:
+            raise CorpusError(f"{at}: tool call {tool!r} has no id (results are linked to calls by id)")
+        if not isinstance(args, dict):
+            raise CorpusError(f"{at}: arguments of tool call {call_id!r} must be a JSON object")
+        if call_id in self.proposed:
+            raise CorpusError(f"{at}: tool call id {call_id!r} used twice in one conversation")
+        self.proposed.add(call_id)
+        self.records.append({"kind": "proposal", "tool": tool, "args": args, "call_id": call_id})
+
+    def result(self, call_id: Any, text: str, status: str, at: str) -> None:
+        if call_id not in self.proposed:
+            raise CorpusError(f"{at}: tool result for call id {call_id!r}, which no earlier tool call has")
+        if call_id in self.answered:
+            raise CorpusError(f"{at}: tool call id {call_id!r} answered twice")
+        self.answered.add(call_id)
+        self.records.append({"kind": "result", "call_id": call_id, "text": text, "status": status})
+
+    def final(self, text: str) -> None:
+        self.records.append({"kind": "final", "text": text})
+
+    def episode(self, episode_id: str, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The episode object (``carbguard-episodes/1``)."""
+        if not self.records:
+            raise CorpusError(f"{self.where}: conversation has no user turn, tool call or answer")
+        known = {"model", "task", "attack", "injection_task", "suite", "utility", "policy", "tags"}
+        given = dict(meta or {})
+        tags = dict(given.pop("tags", {}) or {})
+        tags.update({k: given.pop(k) for k in sorted(set(given) - known)})
+        return {"format": EPISODES_FORMAT, "id": episode_id, "meta": {**given, "tags": tags}, "records": self.records}
+
+
+def parse_arguments(raw: Any, at: str) -> Any:
+    """Tool-call arguments given as a JSON string or an object."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{at}: arguments are not valid JSON: {exc}") from None
+    return {} if raw is None else raw
+
+
+def episode_lines(episodes: Iterable[dict[str, Any]]) -> list[str]:
+    """Canonical JSON lines; an episode id used twice is an error."""
+    seen: set[str] = set()
+    out = []
+    for episode in episodes:
+        if episode["id"] in seen:
+            raise CorpusError(f"episode id {episode['id']!r} produced twice; give conversations distinct ids")
+        seen.add(episode["id"])
+        out.append(json.dumps(episode, sort_keys=True, ensure_ascii=False, allow_nan=False))
+    return out

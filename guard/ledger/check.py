@@ -1,0 +1,80 @@
+"""Rules versus labels: per-category counts and every episode where a labels file disagrees with the rules."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from guard.ledger import CATEGORIES, Ledger, LedgerLabels
+from guard.ledger.labels import EpisodeLabel, categories_of
+from guard.policy import Policy
+from guard.records import Episode
+
+
+def ledger_check(
+    episodes: Sequence[Episode],
+    policy_of: Mapping[str, Policy],
+    labels: Mapping[str, EpisodeLabel],
+    attached: Mapping[str, LedgerLabels],
+) -> dict[str, Any]:
+    """Counts per category (rules alone, labels, the ledger used for calibration) and the disagreements."""
+    counts = {name: {"rules": 0, "labels": 0, "ledger": 0} for name in CATEGORIES}
+    charged = {"rules": 0, "labels": 0, "ledger": 0}
+    disagreements: list[dict[str, Any]] = []
+    for episode in episodes:
+        ledger = Ledger(policy_of[episode.episode_id], LedgerLabels())
+        rules = categories_of(ledger.trace(episode).events)
+        final = categories_of(ledger.trace(episode, attached.get(episode.episode_id)).events)
+        label = labels.get(episode.episode_id)
+        labelled = frozenset(h.category for h in label.harms) if label else frozenset()
+        for name in CATEGORIES:
+            counts[name]["rules"] += name in rules
+            counts[name]["labels"] += name in labelled
+            counts[name]["ledger"] += name in final
+        charged["rules"] += bool(rules)
+        charged["labels"] += bool(labelled)
+        charged["ledger"] += bool(final)
+        if label is not None and _disagree(label, rules, labelled):
+            disagreements.append({
+                "episode": episode.episode_id, "line": label.line, "mode": label.mode,
+                "rules": sorted(rules), "label": sorted(labelled), "ledger": sorted(final),
+                "by": label.by, "why": label.why,
+            })
+    return {
+        "episodes": len(episodes),
+        "labelled": sum(e.episode_id in labels for e in episodes),
+        "categories": counts,
+        "episodes_charged": charged,
+        "disagreements": disagreements,
+    }
+
+
+def _disagree(label: EpisodeLabel, rules: frozenset[str], labelled: frozenset[str]) -> bool:
+    """override: the label's categories differ from the rules'; add: the label charges what the rules missed."""
+    return labelled != rules if label.mode == "override" else not labelled <= rules
+
+
+def format_check(result: dict[str, Any]) -> str:
+    """A table of counts, then one line per disagreement."""
+    lines = [
+        f"{result['episodes']} episodes, {result['labelled']} labelled",
+        f"{'category':<24}{'rules':>8}{'labels':>8}{'ledger':>8}",
+    ]
+    for name, row in result["categories"].items():
+        lines.append(f"{name:<24}{row['rules']:>8}{row['labels']:>8}{row['ledger']:>8}")
+    total = result["episodes_charged"]
+    lines.append(f"{'episodes charged':<24}{total['rules']:>8}{total['labels']:>8}{total['ledger']:>8}")
+    lines.append(f"{len(result['disagreements'])} disagreement(s) between rules and labels")
+    for d in result["disagreements"]:
+        lines.append(
+            f"  {d['episode']} (labels line {d['line']}, {d['mode']}): rules {_set(d['rules'])}, "
+            f"label {_set(d['label'])} -> ledger {_set(d['ledger'])}; by {d['by']}: {d['why']}"
+        )
+    return "\n".join(lines)
+
+
+def _set(items: list[str]) -> str:
+    return "{" + ", ".join(items) + "}" if items else "{}"
+
+
+__all__ = ["format_check", "ledger_check"]

@@ -1,0 +1,170 @@
+"""The rules of a policy's ``ledger:`` section (:class:`guard.policy.ledger.LedgerSpec`), over executed proposals.
+
+:func:`declared_events` gives the categories that executing one proposal charges, from the
+proposal, the records before it and the policy's tool metadata.  "Named by the user" compares
+normalized text (lower case, whitespace collapsed) with the user's turns before the proposal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from urllib.parse import urlsplit
+
+from guard.policy import Policy, ToolKind, ToolSpec
+from guard.policy.ledger import LedgerSpec, PrivacyFlowRule, ProtectedToolsRule, RecipientRule, UntrustedReuseRule
+from guard.records import Record, RecordKind, Trust
+
+_WS = re.compile(r"\s+")
+_SPLIT = re.compile(r"[,;\s]+")
+
+
+def normalize_text(text: str) -> str:
+    """Lower case with every whitespace run collapsed to one space."""
+    return _WS.sub(" ", text.replace("\\n", " ")).strip().lower()
+
+
+def declared_events(policy: Policy, record: Record, earlier: Sequence[Record]) -> frozenset[str]:
+    """Categories of ``policy.ledger`` that executing ``record`` (after ``earlier``) charges."""
+    spec = policy.ledger
+    tool = policy.tool(record.tool or "")
+    if spec is None or tool is None:
+        return frozenset()
+    user_text = normalize_text(" ".join(r.text for r in earlier if r.kind is RecordKind.USER))
+    return frozenset(_fired(spec, policy, tool, record, earlier, user_text))
+
+
+def _fired(
+    spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
+) -> Iterator[str]:
+    name = record.tool or ""
+    privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
+    if privacy and _watched(policy, name, privacy.sinks) and _privacy_flow(privacy, tool, record, earlier, user_text):
+        yield "privacy_flow"
+    if spec.attacker_directed and _recipient_outside(spec.attacker_directed, policy, tool, record, user_text):
+        yield "attacker_directed"
+    if spec.destructive and _protected(spec.destructive, tool, record, user_text):
+        yield "destructive"
+    if spec.credential_change and _protected(spec.credential_change, tool, record, user_text):
+        yield "credential_change"
+    if reuse and _watched(policy, name, reuse.sinks) and _untrusted_reuse(reuse, tool, record, earlier, user_text):
+        yield "untrusted_instruction"
+
+
+def _watched(policy: Policy, name: str, sinks: tuple[str, ...] | None) -> bool:
+    if sinks is not None:
+        return name in sinks
+    spec = policy.tool(name)
+    return spec is not None and spec.kind is ToolKind.SINK
+
+
+def _values(record: Record, names: Iterable[str] | None) -> list[str]:
+    """Leaf values (raw text) of the named arguments; every argument when ``names`` is None or empty."""
+    wanted = set(names or ())
+    return [value for arg, value in record.arg_values() if not wanted or arg in wanted]
+
+
+def _outgoing(tool: ToolSpec, record: Record) -> list[str]:
+    return _values(record, (*tool.payload_args, *tool.identifier_args))
+
+
+def _named(value: str, user_text: str) -> bool:
+    text = normalize_text(value)
+    return bool(text) and text in user_text
+
+
+def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
+    return [r.text for r in earlier if r.kind is RecordKind.RESULT and r.trust is trust and r.status == "ok"]
+
+
+def _privacy_flow(
+    rule: PrivacyFlowRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
+) -> bool:
+    if rule.user_named_recipient_ok and tool.identifier_args:
+        recipients = [v for v in _values(record, tool.identifier_args) if v.strip()]
+        if recipients and all(_named(v, user_text) for v in recipients):
+            return False
+    raw = _outgoing(tool, record)
+    payload = [normalize_text(v) for v in raw]
+    for pattern in rule.canary_patterns:
+        if any(not _named(m.group(0), user_text) for v in raw for m in re.finditer(pattern, v)):
+            return True
+    private = _texts(earlier, Trust.TOOL_PRIVATE)
+    found = {normalize_text(m.group(0)) for p in rule.private_patterns for t in private for m in re.finditer(p, t)}
+    if any(f and f not in user_text and f in v for f in found for v in payload):
+        return True
+    if rule.private_span is not None:
+        return _shares_span(payload, private, rule.private_span, user_text)
+    return False
+
+
+def _shares_span(values: list[str], texts: list[str], span: int, user_text: str) -> bool:
+    """Some window of ``span`` characters of a value stands in one of ``texts`` and not in the user's turns."""
+    if not texts:
+        return False
+    grams: set[str] = set()
+    for text in (normalize_text(t) for t in texts):
+        grams.update(text[i : i + span] for i in range(len(text) - span + 1))
+    for value in values:
+        for i in range(len(value) - span + 1):
+            window = value[i : i + span]
+            if window in grams and window not in user_text:
+                return True
+    return False
+
+
+def _host(value: str) -> str | None:
+    token = value.strip().lower()
+    if "@" in token:
+        return token.rsplit("@", 1)[1].strip("<>. ")
+    if "://" in token or token.startswith("www."):
+        try:
+            return urlsplit(token if "://" in token else f"http://{token}").hostname
+        except ValueError:
+            return None
+    return None
+
+
+def _allowed(value: str, rule: RecipientRule) -> bool:
+    token = value.strip().lower()
+    if token in {a.strip().lower() for a in rule.allow_identifiers}:
+        return True
+    host = _host(token)
+    return host is not None and any(host == d.lower() or host.endswith("." + d.lower()) for d in rule.allow_domains)
+
+
+def _recipient_outside(rule: RecipientRule, policy: Policy, tool: ToolSpec, record: Record, user_text: str) -> bool:
+    name = record.tool or ""
+    if rule.tools is not None:
+        if name not in rule.tools:
+            return False
+        args: tuple[str, ...] = rule.tools[name] or tool.identifier_args
+    elif tool.kind is ToolKind.SINK and tool.identifier_args:
+        args = tool.identifier_args
+    else:
+        return False
+    for value in _values(record, args):
+        for token in (t for t in _SPLIT.split(value) if t):
+            if rule.user_named_ok and _named(token, user_text):
+                continue
+            if not _allowed(token, rule):
+                return True
+    return False
+
+
+def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_text: str) -> bool:
+    name = record.tool or ""
+    if name not in rule.tools:
+        return False
+    args = (rule.object_args or {}).get(name) or tool.identifier_args or None
+    return any(v.strip() and not _named(v, user_text) for v in _values(record, args))
+
+
+def _untrusted_reuse(
+    rule: UntrustedReuseRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
+) -> bool:
+    payload = [normalize_text(v) for v in _outgoing(tool, record)]
+    return _shares_span(payload, _texts(earlier, Trust.TOOL_UNTRUSTED), rule.min_span, user_text)
+
+
+__all__ = ["declared_events", "normalize_text"]

@@ -1,0 +1,175 @@
+"""The ``ledger:`` section of a policy: the deployment's harm categories as rules (METHOD §7, §16).
+
+Each key is one of the ledger's categories and declares the rule that charges it; a category
+without a key never fires from rules (labels may still charge it).  The rules are evaluated by
+:mod:`guard.ledger.rules` over *executed* proposals only, for calibration and ``carbguard ledger
+check``; the gate never reads this section (it is not part of the pipeline fingerprint).
+
+"Named by the user" means: the value, lower-cased with whitespace collapsed, stands in the text of
+the user's own turns before the proposal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+LEDGER_CATEGORIES: tuple[str, ...] = (
+    "privacy_flow",
+    "attacker_directed",
+    "destructive",
+    "credential_change",
+    "untrusted_instruction",
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _compiles(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    for position, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"pattern [{position}] {pattern!r} is not a valid regular expression: {exc}") from exc
+    return patterns
+
+
+class PrivacyFlowRule(_Strict):
+    """``privacy_flow``: a private value reaches an executed sink whose recipient the user did not name."""
+
+    sinks: tuple[str, ...] | None = Field(
+        default=None, description="Sink tools this rule watches; default: every tool with kind: sink."
+    )
+    canary_patterns: tuple[str, ...] = Field(
+        default=(),
+        description="Regexes of honeytokens / canary values: a match in a sink's payload is private evidence.",
+    )
+    private_patterns: tuple[str, ...] = Field(
+        default=(),
+        description="Regexes of private values (account numbers, e-mails, ...): a match inside an earlier "
+        "result of a private_source tool that reappears in a sink's payload is private evidence.",
+    )
+    private_span: int | None = Field(
+        default=None,
+        ge=8,
+        le=10_000,
+        description="If set: a payload value at least this many characters long copied from an earlier "
+        "private_source result is private evidence too (whole files, records).",
+    )
+    user_named_recipient_ok: bool = Field(
+        default=True,
+        description="A send whose every identifier argument the user named is not charged "
+        "(the user asked for it). Sinks without identifier arguments are always checked.",
+    )
+
+    @field_validator("canary_patterns", "private_patterns")
+    @classmethod
+    def _valid(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _compiles(value)
+
+
+class RecipientRule(_Strict):
+    """``attacker_directed``: an executed sink sends to a recipient outside the allow-list."""
+
+    tools: dict[str, tuple[str, ...]] | None = Field(
+        default=None,
+        description="Tool → its recipient arguments; default: every sink with its identifier_args.",
+    )
+    allow_domains: tuple[str, ...] = Field(
+        default=(),
+        description="Allowed domains: an e-mail address or URL whose host is one of these or a subdomain.",
+    )
+    allow_identifiers: tuple[str, ...] = Field(
+        default=(), description="Allowed recipients matched exactly (case-insensitive): channels, IBANs, names."
+    )
+    user_named_ok: bool = Field(default=True, description="A recipient the user named is not charged.")
+
+
+class ProtectedToolsRule(_Strict):
+    """``destructive`` / ``credential_change``: an executed call of these tools on an object the user did not name."""
+
+    tools: tuple[str, ...] = Field(min_length=1, description="The tools this category protects.")
+    object_args: dict[str, tuple[str, ...]] | None = Field(
+        default=None,
+        description="Tool → the arguments naming the object acted on; default: its identifier_args, "
+        "or every argument if it declares none.",
+    )
+
+
+class UntrustedReuseRule(_Strict):
+    """``untrusted_instruction``: an executed sink's payload reuses a span of an earlier untrusted result."""
+
+    sinks: tuple[str, ...] | None = Field(
+        default=None, description="Sink tools this rule watches; default: every tool with kind: sink."
+    )
+    min_span: int = Field(
+        default=20, ge=4, le=10_000, description="Shortest reused span (characters, after normalization) that counts."
+    )
+
+
+class LedgerSpec(_Strict):
+    """The deployment's declared harm ledger (calibration only; never read by the gate)."""
+
+    privacy_flow: PrivacyFlowRule | None = Field(default=None, description=PrivacyFlowRule.__doc__)
+    attacker_directed: RecipientRule | None = Field(default=None, description=RecipientRule.__doc__)
+    destructive: ProtectedToolsRule | None = Field(default=None, description=ProtectedToolsRule.__doc__)
+    credential_change: ProtectedToolsRule | None = Field(default=None, description=ProtectedToolsRule.__doc__)
+    untrusted_instruction: UntrustedReuseRule | None = Field(default=None, description=UntrustedReuseRule.__doc__)
+
+    def check_tools(self, tools: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+        """Cross-check against the policy: ``tools`` maps name → (kind, declared args); raise ValueError."""
+        problems: list[str] = []
+        for where, names in self._tool_refs():
+            problems += [f"ledger.{where}: tool {name!r} is not declared under tools" for name in names
+                         if name not in tools]
+        for where, mapping in self._arg_refs():
+            for tool, args in mapping.items():
+                declared = tools.get(tool, ("", ()))[1]
+                if tool in tools and declared:
+                    problems += [
+                        f"ledger.{where}: argument {arg!r} of tool {tool!r} is not among its declared "
+                        f"payload_args/identifier_args"
+                        for arg in args
+                        if arg not in declared
+                    ]
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def _tool_refs(self) -> Iterable[tuple[str, Iterable[str]]]:
+        if self.privacy_flow and self.privacy_flow.sinks is not None:
+            yield "privacy_flow.sinks", self.privacy_flow.sinks
+        if self.attacker_directed and self.attacker_directed.tools is not None:
+            yield "attacker_directed.tools", self.attacker_directed.tools
+        for name in ("destructive", "credential_change"):
+            rule: ProtectedToolsRule | None = getattr(self, name)
+            if rule is not None:
+                yield f"{name}.tools", rule.tools
+                yield f"{name}.object_args", tuple(rule.object_args or ())
+        if self.untrusted_instruction and self.untrusted_instruction.sinks is not None:
+            yield "untrusted_instruction.sinks", self.untrusted_instruction.sinks
+
+    def _arg_refs(self) -> Iterable[tuple[str, Mapping[str, tuple[str, ...]]]]:
+        if self.attacker_directed and self.attacker_directed.tools:
+            yield "attacker_directed.tools", self.attacker_directed.tools
+        for name in ("destructive", "credential_change"):
+            rule: ProtectedToolsRule | None = getattr(self, name)
+            if rule is not None and rule.object_args:
+                yield f"{name}.object_args", rule.object_args
+
+    def declared(self) -> tuple[str, ...]:
+        """The categories this section declares a rule for, in ledger order."""
+        return tuple(c for c in LEDGER_CATEGORIES if getattr(self, c) is not None)
+
+
+__all__ = [
+    "LEDGER_CATEGORIES",
+    "LedgerSpec",
+    "PrivacyFlowRule",
+    "ProtectedToolsRule",
+    "RecipientRule",
+    "UntrustedReuseRule",
+]

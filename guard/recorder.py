@@ -1,0 +1,243 @@
+"""The episode recorder: a session's replayable episode as one line of a ``carbguard-episodes/1`` file.
+
+Opt-in with ``Guard(..., record="episodes.jsonl")``, in shadow or enforcing mode.  The recorded episode
+is exactly what the session saw, in order: user turns, every proposal that reached the prefix graph
+(tool, canonical arguments, call id; probes included), every result (raw text and status) and the
+final answer.  **The file holds raw tool results and user turns** — private data by design, since
+calibration must replay them; it is created ``0600`` (an existing file with wider permissions is
+narrowed to ``0600``) and never follows a symlink.
+
+When a line is written:
+
+- at the session's final answer (:meth:`Session.observe_final`), or at :meth:`Session.close` when
+  there was none — whichever comes first; a session's episode is written once;
+- an *unfinished* session (closed without a final answer) is written too, tagged
+  ``"ended": "close"`` (it is a real episode whose executed prefix the ledger can judge); a session
+  that is neither finished nor closed (the process died) is not written;
+- records that arrive after the episode was written are not recorded (the ``session_end`` audit
+  entry counts them as ``late_records``): one session is one episode.
+
+Each line is appended under an exclusive ``flock``, flushed and ``fsync``'ed, so several threads and
+processes can share one file (as :mod:`guard.audit` does).  Proposals the guard refused before they
+reached the graph (unknown tool, malformed arguments, reused call id) are not in the episode; their
+number is the tag ``unrecorded_proposals``.
+
+Failures: writing never raises into the agent, in either mode.  Enforcing mode: a decision never
+depends on the recorder (it runs only at final/close, after every decision).  Shadow mode: the same —
+shadow mode must not change what the agent sees, so a failed write is kept in
+``Session.record_error``, logged on the ``guard.recorder`` logger and reported in the session's
+``session_end`` audit entry (``recorded: false``) instead of raising.
+
+This module is on the decision floor: it imports :mod:`guard.episode_json`, never :mod:`guard.corpora`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import math
+import os
+import stat
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from guard.decision import Decision
+from guard.episode_json import episode_line
+from guard.errors import InputError
+from guard.graph import PrefixGraph
+from guard.policy import Policy
+from guard.protocols import AuditSink
+from guard.records import Episode, EpisodeMeta, Record, RecordKind
+
+LOG = logging.getLogger("guard.recorder")
+FILE_MODE = 0o600
+
+
+class _Guard(Protocol):
+    policy: Policy
+    threshold: float
+    artifact_id: str | None
+    mode: str
+    audit: AuditSink | None
+    recorder: EpisodeRecorder | None
+
+
+class Session(Protocol):
+    """What the recorder reads of a :class:`guard.runtime.Session` (it never imports the runtime)."""
+
+    session_id: str
+    graph: PrefixGraph
+    decisions: dict[str, Decision]
+    proposals: dict[str, Record]
+    recorded: bool
+    recorded_records: int
+    record_error: str | None
+    meta: dict[str, Any]
+
+    @property
+    def guard(self) -> _Guard: ...
+
+
+class EpisodeRecorder:
+    """Appends one JSON line per episode to a file created ``0600``; safe across threads and processes."""
+
+    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(self._open())
+        except OSError as exc:
+            raise InputError(f"{self.path}: cannot create the episodes file: {exc.strerror or exc}") from None
+
+    def _open(self) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(self.path, flags, FILE_MODE)
+        if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
+            os.fchmod(fd, FILE_MODE)
+        return fd
+
+    def write(self, line: str) -> None:
+        """Append ``line`` and a newline under an exclusive lock, flushed and synced; raise OSError."""
+        data = line.encode("utf-8") + b"\n"
+        with self._lock:
+            fd = self._open()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    if self.fsync:
+                        os.fsync(fd)
+                finally:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+
+
+def stop_max(scores: Iterable[float | None], threshold: float) -> float:
+    """The monitoring statistic of one episode: its maximum score up to the gate's first stop.
+
+    The running maximum of the scores up to and including the first score above ``threshold``
+    (the replayed episode at λ̂ of METHOD §8 stops there), else the maximum of all; ``None``
+    (refused before scoring) counts as +inf, as in replay; ``-inf`` for an episode without proposals.
+    Above λ̂ it is the first exceeding score; at or below λ̂ it is the episode's maximum score.
+    """
+    best = -math.inf
+    for value in scores:
+        score = math.inf if value is None else float(value)
+        best = max(best, score)
+        if score > threshold:
+            break
+    return best
+
+
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "model": (str,), "task": (str,), "attack": (str, type(None)), "utility": (bool, type(None)), "tags": (dict,),
+}
+
+
+def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """Validated episode metadata for :meth:`Session.annotate`; InputError naming the bad key."""
+    for key, value in meta.items():
+        if key not in _META_TYPES:
+            raise InputError(f"unknown episode metadata {key!r}; use {', '.join(_META_TYPES)}")
+        if not isinstance(value, _META_TYPES[key]):
+            raise InputError(f"episode metadata {key!r} must be {_META_TYPES[key][0].__name__}, got {value!r}")
+    return dict(meta)
+
+
+def recorded_episode(session: Session) -> Episode:
+    """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
+    records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
+    meta = session.meta
+    return Episode(
+        session.session_id,
+        records,
+        EpisodeMeta(
+            model=meta.get("model", ""), user_task=meta.get("task", ""), attack=meta.get("attack"),
+            utility=meta.get("utility"),
+        ),
+    )
+
+
+def episode_tags(session: Session, ended: str) -> dict[str, Any]:
+    """Free tags of a recorded episode (mode, how it ended, artifact, unrecorded proposals)."""
+    in_graph = sum(1 for call_id in session.decisions if call_id in session.proposals)
+    return {
+        **session.meta.get("tags", {}),
+        "recorded_by": "carbguard",
+        "mode": session.guard.mode,
+        "ended": ended,
+        "artifact": session.guard.artifact_id,
+        "unrecorded_proposals": len(session.decisions) - in_graph,
+    }
+
+
+def write_episode(session: Session, ended: str) -> bool:
+    """Write the session's episode once; True when written now.  Never raises (see the module docstring)."""
+    recorder = session.guard.recorder
+    if recorder is None or session.recorded:
+        return False
+    session.recorded = True
+    session.recorded_records = len(session.graph.records)
+    try:
+        line = episode_line(recorded_episode(session), episode_tags(session, ended), session.guard.policy.name)
+        recorder.write(line)
+    except Exception as exc:  # noqa: BLE001 - the recorder must never crash the agent
+        session.record_error = f"{type(exc).__name__}: {exc}"[:500]
+        LOG.error("session %r: episode not recorded to %s: %s", session.session_id, recorder.path, session.record_error)
+        return False
+    return True
+
+
+def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
+    """The ``session_end`` audit entry: what monitoring needs, no raw values.
+
+    ``stop_max`` is :func:`stop_max` of the session's latest decision per call id, in order;
+    ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring).
+    """
+    guard = session.guard
+    scores = [d.score for d in session.decisions.values()]
+    statistic = stop_max(scores, guard.threshold)
+    finite = [s for s in scores if s is not None]
+    return {
+        "event": "session_end",
+        "session": session.session_id,
+        "mode": guard.mode,
+        "artifact": guard.artifact_id,
+        "threshold": _encode(guard.threshold),
+        "ended": ended,
+        "proposals": len(scores),
+        "unscored": len(scores) - len(finite),
+        "max_score": _encode(max(finite)) if finite else None,
+        "stop_max": _encode(statistic),
+        "intervened": statistic > guard.threshold,
+        "verdicts": sorted({d.verdict.value for d in session.decisions.values()}),
+        "recorded": None if guard.recorder is None else session.record_error is None and session.recorded,
+        "late_records": len(session.graph.records) - session.recorded_records if session.recorded else 0,
+    }
+
+
+def _encode(value: float) -> float | str:
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def end_session(session: Session) -> None:
+    """Write the episode (if recording and not yet written) and the ``session_end`` entry; never raise."""
+    ended = "final" if any(r.kind is RecordKind.FINAL for r in session.graph.records.values()) else "close"
+    write_episode(session, "close")
+    sink = session.guard.audit
+    if sink is None:
+        return
+    try:
+        sink.write(session_end_entry(session, ended))
+    except Exception as exc:  # noqa: BLE001 - no tool waits on this entry; report, never crash
+        LOG.error("session %r: session_end audit entry not written: %s", session.session_id, exc)
+
+
+__all__ = ["EpisodeRecorder", "end_session", "recorded_episode", "session_end_entry", "stop_max", "write_episode"]

