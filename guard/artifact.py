@@ -23,6 +23,12 @@ GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
+#: weights of features added after the first artifacts (issue 16); left out of the fingerprint at 0.
+_ZERO_DEFAULT_WEIGHTS: tuple[str, ...] = (
+    "injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max",
+)
+
+
 def _digest(value: Any) -> str:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -33,6 +39,10 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     dumped = policy.model_dump(mode="json")
     if not dumped["graph"].get("normalize"):
         dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
+    weights = dumped["scorer"]["weights"]
+    for name in _ZERO_DEFAULT_WEIGHTS:
+        if weights.get(name) == 0:  # features added later keep fingerprints from before them at weight 0
+            weights.pop(name)
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
@@ -168,6 +178,36 @@ def _read_body(file: Path) -> dict[str, Any]:
     return body
 
 
+def fitted_weights(body: dict[str, Any]) -> dict[str, float] | None:
+    """The scorer weights fitted into an artifact by ``calibrate --fit-scorer`` (None if it has none)."""
+    weights = body.get("scorer_weights")
+    if weights is None:
+        return None
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for k, v in weights.items()
+    ):
+        raise ArtifactError("artifact field 'scorer_weights' must map feature names to finite numbers")
+    return {k: float(v) for k, v in weights.items()}
+
+
+def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path) -> Policy:
+    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them)."""
+    from pydantic import ValidationError
+
+    from guard.policy import FeatureWeights
+
+    try:
+        weights = fitted_weights(body)
+        if weights is None:
+            return policy
+        spec = FeatureWeights.model_validate(weights)
+    except (ArtifactError, ValidationError) as exc:
+        first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise ArtifactError(f"{file}: invalid fitted scorer weights: {first}") from None
+    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec})})
+
+
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
     pipelines = body.get("pipelines")
     if not isinstance(pipelines, dict):
@@ -183,6 +223,12 @@ def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:
         raise ArtifactError(f"{file}: pipelines[{policy.name!r}].components must be an object")
     current = pipeline_components(policy)
     differ = sorted(k for k in current if recorded.get(k) != current[k])
+    if "scorer" in differ and body.get("scorer_weights") is not None:
+        raise ArtifactError(
+            f"{file}: artifact carries fitted scorer weights and policy {policy.name!r} does not score with them "
+            f"(differ: {', '.join(differ)}); load it with Guard.from_policy, which applies them, or refit with "
+            "`carbguard calibrate --fit-scorer`"
+        )
     if differ:
         raise ArtifactError(
             f"{file}: artifact was calibrated for another pipeline; these parts differ from policy "

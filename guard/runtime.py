@@ -87,12 +87,14 @@ class Guard:
         record: EpisodeRecorder | str | Path | None = None,
     ) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id)."""
-        from guard.artifact import load_artifact
+        from guard.artifact import apply_fitted_weights, load_artifact
 
         policy = load_policy(path)
         if policy.calibration.artifact is None:
             raise PolicyError(f"{path}: calibration.artifact is not set; use Guard(policy, threshold=...) instead")
-        artifact = load_artifact(policy.resolve(policy.calibration.artifact), policy)
+        path_ = policy.resolve(policy.calibration.artifact)
+        policy = apply_fitted_weights(load_artifact(path_).body, policy, path_)  # fitted weights are frozen pipeline
+        artifact = load_artifact(path_, policy)
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)
         return cls(

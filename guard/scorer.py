@@ -7,12 +7,14 @@ disconnected records, which is why the selector changes decisions.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Mapping
 from types import MappingProxyType
+from urllib.parse import unquote
 
 from guard.graph import E4, PrefixGraph
-from guard.policy import Effect, Policy, ToolKind
-from guard.records import Trust
+from guard.policy import Effect, Policy, ToolKind, ToolSpec
+from guard.records import RecordKind, Trust
 
 FEATURES: tuple[str, ...] = (
     "provenance_path",
@@ -22,7 +24,18 @@ FEATURES: tuple[str, ...] = (
     "untrusted_payload",
     "irreversible_sink",
     "injected_value",
+    "injected_short_id",
+    "untrusted_only_value",
+    "private_in_url",
+    "severity_high",
+    "severity_max",
 )
+#: Features added for issue 16; weight 0 in METHOD §6's defaults unless a policy or a fit sets them.
+EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:]
+
+_SHORT_ID_MAX = 12
+_URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
+_URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
 
 
 class WeightedScorer:
@@ -32,6 +45,7 @@ class WeightedScorer:
         self.policy = policy
         self.weights = policy.scorer.weights.model_dump()
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+        self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool]] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
         """The binary feature values of the proposal at ``node`` given ``selected``."""
@@ -48,7 +62,23 @@ class WeightedScorer:
             "untrusted_payload": self._untrusted_payload(graph, node, selected),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
             "injected_value": self._injected_value(graph, node, selected),
+            **self._prefix_features(graph, node, spec, is_sink),
         }
+
+    def _prefix_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
+        """The features that read the prefix, not the selection (memoised for the newest proposal of a graph)."""
+        memo = self._memo  # one atomic read: sessions of one guard may score from several threads
+        if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
+            return dict(memo[2])
+        values = {
+            "injected_short_id": (is_sink or _acts(spec)) and self._injected_short_id(graph, node),
+            "untrusted_only_value": is_sink and self._untrusted_only_value(graph, node),
+            "private_in_url": self._private_in_url(graph, node),
+            "severity_high": spec is not None and spec.severity >= 2,
+            "severity_max": spec is not None and spec.severity >= 3,
+        }
+        self._memo = (weakref.ref(graph), (len(graph), node), values)
+        return dict(values)
 
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         """The weighted sum and the features that made it."""
@@ -58,8 +88,11 @@ class WeightedScorer:
         total = sum(self.weights[name] for name, on in values.items() if on)
         return round(total, 12), MappingProxyType(values)
 
+    def in_scope(self, graph: PrefixGraph, node: int) -> bool:
+        """Whether the policy's scorer scope scores this proposal (out of scope: score 0)."""
+        return self._in_scope(graph, node)
+
     def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
-        """Whether the policy's scorer scope scores this proposal."""
         if self.policy.scorer.scope == "all":
             return True
         spec = self.policy.tool(graph.records[node].tool or "")
@@ -99,6 +132,70 @@ class WeightedScorer:
             elif not untrusted_selected.isdisjoint(sources):
                 untrusted |= args
         return bool((untrusted - from_user) & names)
+
+
+    def _injected_short_id(self, graph: PrefixGraph, node: int) -> bool:
+        """A short payload/identifier value (1-12 chars: ids, file numbers, amounts) of the proposal stands
+        as a whole token inside injection-like text of any earlier untrusted record of the prefix."""
+        names = self._payload_args(graph, node)
+        values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
+        values = {v for v in values if 0 < len(v) <= _SHORT_ID_MAX}
+        if not values:
+            return False
+        window = self.policy.scorer.injection_window
+        for source in range(node):
+            facts = graph.facts.get(source)
+            if facts is None or not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
+                continue
+            text = graph.records[source].text
+            if any(_token_inside(text, v, facts.injection_at, window) for v in values):
+                return True
+        return False
+
+    def _untrusted_only_value(self, graph: PrefixGraph, node: int) -> bool:
+        """A payload/identifier argument of a sink is reused from untrusted records only: no user turn,
+        private or trusted record is also a source of that argument (over the whole prefix, not the selection)."""
+        names = self._payload_args(graph, node)
+        untrusted: set[str] = set()
+        other: set[str] = set()
+        for source, etype, _types, args in graph.edges_into(node):
+            if etype == E4 or graph.facts[source].trust is not Trust.TOOL_UNTRUSTED:
+                other |= args
+            else:
+                untrusted |= args
+        return bool((untrusted - other) & names)
+
+    def _private_in_url(self, graph: PrefixGraph, node: int) -> bool:
+        """A URL in any argument carries, in its path or query, a token (>= 5 chars) of an earlier private
+        record's text that no user turn contains."""
+        tokens: set[str] = set()
+        for _name, value in graph.records[node].arg_values():
+            for match in _URL.finditer(value):
+                tokens |= set(_URL_TOKEN.findall(_path_and_query(match.group(0))))
+        if not tokens:
+            return False
+        private = [graph.records[n].text for n, f in graph.facts.items() if f.private and n < node]
+        users = [graph.records[n].text for n, f in graph.facts.items() if f.kind is RecordKind.USER and n < node]
+        return any(t in text for t in tokens for text in private if not any(t in u for u in users))
+
+
+def _acts(spec: ToolSpec | None) -> bool:
+    return spec is not None and spec.effect is not Effect.NONE
+
+
+def _path_and_query(url: str) -> str:
+    """The part of a URL after its host, percent-decoded."""
+    rest = url.split("://", 1)[-1]
+    slash = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
+    return unquote(rest[min(slash):]) if slash else ""
+
+
+def _token_inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:
+    """Whether ``value`` occurs as a whole token (not inside a longer word or number) after an injection start."""
+    pattern = re.compile(r"(?<![A-Za-z0-9])" + re.escape(value) + r"(?![A-Za-z0-9])")
+    return any(
+        any(0 <= m.start() - start <= window for start in starts) for m in pattern.finditer(text)
+    )
 
 
 def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:

@@ -251,6 +251,7 @@ def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict
 def evaluate(
     corpus: Corpus, *, alphas: Sequence[float] = DEFAULT_ALPHAS, permutations: int = 200, seed: int = 0,
     progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
+    also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
     for alpha in alphas:
@@ -264,7 +265,9 @@ def evaluate(
     start = time.perf_counter()
     with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
+    fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {
+        **({"fitted": fitted} if fitted is not None else {}),
         "corpus": corpus.name,
         "n_episodes": len(corpus.episodes),
         "n_dropped": corpus.n_dropped,

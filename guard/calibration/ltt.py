@@ -54,7 +54,8 @@ def ltt_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, delta: f
     """Return the last grid column rejected by fixed-sequence LTT at level ``delta``.
 
     ``losses`` is a binary ``(n, G)`` table over an increasing grid (column 0 = ``-inf``).  Rows
-    need not be non-decreasing: fixed-sequence testing is valid for any losses, and it stops at
+    need not be non-decreasing: fixed-sequence testing is valid for any losses on a grid fixed in
+    advance (before the calibration losses are looked at), and it stops at
     the first column it cannot reject even if a later one could be.  Raises
     :class:`CalibrationError` if column 0 is not rejected.
     """

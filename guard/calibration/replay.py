@@ -9,7 +9,7 @@ maximum at its first harmful step, so thresholds for every α and permutation co
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +20,7 @@ from guard.policy import Policy, SelectorName
 from guard.protocols import Selector
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard, Session
+from guard.scorer import FEATURES, WeightedScorer
 from guard.selectors import make_selector
 
 
@@ -42,9 +43,13 @@ def feed(
     return decisions
 
 
-def replay_decisions(guard: Guard, episode: Episode) -> list[Decision]:
-    """The offline decisions for every proposal of ``episode`` (a fresh session of ``guard``)."""
-    return feed(guard.session(episode.episode_id), episode)
+def replay_decisions(guard: Guard, episode: Episode, session_id: str | None = None) -> list[Decision]:
+    """The offline decisions for every proposal of ``episode`` (a fresh session of ``guard``).
+
+    The session id defaults to the episode id, as an online run of the episode would name it (audit
+    logs, online/offline equality); calibration scoring uses :func:`replay_session_id` instead.
+    """
+    return feed(guard.session(episode.episode_id if session_id is None else session_id), episode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +63,15 @@ class EpisodeScores:
     harm_steps: tuple[int, ...]
     category_steps: dict[str, int | None]
     utility: bool
+    features: np.ndarray | None = None
+    in_scope: np.ndarray | None = None
+
+    def feature_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(K, F)`` binary features (:data:`guard.scorer.FEATURES` order) and the ``(K,)`` in-scope flags."""
+        k = len(self.scores)
+        features = self.features if self.features is not None else np.zeros((k, len(FEATURES)), dtype=bool)
+        in_scope = self.in_scope if self.in_scope is not None else np.ones(k, dtype=bool)
+        return features, in_scope
 
 
 def score_episode(policy: Policy, episode: Episode, labels: LedgerLabels) -> EpisodeScores:
@@ -76,28 +90,54 @@ def score_episode_selectors(
     """
     guard = Guard(policy.with_selector(selectors[0]), threshold=float("inf"))
     others = {name: make_selector(policy.with_selector(name).selector) for name in selectors[1:]}
-    rows: dict[str, list[tuple[float, int, int]]] = {name: [] for name in selectors}
+    rows: dict[str, list[Row]] = {name: [] for name in selectors}
 
     def shadow(session: Session, decision: Decision) -> None:
-        rows[selectors[0]].append((_finite_score(decision), len(decision.selected), decision.proposal_index))
+        scored = decision.score is not None
+        rows[selectors[0]].append(
+            (_finite_score(decision), len(decision.selected), decision.proposal_index,
+             _vector(decision.features), scored and _in_scope(session, decision.proposal_index))
+        )
         for name, selector in others.items():
             rows[name].append(_shadow_row(session, decision, selector))
 
-    feed(guard.session(episode.episode_id), episode, shadow)
+    feed(guard.session(replay_session_id(episode)), episode, shadow)
     trace = Ledger(policy, labels).trace(episode)
     return {name: _episode_scores(episode, trace, rows[name]) for name in selectors}
 
 
-def _shadow_row(session: Session, decision: Decision, selector: Selector) -> tuple[float, int, int]:
-    if decision.score is None:
-        return float("inf"), 0, decision.proposal_index
+Row = tuple[float, int, int, tuple[bool, ...], bool]
+
+
+def replay_session_id(episode: Episode) -> str:
+    """The session id of a replayed episode: a hash of its first user turn, never its episode id.
+
+    Episode ids of AgentDojo runs name the injection task (an attack label); the random selector
+    seeds from the session id, so the id must carry nothing the gate may not see.
+    """
+    first = next((r.text for r in episode.records if r.kind is RecordKind.USER), "")
+    return "replay-" + hashlib.sha256(first.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _vector(features: Mapping[str, bool]) -> tuple[bool, ...]:
+    return tuple(bool(features.get(name, False)) for name in FEATURES)
+
+
+def _in_scope(session: Session, node: int) -> bool:
+    scorer = session.guard.scorer
+    return bool(scorer.in_scope(session.graph, node)) if isinstance(scorer, WeightedScorer) else True
+
+
+def _shadow_row(session: Session, decision: Decision, selector: Selector) -> Row:
     node = decision.proposal_index
+    if decision.score is None:
+        return float("inf"), 0, node, _vector({}), False
     selected = selector.select(session.graph, node, session.session_id)
-    score, _ = session.guard.scorer.score(session.graph, node, frozenset(selected))
-    return float(score), len(selected), node
+    score, features = session.guard.scorer.score(session.graph, node, frozenset(selected))
+    return float(score), len(selected), node, _vector(features), _in_scope(session, node)
 
 
-def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[tuple[float, int, int]]) -> EpisodeScores:
+def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> EpisodeScores:
     steps = {name: next((k for k, e in enumerate(trace.events) if name in e), None) for name in CATEGORIES}
     return EpisodeScores(
         episode_id=episode.episode_id,
@@ -107,6 +147,8 @@ def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[tuple[float
         harm_steps=tuple(k for k, e in enumerate(trace.events) if e),
         category_steps=steps,
         utility=bool(episode.meta.utility),
+        features=np.array([r[3] for r in rows], dtype=bool).reshape(len(rows), len(FEATURES)),
+        in_scope=np.array([r[4] for r in rows], dtype=bool),
     )
 
 
@@ -134,6 +176,10 @@ class ScoredCorpus:
     category_levels: dict[str, np.ndarray]
     max_score: np.ndarray
     utility: np.ndarray
+    features: np.ndarray | None = None
+    in_scope: np.ndarray | None = None
+    first_harm: np.ndarray | None = None
+    category_first: dict[str, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -163,6 +209,7 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
         for step in e.harm_steps:
             harmful[offsets[i] + step] = True
     pairs = list(zip(cummaxes, items, strict=True))
+    matrices = [e.feature_matrix() for e in items]
     cat = {c: np.array([_level(cm, e.category_steps[c]) for cm, e in pairs]) for c in CATEGORIES}
     return ScoredCorpus(
         episode_ids=tuple(e.episode_id for e in items),
@@ -176,7 +223,22 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
         category_levels=cat,
         max_score=np.array([cm[-1] if len(cm) else -np.inf for cm in cummaxes], dtype=np.float64),
         utility=np.array([e.utility for e in items], dtype=bool),
+        features=np.concatenate([m[0] for m in matrices]) if matrices else np.zeros((0, len(FEATURES)), bool),
+        in_scope=_cat([m[1] for m in matrices], np.bool_),
+        first_harm=np.array(
+            [_global(offsets, i, e.harm_steps[0] if e.harm_steps else None) for i, e in enumerate(items)],
+            dtype=np.int64,
+        ),
+        category_first={
+            c: np.array([_global(offsets, i, e.category_steps[c]) for i, e in enumerate(items)], dtype=np.int64)
+            for c in CATEGORIES
+        },
     )
+
+
+def _global(offsets: np.ndarray, episode: int, step: int | None) -> int:
+    """The flat proposal index of ``step`` of ``episode`` (-1 for none)."""
+    return -1 if step is None else int(offsets[episode]) + step
 
 
 def _cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:

@@ -50,6 +50,22 @@ def _calibrate(args: argparse.Namespace) -> int:
         from guard.calibration.jobs import check_alpha_feasible
 
         check_alpha_feasible(corpus, [args.alpha])
+    if args.fit_scorer and corpus.policy_of is not None:
+        raise GuardError("--fit-scorer works on AgentDojo corpora (--runs, --corpus) only, not on --episodes")
+    if args.fit_scorer:
+        from guard.calibration.fit_jobs import calibrate_fitted
+
+        if args.selector != "gcarb":
+            raise GuardError("--fit-scorer fits the G-CARB scorer; drop --selector or use --selector gcarb")
+
+        body = calibrate_fitted(
+            corpus, alpha=args.alpha, rule=args.rule, delta=args.delta, seed=args.seed,
+            dev_fraction=args.dev_fraction, command=_recorded(args.argv), workers=args.workers,
+        )
+        write_artifact(body, out)
+        print(f"wrote {out}: alpha={body['alpha']} n={body['n']} (+{body['fit']['n_dev']} development episodes) "
+              f"threshold={body['threshold']} calibration risk (corrected)={body['calibration_risk']:.4f}")
+        return 0
     body = calibrate(
         corpus, alpha=args.alpha, selector=args.selector, rule=args.rule, delta=args.delta,
         command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
@@ -70,7 +86,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         crc.alpha_fraction(alpha)
     if args.permutations < 1:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    if (args.ablation or args.plot_fit) and not args.fit_scorer:
+        raise GuardError("--ablation and --plot-fit need --fit-scorer")
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    if own and (args.fit_scorer or args.artifact or args.cross_model):
+        raise GuardError("--fit-scorer, --artifact and --cross-model work on AgentDojo corpora only, not --episodes")
     names = [args.corpus] if (args.runs or args.corpus or args.episodes or args.policy) else list(EACH)
+    if args.artifact or args.cross_model:
+        return _evaluate_fixed_or_transfer(args, names, alphas)
     results = []
     for name in names:
         if args.episodes is not None or args.policy or args.labels is not None:
@@ -82,21 +105,83 @@ def _evaluate(args: argparse.Namespace) -> int:
             corpus = load_corpus(args.runs, name, progress=not args.json)
         result = evaluate(
             corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
-            workers=args.workers, dask_scheduler=args.dask_scheduler,
+            workers=args.workers, dask_scheduler=args.dask_scheduler, also=_fitted_protocol(args, corpus, alphas),
         )
         results.append(result)
         if not args.json:
             _print_evaluation(result)
+            _print_fitted(result, args.ablation)
     if args.plot:
         from guard.report.plots import frontier_plot
 
         frontier_plot(results[-1], args.plot)
+    if args.plot_fit:
+        from guard.report.plots import fitted_frontier_plot
+
+        fitted_frontier_plot(results, args.plot_fit)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else {"corpora": results}, indent=1))
     elif len(results) > 1:
         print("\nSummary (G-CARB = carb_gcarb; hfree ratio = harm-free success / no-guard harm-free success)")
         print(format_summary(results))
     if not args.json:
+        print(SCOPE)
+    return 0
+
+
+def _fitted_protocol(args: argparse.Namespace, corpus: Any, alphas: tuple[float, ...]) -> Any:
+    """With ``--fit-scorer``: the three-way protocol on the G-CARB scores of the two-way run."""
+    if not args.fit_scorer:
+        return None
+    from guard.calibration.fit_jobs import fitted_evaluation
+
+    return lambda scored: fitted_evaluation(
+        corpus, scored["gcarb"], alphas=alphas, permutations=args.permutations, seed=args.seed,
+        ablation=args.ablation,
+    )
+
+
+def _print_fitted(result: dict[str, Any], ablation: bool) -> None:
+    from guard.calibration.fit_jobs import format_ablation, format_side_by_side
+
+    if "fitted" not in result:
+        return
+    fitted = result["fitted"]
+    split = "/".join(f"{round(100 * f)}" for f in fitted["split"])
+    print(f"three-way protocol ({split} development/calibration/test): frozen vs fitted weights "
+          f"(ratio = harm-free success / no-guard's; floor = share of permutations with lambda_hat = -inf)")
+    print(format_side_by_side(result))
+    mean = ", ".join(f"{k}={v:.3f}" for k, v in fitted["weights_mean"].items())
+    print(f"fitted weights (mean over permutations): {mean}")
+    if ablation:
+        print(format_ablation(result))
+    print(f"fitting protocol {fitted['seconds']:.1f}s\n")
+
+
+def _evaluate_fixed_or_transfer(args: argparse.Namespace, names: list[str | None], alphas: tuple[float, ...]) -> int:
+    from guard.calibration.fit_jobs import artifact_evaluation, cross_model_evaluation
+    from guard.calibration.jobs import load_corpus
+    from guard.calibration.threeway import format_cross_model
+
+    if args.artifact and args.cross_model:
+        raise GuardError("--artifact and --cross-model are separate evaluations; give one")
+    name = names[0] if len(names) == 1 else "all"
+    corpus = load_corpus(args.runs, name, progress=not args.json)
+    if args.artifact:
+        out: Any = artifact_evaluation(corpus, args.artifact, workers=args.workers)
+        if not args.json:
+            print(", ".join(f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in out.items()))
+    else:
+        out = cross_model_evaluation(
+            corpus, alphas=alphas, permutations=args.cross_model_permutations, seed=args.seed, workers=args.workers
+        )
+        if not args.json:
+            print(f"cross-model transfer on {corpus.name}: fit and calibrate on the other models, test on the held-out "
+                  f"one ({args.cross_model_permutations} permutations; no exchangeability between models is assumed)")
+            print(format_cross_model(out))
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
         print(SCOPE)
     return 0
 
@@ -157,6 +242,11 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--out", required=True, help="artifact file to write")
     cal.add_argument("--exclude-model", action="append", default=[],
                      help="leave a model's runs out (repeatable; AgentDojo corpora)")
+    cal.add_argument("--fit-scorer", action="store_true",
+                     help="fit the scorer weights on a seeded development split, calibrate on the rest; "
+                     "the weights go into the artifact")
+    cal.add_argument("--dev-fraction", type=float, default=0.30, help="--fit-scorer: development share (default .30)")
+    cal.add_argument("--seed", type=int, default=0, help="--fit-scorer: seed of the development split")
     _add_scale_args(cal)
     cal.set_defaults(func=_calibrate)
 
@@ -169,7 +259,17 @@ def _add_evaluate(sub: Any) -> None:
         epilog=SCOPE,
     )
     _add_corpus_args(ev)
-    ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .025 .05 .10 .15 .20")
+    ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05 .10 .15 .20")
+    ev.add_argument("--fit-scorer", action="store_true",
+                    help="also the three-way protocol: weights fitted on 30%% development episodes, "
+                    "lambda_hat on 35%% calibration, metrics on 35%% test; printed next to the frozen weights")
+    ev.add_argument("--plot-fit", help="with --fit-scorer: write the before/after frontier (every corpus) as PNG")
+    ev.add_argument("--ablation", action="store_true",
+                    help="with the three-way protocol: refit without each new feature")
+    ev.add_argument("--cross-model", action="store_true",
+                    help="leave-one-model-out transfer on a multi-model corpus (default: all)")
+    ev.add_argument("--cross-model-permutations", type=int, default=50)
+    ev.add_argument("--artifact", help="evaluate this fixed artifact (threshold and weights) on the corpus")
     ev.add_argument("--permutations", type=int, default=200)
     ev.add_argument("--seed", type=int, default=0)
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")

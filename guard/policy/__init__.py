@@ -160,6 +160,21 @@ class FeatureWeights(_Strict):
         description="A payload value of the proposal stands inside injection-like text of an untrusted record in "
         "the selection. Not in METHOD §6 (weight 0 there); the default equals provenance_path, set a priori.",
     )
+    # Issue 16 features: weight 0 in METHOD §6's defaults; set by a policy or by `calibrate --fit-scorer`.
+    injected_short_id: float = Field(
+        default=0.0, description="A 1-12 character payload/identifier value of a sink or side-effectful call "
+        "stands as a whole token inside injection-like text of an earlier untrusted record."
+    )
+    untrusted_only_value: float = Field(
+        default=0.0, description="A sink argument is reused from untrusted records only (no user turn, "
+        "private or trusted record is also its source)."
+    )
+    private_in_url: float = Field(
+        default=0.0, description="A URL path or query in any argument carries a token of an earlier private "
+        "record that no user turn contains."
+    )
+    severity_high: float = Field(default=0.0, description="The tool's declared severity is >= 2.")
+    severity_max: float = Field(default=0.0, description="The tool's declared severity is 3.")
 
     @model_validator(mode="after")
     def _finite_non_negative(self) -> FeatureWeights:

@@ -42,3 +42,35 @@ def frontier_plot(result: dict[str, Any], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def fitted_frontier_plot(results: list[dict[str, Any]], path: str | Path) -> None:
+    """Before/after: held-out loss and harm-free success ratio against α, frozen vs fitted weights, per corpus."""
+    plt = _pyplot()
+    shown = [r for r in results if "fitted" in r]
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.2 * len(shown), 6.2), squeeze=False)
+    series = (
+        ("frozen weights, 2-way 50/50", "results", "carb_gcarb", "no_guard"),
+        ("frozen weights, 3-way", "fitted", "carb_gcarb_frozen_3way", "no_guard_3way"),
+        ("fitted weights, 3-way", "fitted", "carb_gcarb_fit", "no_guard_3way"),
+    )
+    for col, result in enumerate(shown):
+        for label, where, method, base_name in series:
+            rows = result[where] if where == "results" else result[where]["results"]
+            base = next(r for r in rows if r["method"] == base_name)["harm_free_success"] or float("nan")
+            mine = sorted((r for r in rows if r["method"] == method), key=lambda r: r["alpha"])
+            alphas = [r["alpha"] for r in mine]
+            axes[0][col].plot(alphas, [r["mean_loss"] for r in mine], marker="o", label=label)
+            axes[1][col].plot(alphas, [r["harm_free_success"] / base for r in mine], marker="o", label=label)
+        alphas = sorted({r["alpha"] for r in result["results"] if r["alpha"] is not None})
+        axes[0][col].plot(alphas, alphas, color="black", linestyle=":", label="α")
+        axes[0][col].set(title=str(result["corpus"])[:24], xlabel="α")
+        axes[1][col].set(xlabel="α", ylim=(0, 1.05))
+    axes[0][0].set(ylabel="mean held-out loss")
+    axes[1][0].set(ylabel="harm-free success / no guard")
+    axes[1][-1].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Risk–utility frontier before (frozen shipped weights) and after (weights fitted on development "
+                 "episodes)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

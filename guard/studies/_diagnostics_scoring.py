@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from guard.calibration.evaluate import METHOD_SELECTORS, carb_lambdas, split_indices
-from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble
+from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble, replay_session_id
 from guard.graph import PrefixGraph
 from guard.ledger import CATEGORIES, Ledger
 from guard.policy import Policy
@@ -156,7 +156,8 @@ def _episode_scores(
     steps: dict[str, int | None],
 ) -> EpisodeScores:
     nodes = [r.index for r in episode.proposals()]
-    selections = [selector.select(graph, n, episode.episode_id) for n in nodes]
+    session_id = replay_session_id(episode)  # as calibration replay: never the label-carrying episode id
+    selections = [selector.select(graph, n, session_id) for n in nodes]
     return EpisodeScores(
         episode_id=episode.episode_id,
         scores=np.array([scorer.score(graph, n, s)[0] for n, s in zip(nodes, selections, strict=True)]),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guard.calibration.evaluate import outcomes, run_protocol, split_indices, step_crc_lambdas
+from guard.calibration.evaluate import _charged, outcomes, run_protocol, split_indices, step_crc_lambdas, ungated
 from guard.calibration.replay import EpisodeScores, assemble
+from guard.errors import CalibrationError
 from guard.ledger import CATEGORIES
 
 
@@ -57,14 +58,51 @@ def test_split_indices_partition() -> None:
         assert sorted([*c, *t]) == list(range(11))
 
 
-def test_protocol_loss_within_alpha() -> None:
-    """Held-out CARB loss averaged over permutations stays near or below α on exchangeable data."""
-    corpus = assemble(_synthetic(400, seed=1))
-    rows = run_protocol({"gcarb": corpus}, alphas=(0.1, 0.2), permutations=200, seed=0)
-    for row in rows:
-        if row.method == "carb_gcarb":
-            se = row.metrics["loss"].std() / np.sqrt(len(row.metrics["loss"]))
-            assert row.metrics["loss"].mean() <= row.alpha + 3 * se + 0.01
+def _all_harmful(n: int, seed: int) -> list[EpisodeScores]:
+    """Every episode charges the ledger at its last step, after dense benign scores (continuous, distinct)."""
+    rng = np.random.default_rng(seed)
+    return [_episode(i, list(rng.uniform(0, 1, size=6)), (5,)) for i in range(n)]
+
+
+def _protocol_mean(corpus: object, alpha: float, permutations: int) -> tuple[float, float]:
+    rows = run_protocol({"gcarb": corpus}, alphas=(alpha,), permutations=permutations, seed=0)  # type: ignore[dict-item]
+    loss = next(r for r in rows if r.method == "carb_gcarb").metrics["loss"]
+    return float(loss.mean()), float(loss.std() / np.sqrt(loss.size))
+
+
+def test_protocol_loss_within_alpha_and_fails_without_the_correction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held-out loss ≤ α + 3 SE (no slack), and the same check fails once the +B correction is removed.
+
+    n_cal = 21, α = .1: with +B at most 1 calibration episode may charge (expected loss ≈ 2/22 = .091);
+    without it 2 (≈ 3/22 = .136), which the 3-SE check catches.
+    """
+    corpus = assemble(_all_harmful(42, seed=5))
+    mean, se = _protocol_mean(corpus, 0.1, 3000)
+    assert mean <= 0.1 + 3 * se
+    assert mean > 0.07  # not vacuous: the rule does let episodes through
+
+    from guard.calibration import crc
+
+    real = crc.max_harmful_allowed
+    monkeypatch.setattr(crc, "max_harmful_allowed", lambda n, alpha, bound=1: real(n, alpha, bound) + bound)
+    broken, broken_se = _protocol_mean(corpus, 0.1, 3000)
+    assert broken > 0.1 + 3 * broken_se
+
+
+def test_ungated_charges_harm_behind_a_refusal() -> None:
+    """No guard runs everything: a harmful step after a refused proposal (+inf) charges it, any gate does not."""
+    corpus = assemble([_episode(0, [np.inf, 0.1], (1,)), _episode(1, [0.2], ())])
+    test = np.array([[0, 1]])
+    assert ungated(corpus, test)["loss"][0] == pytest.approx(0.5)
+    assert outcomes(corpus, np.array([np.inf]), test)["loss"][0] == 0.0
+
+
+def test_charged_rejects_nan_levels() -> None:
+    """A NaN harm level or threshold is an error, not silently 'never charged'."""
+    with pytest.raises(CalibrationError):
+        _charged(np.array([np.nan, 0.1]), np.array([[0.5]]))
+    with pytest.raises(CalibrationError):
+        _charged(np.array([0.1]), np.array([[np.nan]]))
 
 
 def test_no_guard_and_stop_all_rows() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from guard.policy import Policy
 from guard.policy.safecommit import KappaArtifact
 from guard.records import Episode, EpisodeMeta, Record, Trust, proposal, result, user
 from guard.runtime import Guard
-from guard.safecommit.conformal import SmallCalibrationWarning, conformal_rank, conformal_threshold
+from guard.safecommit.conformal import SmallCalibrationWarning, conformal_rank
 from guard.safecommit.runtime import PolicyCertifier
 from guard.studies.safecommit_agentdojo import format_study, replay_episode
 
@@ -46,12 +47,13 @@ def test_too_few_cases_give_kappa_inf_with_a_warning_naming_the_minimum() -> Non
 
 
 def test_kappa_is_the_exact_order_statistic_of_the_used_cases() -> None:
+    """Oracle by hand: n = 40 used cases, α = .1 → r = ⌈41 · 0.9⌉ = 37, κ = the 37th smallest = 36/7."""
     scores = [i / 7 for i in range(40)]
-    cases = [case(s, "legit" if i % 3 else "unsafe") for i, s in enumerate(scores)]
+    cases = [case(s, "legit" if i % 3 else "unsafe") for i, s in enumerate(reversed(scores))]
     cases += [case(math.inf, "support_miss"), case(0.0, "no_target")]
-    assert calibration_scores(cases) == scores
-    r = conformal_rank(40, 0.1)
-    assert kappa_from_cases(cases, 0.1) == sorted(scores)[r - 1] == conformal_threshold(scores, 0.1)
+    assert sorted(calibration_scores(cases)) == scores
+    assert conformal_rank(40, 0.1) == 37
+    assert kappa_from_cases(cases, 0.1) == 36 / 7
 
 
 def banking_episode(records: list[Record], attack: bool = True) -> Episode:
@@ -139,8 +141,10 @@ def load_artifact(alpha: str) -> dict[str, Any]:
 def test_the_shipped_kappa_artifacts_are_consistent(alpha: str) -> None:
     body = load_artifact(alpha)
     assert body["alpha"] == float(alpha) and body["n"] == len(body["scores"]) == body["cases"]["used"]
-    assert body["r"] == conformal_rank(body["n"], body["alpha"])
-    assert body["kappa"] == conformal_threshold(body["scores"], body["alpha"])
+    n, a = body["n"], Fraction(alpha)
+    r = -((-(n + 1) * (1 - a).numerator) // (1 - a).denominator)  # ⌈(n+1)(1-α)⌉ in integers, not the library's
+    assert body["r"] == r
+    assert body["kappa"] == sorted(body["scores"])[r - 1]
     assert body["cases"]["unsafe"] + body["cases"]["legit"] == body["n"]
     assert sum(body["cases"]["per_suite"].values()) == body["n"]
     assert f"--alpha {alpha}" in body["command"]
