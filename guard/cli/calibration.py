@@ -10,6 +10,7 @@ from typing import Any
 
 from guard.cli._common import SCOPE
 from guard.errors import GuardError
+from guard.policy import SelectorName
 
 
 def _corpus(args: argparse.Namespace) -> Any:
@@ -55,7 +56,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.fit_scorer:
         from guard.calibration.fit_jobs import calibrate_fitted
 
-        if args.selector != "gcarb":
+        if args.selector not in (None, "gcarb"):
             raise GuardError("--fit-scorer fits the G-CARB scorer; drop --selector or use --selector gcarb")
 
         body = calibrate_fitted(
@@ -67,7 +68,7 @@ def _calibrate(args: argparse.Namespace) -> int:
               f"threshold={body['threshold']} calibration risk (corrected)={body['calibration_risk']:.4f}")
         return 0
     body = calibrate(
-        corpus, alpha=args.alpha, selector=args.selector, rule=args.rule, delta=args.delta,
+        corpus, alpha=args.alpha, selector=args.selector or _policy_selector(corpus), rule=args.rule, delta=args.delta,
         command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
     )
     write_artifact(body, out)
@@ -231,12 +232,24 @@ def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _policy_selector(corpus: Any) -> SelectorName:
+    """The selector to calibrate when ``--selector`` is not given: the policy's own (``--policy``), else G-CARB."""
+    if corpus.policy_of is None:
+        return "gcarb"
+    names = sorted({policy.selector.name for policy in corpus.policy_of.values()})
+    if len(names) != 1:
+        raise GuardError(f"the policies name different selectors ({', '.join(names)}); pass --selector")
+    name: SelectorName = names[0]
+    return name
+
+
 def _add_calibrate(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="calibrate the threshold (CARB) and write an artifact", epilog=SCOPE)
     _add_corpus_args(cal)
     cal.add_argument("--alpha", type=float, required=True, help="risk level in (0, 1)")
-    cal.add_argument("--selector", default="gcarb",
-                     choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"])
+    cal.add_argument("--selector", default=None,
+                     choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"],
+                     help="default: the policy's own selector with --policy, else gcarb")
     cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     cal.add_argument("--out", required=True, help="artifact file to write")

@@ -68,13 +68,24 @@ DEFAULT_CANARY_PATTERNS: tuple[str, ...] = (
     r"\beyJ[0-9A-Za-z_-]{8,}\.eyJ[0-9A-Za-z_-]{8,}\.[0-9A-Za-z_-]{8,}",  # JSON Web Tokens
 )
 
+#: Sharper evidence features (issue 16) that are off unless a policy or a fitted artifact sets their
+#: weight; a zero weight there is the documented default, not a switched-off protection, so no warning.
+#: Must equal ``guard.scorer.EXTRA_FEATURES`` (a test checks).
+OPT_IN_FEATURES: tuple[str, ...] = (
+    "injected_short_id",
+    "untrusted_only_value",
+    "private_in_url",
+    "severity_high",
+    "severity_max",
+)
+
 
 def policy_warnings(policy: Any) -> tuple[str, ...]:
     """What ``policy`` (a :class:`guard.policy.Policy`, which imports this module) leaves off, one line each."""
     out: list[str] = []
     weights = policy.scorer.weights.model_dump()
     for name, value in weights.items():
-        if value == 0:
+        if value == 0 and name not in OPT_IN_FEATURES:
             out.append(f"scorer.weights.{name} is 0: the {name} feature never adds to a score")
     if not policy.scorer.injection_patterns:
         out.append("scorer.injection_patterns is empty: injection_text and injected_value never fire")

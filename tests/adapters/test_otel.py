@@ -89,7 +89,7 @@ def test_each_decision_is_a_genai_execute_tool_span(telemetry: Telemetry) -> Non
         assert a[gen_ai.GEN_AI_TOOL_NAME] == (
             entry["tool"]
             if decision.reason is not Reason.UNKNOWN_TOOL
-            else "sha256:" + hashlib.sha256(b"wipe_Lena_Novak").hexdigest()[:32]
+            else "sha256:" + hashlib.sha256(entry["tool"].encode()).hexdigest()[:32]
         )
         assert a[gen_ai.GEN_AI_TOOL_CALL_ID] == decision.call_id
         assert a[gen_ai.GEN_AI_CONVERSATION_ID] == "run-7"
@@ -99,7 +99,9 @@ def test_each_decision_is_a_genai_execute_tool_span(telemetry: Telemetry) -> Non
         assert span.start_time is not None and span.end_time is not None and span.start_time <= span.end_time
     send = spans[1].attributes or {}
     assert send["carbguard.verdict"] == "escalate" and send["carbguard.score"] == 0.7
-    assert list(send["carbguard.features"]) == ["irreversible_sink", "private_in_context", "provenance_path"]
+    fired = list(send["carbguard.features"])
+    assert fired == sorted(fired)
+    assert {"irreversible_sink", "private_in_context", "provenance_path"} <= set(fired)
     assert decisions[2].reason is Reason.UNKNOWN_TOOL
 
 

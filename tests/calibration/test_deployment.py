@@ -178,3 +178,21 @@ def test_episodes_help_states_the_guarantee_exactly() -> None:
     for claim in ("guarantees that", "never leaks", "always safe", "certified safe"):
         assert claim not in flat.lower()
 
+
+
+def test_calibrate_defaults_to_the_policys_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --selector, a policy naming full_prefix is calibrated with full_prefix, so its own artifact
+    loads: catches the old fixed gcarb default that wrote an artifact the policy's fingerprint refuses."""
+    from guard.artifact import load_artifact
+    from guard.policy import load_policy
+
+    text = POLICY.read_text(encoding="utf-8")
+    policy_path = tmp_path / "policy.yaml"
+    policy_path.write_text(text.rstrip() + "\nselector:\n  name: full_prefix\n", encoding="utf-8")
+    policy = load_policy(policy_path)
+    assert policy.selector.name == "full_prefix"
+    out = tmp_path / "a.json"
+    argv = ["calibrate", "--policy", str(policy_path), "--episodes", str(EPISODES), "--alpha", "0.3", "--out", str(out)]
+    code, _, err = _run(argv, capsys)
+    assert code == 0, err
+    assert load_artifact(out, policy).n == 7

@@ -231,7 +231,9 @@ def _assert_same_graph(policy: Policy, records: list[Any]) -> None:
         if record.kind.value == "proposal":
             chosen = gcarb_select(fast, node)
             assert chosen == slow.loop_gcarb(node)
-            assert scorer.features(fast, node, chosen) == _reference_features(scorer, slow, node, chosen)
+            reference = _reference_features(scorer, slow, node, chosen)
+            features = scorer.features(fast, node, chosen)  # plus issue 16's opt-in features, not in the reference
+            assert {k: features[k] for k in reference} == reference
 
 
 def _reference_features(scorer: Any, graph: _ReferenceGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:

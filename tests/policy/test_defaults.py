@@ -196,3 +196,12 @@ def test_policy_validate_prints_warnings(tmp_path: Path) -> None:
     assert out.stderr.splitlines() == [
         "warning: scorer.canary_patterns is empty: the canary feature never fires and no secret is redacted"
     ]
+
+
+def test_opt_in_features_are_the_scorers_extra_features() -> None:
+    """The no-warning list of opt-in features is exactly the scorer's extra features: catches a new
+    feature that would silently escape the switched-off warning, or a stale name."""
+    from guard.policy.defaults import OPT_IN_FEATURES
+    from guard.scorer import EXTRA_FEATURES
+
+    assert OPT_IN_FEATURES == EXTRA_FEATURES
