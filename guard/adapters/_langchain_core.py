@@ -63,6 +63,23 @@ def _require(*packages: str) -> None:
 
 log = logging.getLogger("guard.adapters.langchain")
 
+
+def check_agent_tools(policy: Any, tools: Sequence[Any]) -> list[str]:
+    """At start: every agent tool against the policy (names, payload/identifier args); each problem logged.
+
+    Tools the policy does not know are refused when called (the policy's ``on_unknown``); this makes the
+    mismatch visible before the first call instead.
+    """
+    from guard.policy.tools import check_tools, from_langchain_tools
+
+    readable = [
+        t for t in tools if isinstance(getattr(t, "name", None), str) and isinstance(getattr(t, "args", None), Mapping)
+    ]
+    problems = check_tools(policy, from_langchain_tools(readable), policy_extra=False)
+    for problem in problems:
+        log.warning("policy %r vs agent tools: %s", policy.name, problem)
+    return problems
+
 SessionKey: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]
 """Maps a ``RunnableConfig`` to a session key; ``None`` falls back to the run's first message id
 (and when no message has an id either, the call is refused: there is no shared default session)."""

@@ -23,6 +23,7 @@ from guard.adapters._langchain_core import (
     _require,
     _settle,
     _tool_output,
+    check_agent_tools,
     refusal_text,
 )
 from guard.decision import Decision, ProbeCall, Reason, Verdict
@@ -146,6 +147,7 @@ def guard_tools(
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("guard_tools: tool names must be unique")
+    check_agent_tools(session.guard.policy, tools)
     return [
         GuardedTool(
             name=t.name,

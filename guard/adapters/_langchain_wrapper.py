@@ -33,6 +33,7 @@ from guard.adapters._langchain_core import (
     _settle,
     _state_messages,
     _Tracker,
+    check_agent_tools,
     log,
     thread_session_key,
 )
@@ -339,6 +340,7 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
         if k in options
     }
     wrapper = GuardToolWrapper(guard, **own)
+    check_agent_tools(guard.policy, tools)
     if "messages_key" in own:
         options["messages_key"] = own["messages_key"]
     node = ToolNode(tools, wrap_tool_call=wrapper.wrap_tool_call, awrap_tool_call=wrapper.awrap_tool_call, **options)

@@ -326,3 +326,28 @@ def test_guard_tools_never_raise_on_hostile_ids(spies, received, hostile: Any) -
     assert message.status == "error" and received == []
     decision = session.decide(hostile, BENIGN, hostile)  # the core too: never raises
     assert not decision.allowed
+
+
+def test_agent_tools_are_checked_against_the_policy_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    """guard_tools and guard_tool_node log every agent tool the policy does not know (and mismatched
+    argument names) when they are built: catches an adapter that only finds out at the first call."""
+    import logging
+
+    from langchain_core.tools import tool
+
+    from guard.adapters.langchain import guard_tool_node, guard_tools
+    from guard.policy import parse_policy
+    from guard.runtime import Guard
+
+    @tool
+    def wipe_disk(target: str) -> str:
+        """Wipe a disk."""
+        return "wiped"
+
+    policy = parse_policy({"name": "p", "tools": {"read_document": {"kind": "public_source"}}})
+    guard = Guard(policy, threshold=0.5)
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.langchain"):
+        guard_tools([wipe_disk], guard.session("s"))
+        guard_tool_node([wipe_disk], guard)
+    hits = [r.getMessage() for r in caplog.records if "wipe_disk" in r.getMessage()]
+    assert len(hits) == 2, [r.getMessage() for r in caplog.records]
