@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from guard.adapters._langchain_binding import _matches, edited_call_id, safe_repr
+from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import BindingError, InputError
 from guard.runtime import Session
@@ -90,19 +90,6 @@ def thread_session_key(config: Mapping[str, Any]) -> str | None:
     configurable = config.get("configurable") or {}
     thread = configurable.get("thread_id")
     return None if thread is None else str(thread)
-
-
-def refusal_text(decision: Decision) -> str:
-    """What the model is told when the guard does not run a call (with SafeCommit's certified replacement)."""
-    text = (
-        f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
-        f"{decision.message}"
-    )
-    replacement = (decision.safecommit or {}).get("replacement")
-    if isinstance(replacement, Mapping) and replacement.get("tool"):
-        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
-        text += f" Suggested instead: {replacement['tool']}({args})."
-    return text
 
 
 # --------------------------------------------------------------------------- the shared core

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, Verdict
 from guard.errors import BindingError, GuardError, InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
@@ -27,21 +28,6 @@ Warn = Callable[[str], None]
 PROBE_TIMEOUT_S = 30.0
 MAX_PROBE_ROUNDS = 3
 MAX_LIST_PAGES = 100
-
-
-def refusal_text(decision: Decision) -> str:
-    """What the client is told when the guard does not forward a call."""
-    text = (
-        f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
-        f"{decision.message}"
-    )
-    if decision.verdict is Verdict.PROBE:
-        text += " The probes it asked for could not settle the decision."
-    replacement = (decision.safecommit or {}).get("replacement")
-    if isinstance(replacement, Mapping) and replacement.get("tool"):
-        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
-        text += f" Suggested instead: {replacement['tool']}({args})."
-    return text
 
 
 def refusal_result(decision: Decision) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import BindingError, GuardError, InputError
@@ -56,19 +57,6 @@ __all__ = ["guard_agent", "guard_tools", "refusal_text", "run", "run_sync"]
 
 log = logging.getLogger("guard.adapters.openai_agents")
 MAX_PROBE_ROUNDS = 3
-
-
-def refusal_text(decision: Decision) -> str:
-    """What the model is told when the guard does not run a call (with SafeCommit's certified replacement)."""
-    text = (
-        f"carbguard did not run `{decision.tool}` ({decision.verdict.value}: {decision.reason.value}). "
-        f"{decision.message}"
-    )
-    replacement = (decision.safecommit or {}).get("replacement")
-    if isinstance(replacement, Mapping) and replacement.get("tool"):
-        args = json.dumps(replacement.get("args") or {}, sort_keys=True, default=str)
-        text += f" Suggested instead: {replacement['tool']}({args})."
-    return text
 
 
 def _parse(raw: str) -> Any:
