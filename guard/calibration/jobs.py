@@ -238,13 +238,7 @@ def calibrate(
 
 
 def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
-    """The calibration statistics ``carbguard monitor`` needs (the artifact's ``monitor`` field).
-
-    Artifacts of the embedded AgentDojo corpus do not get them yet: those are shipped, and the field
-    would change their bytes; they are regenerated in one go (drop this condition then).
-    """
-    if corpus.embedded:
-        return {}
+    """The calibration statistics ``carbguard monitor`` needs (the artifact's ``monitor`` field)."""
     return {"monitor": artifact_monitor_field(data.offsets, data.scores, threshold)}
 
 

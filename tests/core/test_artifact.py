@@ -95,3 +95,19 @@ def test_shipped_artifact_reproduces_bit_for_bit(tmp_path: Path, monkeypatch: py
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 0
     assert (tmp_path / argv[argv.index("--out") + 1]).read_bytes() == shipped.read_bytes()
+
+
+def test_shipped_agentdojo_artifacts_carry_monitor_statistics() -> None:
+    """Every shipped AgentDojo artifact stores one sorted monitoring statistic per calibration episode,
+    so `carbguard monitor` works on a deployment of the shipped policies: catches artifacts shipped
+    without them (or with a count that does not match n)."""
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "guard" / "data" / "calibration_artifacts" / "agentdojo"
+    files = sorted(root.glob("*.json"))
+    assert len(files) == 13
+    for path in files:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        values = [float(v) for v in body["monitor"]["values"]]  # ±inf are stored as "+inf" / "-inf"
+        assert body["monitor"]["statistic"] == "stop_max"
+        assert len(values) == body["n"] and values == sorted(values), path.name
