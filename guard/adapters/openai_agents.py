@@ -211,12 +211,25 @@ def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[s
             f"carbguard cannot see inside tools {sorted(refused)} (not function tools); name them in "
             "unguarded=... to run them unguarded"
         )
-    unknown = sorted(n for n in binding.originals if session.guard.policy.tool(n) is None)
-    if unknown:
-        log.warning(
-            "carbguard: tools %s are not in policy %r; calls to them are refused", unknown, session.guard.policy.name
-        )
+    _check_against_policy(session.guard.policy, binding.originals.values())
     return out
+
+
+def _check_against_policy(policy: Any, tools: Iterable[Any]) -> list[str]:
+    """At start: the agent's function tools against the policy (unknown tools, argument names), each logged.
+
+    Calls to tools the policy does not know are refused when they come (the policy's ``on_unknown``).
+    """
+    from guard.policy.tools import check_tools, from_openai_tools
+
+    schemas = [
+        {"type": "function", "name": t.name, "description": t.description, "parameters": t.params_json_schema}
+        for t in tools
+    ]
+    problems = check_tools(policy, from_openai_tools(schemas, "<agent tools>"), policy_extra=False)
+    for problem in problems:
+        log.warning("carbguard: policy %r vs agent tools: %s", policy.name, problem)
+    return problems
 
 
 def guard_agent(agent: Agent[Any], session: Session, *, unguarded: Iterable[str] = ()) -> Agent[Any]:

@@ -390,3 +390,21 @@ def test_handoff_agents_are_guarded_with_the_same_session(make_guard, tools, ran
     assert result.last_agent.name == "b"
     assert names(ran) == ["read_record"]
     assert session.decisions["c3"].verdict is Verdict.ESCALATE
+
+
+def test_argument_names_are_checked_against_the_policy_at_start(caplog: pytest.LogCaptureFixture) -> None:
+    """A policy whose payload argument is not an argument of the agent's tool is reported when the tools
+    are guarded: catches a start-up check that looks at tool names only (``message`` vs ``text``)."""
+    from guard.policy import parse_policy
+
+    @function_tool
+    def post_message(channel: str, text: str) -> str:
+        """Post a message."""
+        return "posted"
+
+    policy = parse_policy(
+        {"name": "p", "tools": {"post_message": {"kind": "sink", "effect": "reversible", "payload_args": ["message"]}}}
+    )
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.openai_agents"):
+        guard_tools([post_message], Guard(policy, threshold=0.5).session("s"))
+    assert "message" in caplog.text and "post_message" in caplog.text
