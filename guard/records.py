@@ -47,6 +47,28 @@ def freeze_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(json.loads(text))
 
 
+def canonical_args(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The canonical copy of well-formed arguments: plain dict/list/str/number/bool/None, via a JSON round trip.
+
+    What is scored, audited and handed to the tool is this copy, never the caller's object: a mapping
+    subclass whose views hide keys, or a ``str`` subclass that compares equal to another name, cannot
+    make the tool receive something other than what was decided.
+    """
+    canon = json.loads(json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False))
+    if not isinstance(canon, dict):
+        raise TypeError(f"arguments are a {type(canon).__name__} after canonicalisation, expected an object")
+    return canon
+
+
+def safe_repr(value: Any) -> str:
+    """``repr(value)`` for messages, never raising (a hostile ``__repr__`` gives a placeholder)."""
+    try:
+        text = repr(value)
+        return text if type(text) is str else f"<{type(value).__name__}>"
+    except Exception:  # noqa: BLE001 - the fail-closed path must not raise
+        return f"<unrepresentable {type(value).__name__}>"
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One immutable item of an episode."""

@@ -26,7 +26,7 @@ from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
-from guard.records import Record, final, result, user
+from guard.records import Record, canonical_args, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
@@ -239,7 +239,7 @@ class Session:
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
-            self.decisions[call_id if type(call_id) is str else stages.safe_repr(call_id)] = decision
+            self.decisions[call_id if type(call_id) is str else safe_repr(call_id)] = decision
         return decision
 
     # ---------------------------------------------------------------- execute
@@ -254,14 +254,14 @@ class Session:
         """
         with self._lock:
             decision = self.decisions.get(call_id) if type(call_id) is str else None
-            where = f"session {self.session_id!r}, call id {stages.safe_repr(call_id)[:80]}"
+            where = f"session {self.session_id!r}, call id {safe_repr(call_id)[:80]}"
             if decision is None or decision.args is None:
                 raise BindingError(f"{where}: no decision for this call; decide it first")
             if type(tool) is not str or tool != decision.tool:
                 raise BindingError(f"{where}: decided for tool {decision.tool!r}, asked to run another tool")
             if call_id in self.executed or call_id in self.answered:
                 raise BindingError(f"{where}: already ran; a decided call runs once")
-            if not _same_args(args, decision.args):
+            if not decided_call(decision, tool, args):
                 raise BindingError(f"{where}: arguments differ from the ones decided; decide the new call")
             if not decision.allowed and self.guard.mode != "shadow" and call_id not in self.approved:
                 raise BindingError(f"{where}: verdict is {decision.verdict.value}, not execute")
@@ -282,7 +282,7 @@ class Session:
         """
         if answer not in REVIEW_ANSWERS:
             raise InputError(
-                f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {stages.safe_repr(answer)}"
+                f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {safe_repr(answer)}"
             )
         with self._lock:
             decision = self.decisions.get(call_id) if type(call_id) is str else None
@@ -311,11 +311,18 @@ class Session:
 REVIEW_ANSWERS = ("approve", "reject", "edit", "respond")
 
 
-def _same_args(args: Any, decided: Mapping[str, Any]) -> bool:
+def decided_call(decision: Decision | None, tool: Any, args: Any) -> bool:
+    """Whether ``decision`` was made on exactly this call: the same plain-str tool and canonical arguments.
+
+    :meth:`Session.authorize` uses it; adapters use it to tell an unchanged request (reuse the decision)
+    from a changed one (decide it again).
+    """
+    if decision is None or decision.args is None or type(tool) is not str or tool != decision.tool:
+        return False
     if not isinstance(args, Mapping):
         return False
     try:
-        return stages.canonical_args(args) == dict(decided)
+        return canonical_args(args) == dict(decision.args)
     except (TypeError, ValueError, RecursionError):
         return False
 
@@ -326,4 +333,4 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-__all__ = ["Guard", "Session"]
+__all__ = ["Guard", "Session", "decided_call"]

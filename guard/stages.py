@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
-from guard.records import Trust, proposal
+from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
     MAX_ERROR_CHARS,
     Redactor,
@@ -123,19 +123,6 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     return certify(session, node, base)
 
 
-def canonical_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """The canonical copy of well-formed arguments: plain dict/list/str/number/bool/None, via a JSON round trip.
-
-    What is scored, audited and handed to the tool is this copy, never the caller's object: a mapping
-    subclass whose views hide keys, or a ``str`` subclass that compares equal to another name, cannot
-    make the tool receive something other than what was decided.
-    """
-    canon = json.loads(json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False))
-    if not isinstance(canon, dict):
-        raise TypeError(f"arguments are a {type(canon).__name__} after canonicalisation, expected an object")
-    return canon
-
-
 def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision | None:
     """Refuse what the guard does not understand, and any call id that already ran; None when well-formed.
 
@@ -166,15 +153,6 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
 def _clip(value: Any, limit: int = 200) -> str:
     text = safe_repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
-
-
-def safe_repr(value: Any) -> str:
-    """``repr(value)`` for messages, never raising (a hostile ``__repr__`` gives a placeholder)."""
-    try:
-        text = repr(value)
-        return text if type(text) is str else f"<{type(value).__name__}>"
-    except Exception:  # noqa: BLE001 - the fail-closed path must not raise
-        return f"<unrepresentable {type(value).__name__}>"
 
 
 def _args_problem(args: Any) -> str | None:

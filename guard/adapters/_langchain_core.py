@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from guard.adapters._langchain_binding import _matches, edited_call_id, safe_repr
+from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import BindingError, InputError
-from guard.runtime import Session
+from guard.records import safe_repr
+from guard.runtime import Session, decided_call
 
 _HINT = "pip install 'carbguard[langchain]'"
 
@@ -209,11 +210,11 @@ async def _drive_async(flow: _Flow, session: Session, execute: Callable[[Any], A
 
 
 def _not_executed(decision: Decision, tool_call: Mapping[str, Any]) -> ToolMessage:
-    text = refusal_text(decision)
-    if decision.verdict is Verdict.PROBE:
-        text = f"{text} The probes it asked for could not settle the decision."
     return ToolMessage(
-        content=text, name=_plain(tool_call.get("name")), tool_call_id=_plain(tool_call.get("id")), status="error"
+        content=refusal_text(decision),
+        name=_plain(tool_call.get("name")),
+        tool_call_id=_plain(tool_call.get("id")),
+        status="error",
     )
 
 
@@ -260,7 +261,7 @@ class _Tracker:
         for asked in reversed(self.asked.get(call_id, ())):
             if asked.decision.args is None and asked.tool == tool and type(tool) is str and asked.args == args:
                 return asked.decision  # refused before entering the graph: deciding again refuses again
-            if _matches(asked.decision, tool, args):
+            if decided_call(asked.decision, tool, args):
                 return asked.decision
         return None
 
@@ -340,7 +341,7 @@ def _bind(tracker: _Tracker, tool: Any, args: Any, call_id: Any) -> Generator[_A
     cid = edited_call_id(call_id, tool, args)
     tracker.alias[call_id] = cid
     latest = session.decisions.get(cid)
-    if _matches(latest, tool, args) and latest is not None:
+    if decided_call(latest, tool, args) and latest is not None:
         return cid, latest
     return cid, (yield _Decide(tool, args, cid))
 

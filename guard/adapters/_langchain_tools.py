@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from guard.adapters._langchain_binding import safe_repr
 from guard.adapters._langchain_core import (
     BaseTool,
     _authorize,
@@ -28,6 +27,7 @@ from guard.adapters._langchain_core import (
 )
 from guard.decision import Decision, ProbeCall, Reason, Verdict
 from guard.errors import InputError
+from guard.records import safe_repr
 from guard.runtime import Session
 
 # --------------------------------------------------------------------------- langchain-core only

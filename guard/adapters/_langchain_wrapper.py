@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from guard.adapters._langchain_binding import _matches, edited_call_id
+from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
     _HINT,
     BaseMessage,
@@ -41,7 +41,7 @@ from guard.adapters._langchain_review import ask_human, review_answer
 from guard.adapters._shadow import guard_in_mode
 from guard.decision import ProbeCall, Verdict
 from guard.errors import AuditError, BindingError
-from guard.runtime import Guard, Session
+from guard.runtime import Guard, Session, decided_call
 
 
 class GuardToolWrapper:
@@ -220,7 +220,7 @@ class GuardToolWrapper:
             cid = link["edited_call_id"]
             tracker.alias[_plain(call.get("id"))] = cid
             known = tracker.session.decisions.get(cid)
-            decision = known if known is not None and _matches(known, call["name"], call["args"]) else None
+            decision = known if known is not None and decided_call(known, call["name"], call["args"]) else None
             if decision is None:
                 decision = yield _Decide(call["name"], call["args"], cid)
             decision = yield from _settle(

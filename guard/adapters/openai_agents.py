@@ -110,10 +110,7 @@ class _Binding:
         decision = await self._settle(decision, call, ctx)
         if decision.allowed:
             return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
-        text = refusal_text(decision)
-        if decision.verdict is Verdict.PROBE:
-            text += " The probes it asked for could not settle the decision."
-        return ToolGuardrailFunctionOutput.reject_content(text, output_info=_info(decision))
+        return ToolGuardrailFunctionOutput.reject_content(refusal_text(decision), output_info=_info(decision))
 
     async def _settle(self, decision: Decision, call: tuple[str, Any, str], ctx: ToolContext[Any]) -> Decision:
         """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded)."""
