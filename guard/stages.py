@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
-from guard.policy import Effect, Policy, ToolKind, ToolSpec
+from guard.policy import Policy, ToolKind, ToolSpec
 from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
     MAX_ERROR_CHARS,
@@ -226,7 +226,7 @@ def certify(session: Session, node: int, base: Decision) -> Decision:
     calls with no side effect and no outbound payload execute on the score alone.
     """
     spec = session.guard.policy.tools[base.tool]
-    if spec.effect is Effect.NONE and not (spec.kind is ToolKind.SINK and spec.payload_args):
+    if not spec.certified:
         return base
     cert = session.guard.certifier.certify(session, node, spec)
     if not isinstance(cert, Certification):

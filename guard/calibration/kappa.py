@@ -50,7 +50,7 @@ from typing import Any, Literal
 from guard.errors import CalibrationError, GuardError
 from guard.graph import PrefixGraph
 from guard.ledger import Ledger, LedgerLabels, normalize_text
-from guard.policy import Effect, Policy
+from guard.policy import Policy
 from guard.records import Episode, RecordKind
 from guard.safecommit.conformal import conformal_rank, conformal_threshold
 from guard.safecommit.kappa import KAPPA_FORMAT, decode_float, encode_float, resolve_kappa, scoring_fingerprint
@@ -158,7 +158,7 @@ def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> lis
     for record in episode.records:
         graph.add(record)
         tool = policy.tool(record.tool or "") if record.kind is RecordKind.PROPOSAL else None
-        if tool is None or tool.effect is Effect.NONE:
+        if tool is None or not tool.certified:  # the population SafeCommit certifies at run time
             continue
         support = build_support(graph, record.index, policy, spec)
         cases.append(proposal_case(support, episode, labels, ledger, record.index))

@@ -63,6 +63,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _effect_label(tool: ToolSpec) -> str:
+    return "egress" if tool.effect is Effect.NONE and tool.certified else tool.effect.value
+
+
 class ToolSpec(_Strict):
     """Metadata of one tool."""
 
@@ -82,6 +86,12 @@ class ToolSpec(_Strict):
             if self.also_source in (ToolKind.SINK, ToolKind.OTHER):
                 raise ValueError("also_source must be private_source, public_source or untrusted_source")
         return self
+
+    @property
+    def certified(self) -> bool:
+        """Whether SafeCommit certifies this tool's calls: a side effect, or a sink whose arguments leave the
+        system (a "read" whose URL or query carries data sends it, whatever its ``effect``)."""
+        return self.effect is not Effect.NONE or (self.kind is ToolKind.SINK and bool(self.payload_args))
 
     @property
     def source_kind(self) -> ToolKind:
@@ -264,7 +274,8 @@ class Policy(_Strict):
     @model_validator(mode="after")
     def _safecommit_tools(self) -> Policy:
         if self.safecommit is not None:
-            declared = {n: (t.effect.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
+            # a read-only tool that still carries data out is certified: "egress" (not a valid probe, may have worlds)
+            declared = {n: (_effect_label(t), (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
             self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
         return self
 

@@ -328,7 +328,10 @@ def _constructor_problems(
     effect, declared = tools[tool]
     out = []
     if effect == "none":
-        out.append(f"worlds: tool {tool!r} is read-only (effect: none); SafeCommit never runs for it")
+        out.append(
+            f"worlds: tool {tool!r} is read-only (effect: none, not a sink with payload_args); "
+            "SafeCommit never runs for it"
+        )
     for arg in ctor.checked():
         if arg not in declared:
             out.append(f"worlds.{tool}: argument {arg!r} is not among the tool's payload_args/identifier_args")

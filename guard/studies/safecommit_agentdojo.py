@@ -40,7 +40,6 @@ from guard.calibration.replay import EpisodeScores, assemble, feed
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import CalibrationError, GuardError
 from guard.ledger import CATEGORIES, Ledger
-from guard.policy import Effect
 from guard.progress import Progress
 from guard.records import Episode, Record
 from guard.runtime import Guard
@@ -86,7 +85,7 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
     for ordinal, (decision, record) in enumerate(zip(decisions, episode.proposals(), strict=True)):
         tool = policy.tool(record.tool or "")
         state = states.get(record.call_id or "")
-        if tool is None or tool.effect is Effect.NONE or state is None:
+        if tool is None or not tool.certified or state is None:
             continue
         proposals.append(Proposal(ordinal, record, state, decision.verdict))
         cases.append(proposal_case(state.support, episode, labels, ledger, record.index))

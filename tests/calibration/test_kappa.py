@@ -206,3 +206,21 @@ def test_format_study_prints_counts_and_both_methods() -> None:
     }
     text = format_study(result)
     assert "gcarb+safecommit" in text and "certified" in text and "1.25" in text
+
+
+def test_kappa_cases_are_the_population_safecommit_certifies() -> None:
+    """κ is calibrated on every proposal SafeCommit certifies at run time, data-carrying reads included:
+    slack's ``get_webpage`` (a sink with payload_args, effect none) gives cases. Catches a calibration
+    population that still skips ``effect: none`` while the certify stage runs on it."""
+    from guard.calibration.kappa import episode_cases
+    from guard.corpora.agentdojo import episode_ledger_labels, load_embedded, load_suite_policy
+
+    policy = load_suite_policy("slack")
+    assert policy.tools["get_webpage"].certified and not policy.tools["read_channel_messages"].certified
+    episodes = [
+        e for e in load_embedded("gpt-4o-2024-05-13").episodes
+        if e.meta.suite == "slack" and any(r.tool == "get_webpage" for r in e.proposals())
+    ][:5]
+    assert episodes
+    tools = {c.tool for e in episodes for c in episode_cases(policy, e, episode_ledger_labels(e))}
+    assert "get_webpage" in tools
