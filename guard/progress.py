@@ -26,6 +26,7 @@ class Progress:
         self._last = 0.0
         self._next_line = 0
         self._done = 0
+        self._printed = -1
 
     def __enter__(self) -> Callable[[int], None]:
         return self.update
@@ -54,8 +55,9 @@ class Progress:
             return
         if self.tty:
             self._redraw(done, force)
-        elif force or done >= self._next_line:
+        elif (force and done != self._printed) or done >= self._next_line:
             self._next_line = done + max(self.total // 10, 1)
+            self._printed = done
             self.stream.write(f"{self.label}: {done}/{self.total}{self._rate(done)}\n")
             self.stream.flush()
 
