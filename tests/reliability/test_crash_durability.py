@@ -183,9 +183,10 @@ def test_sigkill_at_random_points_never_loses_a_write_ahead_entry(tmp_path: Path
     assert executed > 50 and entries >= executed
     final = verify(audit)
     assert final.ok, final.describe()
-    # every tear that a later writer saw was recovered, with the truncated byte count in its entry
+    # every tear that a later writer saw was recovered, with the truncated byte count in its entry; a
+    # SIGKILL that lands inside a write tears the tail too, so kills can add recoveries, never remove them
     recovered = sum("recovered_torn_bytes" in e for e, _ in lines_with_offsets(audit))
-    assert recovered == TEAR_TRIALS - (1 if final.torn_tail else 0)
+    assert TEAR_TRIALS - (1 if final.torn_tail else 0) <= recovered <= TRIALS
     print(f"crash trials={trials} tears={tears} executed={executed} entries={entries} recovered={recovered}")
 
 
