@@ -35,13 +35,27 @@ from typing import Any
 import networkx as nx
 
 from guard.errors import InputError
+from guard.feature_index import InjectedTokens, SubstringIndex
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
-from guard.value_index import NormalizingValueIndex, ValueIndex, members
+from guard.value_index import NodeSet, NormalizingValueIndex, ValueIndex, bits_of, members, to_bits
 
-__all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "PrefixGraph", "ValueIndex", "build_graph", "members", "record_text"]
+__all__ = [
+    "E1",
+    "E2",
+    "E3",
+    "E4",
+    "NodeFacts",
+    "NodeSet",
+    "PrefixGraph",
+    "ValueIndex",
+    "bits_of",
+    "build_graph",
+    "members",
+    "record_text",
+]
 
 E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
 _PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}
@@ -74,11 +88,15 @@ class PrefixGraph:
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self._nx: nx.DiGraph = nx.DiGraph()
+        self._rules: dict[int, list[tuple[str, str, int]]] = {}
+        self._unflushed: list[int] = []
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
         index_type = NormalizingValueIndex if policy.graph.normalize else ValueIndex
         self.index = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
+        self.injected = InjectedTokens(policy.scorer.injection_window)
+        self.substrings = SubstringIndex()
         self.indexed_chars = 0
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
@@ -89,7 +107,25 @@ class PrefixGraph:
         self._reset_derived()
 
     def __len__(self) -> int:
-        return int(self.graph.number_of_nodes())
+        return len(self.records)
+
+    @property
+    def graph(self) -> nx.DiGraph:
+        """The graph as a networkx ``DiGraph`` with edge attributes ``etype``, ``types`` and ``args``.
+
+        The decision path reads the edge rules (:meth:`edge_rules`) and never this view; it is filled
+        on first access after new edges, so a decision never pays one dict entry per edge.
+        """
+        if self._unflushed:
+            succ, preds = self._nx._succ, self._nx._pred
+            for target in self._unflushed:
+                pred = preds[target]
+                for block, attrs in self._edge_data(self._rules[target]):
+                    deque(map(setitem, map(succ.__getitem__, block), repeat(target), repeat(attrs)), maxlen=0)
+                    pred.update(dict.fromkeys(block, attrs))
+            self._unflushed.clear()
+            nx._clear_cache(self._nx)
+        return self._nx
 
     def add(self, record: Record) -> None:
         """Add ``record`` and the edges into it; earlier nodes are never touched.
@@ -108,9 +144,11 @@ class PrefixGraph:
         self._order.append(record.index)
         self._newest = record.index
         self.facts[record.index] = self._facts(record, indexed, truncated=len(indexed) < len(text))
-        self.graph.add_node(record.index)
+        self._nx.add_node(record.index)
+        self._all_bits |= 1 << record.index
         if record.kind is RecordKind.USER:
             self._users.add(record.index)
+            self._user_bits |= 1 << record.index
         if type(self)._add_edge is PrefixGraph._add_edge:
             self._link(record)
         else:  # a subclass filters edges one at a time (guard.studies): the reference path
@@ -119,7 +157,16 @@ class PrefixGraph:
         if record.kind is RecordKind.PROPOSAL and record.call_id is not None:
             self._calls[record.call_id] = record.index
         self.index.add(record.index, indexed, self._identifiers(record))
+        self._index_features(record.index, indexed)
         self.indexed_chars += len(indexed)
+
+    def _index_features(self, node: int, text: str) -> None:
+        """Feed the prefix-feature indexes (:mod:`guard.feature_index`) with this record's indexed text."""
+        facts = self.facts[node]
+        if facts.injection_at and facts.trust is Trust.TOOL_UNTRUSTED:
+            self.injected.add(node, text, facts.injection_at)
+        if facts.private or facts.kind is RecordKind.USER:
+            self.substrings.add(node, text)
 
     def _admit(self, record: Record, text: str) -> str:
         """The part of ``text`` to index; refuse a proposal over a limit, cut an observed text."""
@@ -183,79 +230,104 @@ class PrefixGraph:
                         yield source, self._reuse_type(source, E3), name
 
     def _link(self, record: Record) -> None:
-        """The edges of :meth:`_incoming`, grouped per source and inserted at once (same attributes)."""
+        """The edges of :meth:`_incoming`, kept as rules: ``(type, argument, sources as a bit set)``.
+
+        A rule stands for the edges from each of its sources; the networkx view (:attr:`graph`) is
+        built from the rules when it is read, so a decision costs set operations per argument, not
+        work per edge.
+        """
         target = record.index
+        rules: list[tuple[str, str, int]] = []
+        self._rules[target] = rules
         if record.kind is RecordKind.RESULT:
             source = self._calls.get(record.call_id) if record.call_id is not None else None
             if source is not None:
-                self._insert(target, [({source}, {"etype": E1, "types": {E1}, "args": set()})])
+                rules.append((E1, "", 1 << source))
+                self._unflushed.append(target)
             return
         if record.kind is not RecordKind.PROPOSAL:
             return
         spec = self.policy.tool(record.tool or "")
         ident_args = set(spec.identifier_args) if spec else set()
-        reuse: dict[str, set[int]] = {}
-        named: dict[str, set[int]] = {}
+        reuse: dict[str, int] = {}
+        named: dict[str, int] = {}
+        index = self.index
         for name, value in record.arg_values():
-            found = self.index.span_sources(value) | self.index.token_sources(value)
+            found = index.span_bits(value) | index.token_bits(value)
             if found:
-                reuse.setdefault(name, set()).update(found)
+                reuse[name] = reuse.get(name, 0) | found
             if name in ident_args:
                 for ident in self._identifier_forms(value):
-                    holders = self.index.identifiers.get(ident)
+                    holders = index.identifier_bits(ident)
                     if holders:
-                        named.setdefault(name, set()).update(holders)
-        if reuse or named:
-            self._insert(target, self._edge_data(reuse, named))
+                        named[name] = named.get(name, 0) | holders
+        rules += [(E2, name, bits) for name, bits in reuse.items()]
+        rules += [(E3, name, bits) for name, bits in named.items()]
+        if rules:
+            self._unflushed.append(target)
 
-    def _edge_data(
-        self, reuse: dict[str, set[int]], named: dict[str, set[int]]
-    ) -> list[tuple[set[int], dict[str, Any]]]:
+    def _edge_data(self, rules: list[tuple[str, str, int]]) -> list[tuple[set[int], dict[str, Any]]]:
         """Sources partitioned by the rules that fired for them, each block with its edge attributes.
 
         The edges of one block share one attribute dict (the graph's edge data is read-only).
         """
-        rules = [(E2, n, s) for n, s in reuse.items()] + [(E3, n, s) for n, s in named.items()]
-        blocks: list[tuple[set[int], frozenset[int]]] = [(set().union(*(s for _, _, s in rules)), frozenset())]
+        if rules and rules[0][0] == E1:
+            return [(set(members(rules[0][2])), {"etype": E1, "types": {E1}, "args": set()})]
+        if not rules:
+            return []
+        blocks: list[tuple[int, frozenset[int]]] = [(reduce(or_, (b for _, _, b in rules)), frozenset())]
         for j, (_, _, members_j) in enumerate(rules):
-            split: list[tuple[set[int], frozenset[int]]] = []
+            split: list[tuple[int, frozenset[int]]] = []
             for block, fired in blocks:
                 inside = block & members_j
                 if inside:
                     split.append((inside, fired | {j}))
-                if len(inside) < len(block):
-                    split.append((block - inside, fired))
+                if inside != block:
+                    split.append((block & ~inside, fired))
             blocks = split
         out: list[tuple[set[int], dict[str, Any]]] = []
+        user_bits = self._user_bits
         for block, fired in blocks:
             kinds = {rules[j][0] for j in fired}
             args = {rules[j][1] for j in fired} - {""}
-            users = block & self._users
+            users = block & user_bits
             if users:
-                out.append((users, {"etype": E4, "types": {E4}, "args": args}))
-            others = block - users if users else block
+                out.append((set(members(users)), {"etype": E4, "types": {E4}, "args": args}))
+            others = block & ~user_bits
             if others:
                 etype = E3 if E3 in kinds else E2
-                out.append((others, {"etype": etype, "types": kinds, "args": set(args)}))
+                out.append((set(members(others)), {"etype": etype, "types": kinds, "args": set(args)}))
         return out
 
-    def _insert(self, target: int, blocks: list[tuple[set[int], dict[str, Any]]]) -> None:
-        succ, pred = self.graph._succ, self.graph._pred[target]
-        for block, attrs in blocks:
-            deque(map(setitem, map(succ.__getitem__, block), repeat(target), repeat(attrs)), maxlen=0)
-            pred.update(dict.fromkeys(block, attrs))
-        self._blocks[target] = [(block, attrs["etype"], attrs["args"]) for block, attrs in blocks]
-        nx._clear_cache(self.graph)
+    def edge_rules(self, node: int) -> list[tuple[str, str, int]]:
+        """The edges into ``node`` as rules ``(type, argument name or "", sources as a bit set)``.
+
+        Every edge into ``node`` comes from a source of some rule, and carries the argument names of
+        the rules whose sources include it (E4 when the source is a user turn: see :meth:`user_bits`).
+        """
+        rules = self._rules.get(node)
+        if rules is None:  # edges added one at a time (a subclass): one rule per edge and argument
+            rules = [
+                (data["etype"], arg, 1 << source)
+                for source, data in self.graph._pred[node].items()
+                for arg in (data["args"] or {""})
+            ]
+        return rules
 
     def edge_blocks(self, node: int) -> list[tuple[set[int], str, set[str]]]:
         """The edges into ``node`` grouped by attributes: ``(sources, primary type, argument names)``."""
-        blocks = self._blocks.get(node)
-        if blocks is None:  # edges added one at a time (a subclass): group them now
-            grouped: dict[int, tuple[set[int], str, set[str]]] = {}
-            for source, data in self.graph._pred[node].items():
-                grouped.setdefault(id(data), (set(), data["etype"], data["args"]))[0].add(source)
-            blocks = list(grouped.values())
-        return blocks
+        rules = self._rules.get(node)
+        if rules is not None:
+            return [(block, attrs["etype"], attrs["args"]) for block, attrs in self._edge_data(rules)]
+        grouped: dict[int, tuple[set[int], str, set[str]]] = {}
+        for source, data in self.graph._pred[node].items():
+            grouped.setdefault(id(data), (set(), data["etype"], data["args"]))[0].add(source)
+        return list(grouped.values())
+
+    def user_bits(self) -> int:
+        """User-turn nodes as a bit set."""
+        self._sync()
+        return self._user_bits
 
     def _identifier_forms(self, value: str) -> tuple[str, ...]:
         """The value, and with ``graph.normalize`` its normal form too."""
@@ -286,9 +358,11 @@ class PrefixGraph:
         self._anc: dict[int, int] = {}
         self._private_bits = 0
         self._tainted_bits = 0
-        self._blocks: dict[int, list[tuple[set[int], str, set[str]]]] = {}
         names = ("private", "tainted", "canary", "injection", "untrusted")
         self.flagged: dict[str, set[int]] = {name: set() for name in names}
+        self._flag_bits: dict[str, int] = dict.fromkeys(names, 0)
+        self._all_bits = to_bits(self.records)
+        self._user_bits = to_bits(n for n, r in self.records.items() if r.kind is RecordKind.USER)
 
     def _sync(self) -> None:
         """Compute ancestors, private and tainted bits of the nodes added since the last call, oldest first."""
@@ -296,25 +370,52 @@ class PrefixGraph:
             self._reset_derived()
         if self._synced == len(self._order):
             return
-        pred, anc, flagged, records = self.graph._pred, self._anc, self.flagged, self.records
+        anc, flagged, records, flag_bits = self._anc, self.flagged, self.records, self._flag_bits
         for node in self._order[self._synced :]:
-            preds = pred[node]
-            bits = reduce(or_, map(anc.__getitem__, preds), 0) | reduce(or_, map((1).__lshift__, preds), 0)
+            bits = self._closure(node)
             anc[node] = bits
             facts = self.facts[node]
-            if facts.private:
-                self._private_bits |= 1 << node
-                flagged["private"].add(node)
-            if facts.private or bits & self._private_bits:
-                self._tainted_bits |= 1 << node
-                flagged["tainted"].add(node)
-            if facts.canary:
-                flagged["canary"].add(node)
-            if facts.injection:
-                flagged["injection"].add(node)
-            if records[node].trust is Trust.TOOL_UNTRUSTED:
-                flagged["untrusted"].add(node)
+            on = {
+                "private": facts.private,
+                "tainted": facts.private or bool(bits & self._private_bits),
+                "canary": facts.canary,
+                "injection": facts.injection,
+                "untrusted": records[node].trust is Trust.TOOL_UNTRUSTED,
+            }
+            for name in (name for name, value in on.items() if value):
+                flagged[name].add(node)
+                flag_bits[name] |= 1 << node
+            self._private_bits, self._tainted_bits = flag_bits["private"], flag_bits["tainted"]
         self._synced = len(self._order)
+
+    def _pred_bits(self, node: int) -> int:
+        """The sources of the edges into ``node``, as a bit set."""
+        return reduce(or_, (bits for _, _, bits in self.edge_rules(node)), 0)
+
+    def _closure(self, node: int) -> int:
+        """Ancestors of ``node`` as a bit set, from its sources' (already computed) ancestor sets.
+
+        Newest uncovered source first: a source already among the ancestors found so far adds
+        nothing (its own ancestors are among them too), so the work is one OR per distinct lineage
+        among the sources, not one per source (a late proposal can have thousands of sources).
+        """
+        anc, bits = self._anc, 0
+        rest = self._pred_bits(node)
+        while rest:
+            top = rest.bit_length() - 1
+            bits |= anc[top] | 1 << top
+            rest &= ~bits
+        return bits
+
+    def node_bits(self) -> int:
+        """Every node of the graph as a bit set."""
+        self._sync()
+        return self._all_bits
+
+    def flagged_bits(self, flag: str) -> int:
+        """Every node with ``flag`` as a bit set (see :meth:`flagged_among`)."""
+        self._sync()
+        return self._flag_bits[flag]
 
     def ancestor_bits(self, node: int) -> int:
         """Ancestors of ``node`` as a bit set (bit ``i`` set: record ``i`` has a path to ``node``)."""
@@ -329,6 +430,11 @@ class PrefixGraph:
         """Nodes of ``nodes`` with ``flag``: ``private``, ``tainted``, ``canary``, ``injection``, ``untrusted``."""
         self._sync()
         return self.flagged[flag].intersection(nodes)
+
+    def nodes_flagged(self, flag: str) -> set[int]:
+        """Every node with ``flag`` (the graph's own set: read it, do not change it)."""
+        self._sync()
+        return self.flagged[flag]
 
     def private_bits(self) -> int:
         """Private-source nodes as a bit set."""

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from guard.graph import E4, PrefixGraph
+from guard.feature_index import SHORT_ID_MAX
+from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
-from guard.records import RecordKind, Trust
+from guard.records import RecordKind
 
 FEATURES: tuple[str, ...] = (
     "provenance_path",
@@ -33,7 +34,6 @@ FEATURES: tuple[str, ...] = (
 #: Features added for issue 16; weight 0 in METHOD §6's defaults unless a policy or a fit sets them.
 EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:]
 
-_SHORT_ID_MAX = 12
 _URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
 _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
 
@@ -52,16 +52,16 @@ class WeightedScorer:
         record = graph.records[node]
         spec = self.policy.tool(record.tool or "")
         is_sink = spec is not None and spec.kind is ToolKind.SINK
-        private = graph.flagged_among("private", selected)
-        ancestors = graph.ancestor_bits(node) if is_sink and private else 0
+        chosen = bits_of(selected)
+        private = graph.flagged_bits("private") & chosen
         return {
-            "provenance_path": any(ancestors >> p & 1 for p in private),
+            "provenance_path": is_sink and bool(graph.ancestor_bits(node) & private),
             "private_in_context": bool(private),
-            "canary": bool(graph.flagged_among("canary", selected)) or self._payload_canary(graph, node),
-            "injection_text": bool(graph.flagged_among("injection", selected)),
-            "untrusted_payload": self._untrusted_payload(graph, node, selected),
+            "canary": bool(graph.flagged_bits("canary") & chosen) or self._payload_canary(graph, node),
+            "injection_text": bool(graph.flagged_bits("injection") & chosen),
+            "untrusted_payload": self._untrusted_payload(graph, node, chosen),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
-            "injected_value": self._injected_value(graph, node, selected),
+            "injected_value": self._injected_value(graph, node, chosen),
             **self._prefix_features(graph, node, spec, is_sink),
         }
 
@@ -107,76 +107,66 @@ class WeightedScorer:
         values = [v for name, v in graph.records[node].arg_values() if name in names]
         return any(p.search(v) for p in self._canary for v in values)
 
-    def _injected_value(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
+    def _injected_value(self, graph: PrefixGraph, node: int, chosen: int) -> bool:
         """A payload value of the proposal occurs inside injection-like text of a selected untrusted record."""
         names = self._payload_args(graph, node)
         values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
         window = self.policy.scorer.injection_window
-        for source in graph.flagged_among("injection", selected):
+        sources = graph.flagged_bits("injection") & graph.flagged_bits("untrusted") & chosen
+        for source in members(sources) if values else ():
             facts = graph.facts[source]
-            if not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
-                continue
             text = graph.records[source].text
             if any(_inside(text, v, facts.injection_at, window) for v in values):
                 return True
         return False
 
-    def _untrusted_payload(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
+    def _untrusted_payload(self, graph: PrefixGraph, node: int, chosen: int) -> bool:
+        """A payload argument reuses a selected untrusted record, and no user turn names it."""
         names = self._payload_args(graph, node)
-        untrusted_selected = graph.flagged_among("untrusted", selected)
+        users, untrusted_selected = graph.user_bits(), graph.flagged_bits("untrusted") & chosen
         untrusted: set[str] = set()
         from_user: set[str] = set()
-        for sources, etype, args in graph.edge_blocks(node):
-            if etype == E4:
-                from_user |= args
-            elif not untrusted_selected.isdisjoint(sources):
-                untrusted |= args
-        return bool((untrusted - from_user) & names)
-
+        for _etype, arg, sources in graph.edge_rules(node):
+            if sources & users:
+                from_user.add(arg)
+            if sources & ~users & untrusted_selected:
+                untrusted.add(arg)
+        return bool((untrusted - from_user - {""}) & names)
 
     def _injected_short_id(self, graph: PrefixGraph, node: int) -> bool:
         """A short payload/identifier value (1-12 chars: ids, file numbers, amounts) of the proposal stands
         as a whole token inside injection-like text of any earlier untrusted record of the prefix."""
         names = self._payload_args(graph, node)
         values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
-        values = {v for v in values if 0 < len(v) <= _SHORT_ID_MAX}
-        if not values:
-            return False
-        window = self.policy.scorer.injection_window
-        for source in range(node):
-            facts = graph.facts.get(source)
-            if facts is None or not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
-                continue
-            text = graph.records[source].text
-            if any(_token_inside(text, v, facts.injection_at, window) for v in values):
-                return True
-        return False
+        return any(graph.injected.held_before(v, node) for v in values if 0 < len(v) <= SHORT_ID_MAX)
 
     def _untrusted_only_value(self, graph: PrefixGraph, node: int) -> bool:
         """A payload/identifier argument of a sink is reused from untrusted records only: no user turn,
         private or trusted record is also a source of that argument (over the whole prefix, not the selection)."""
         names = self._payload_args(graph, node)
+        untrusted_nodes = graph.flagged_bits("untrusted")
         untrusted: set[str] = set()
         other: set[str] = set()
-        for source, etype, _types, args in graph.edges_into(node):
-            if etype == E4 or graph.facts[source].trust is not Trust.TOOL_UNTRUSTED:
-                other |= args
-            else:
-                untrusted |= args
-        return bool((untrusted - other) & names)
+        for _etype, arg, sources in graph.edge_rules(node):
+            if sources & untrusted_nodes:
+                untrusted.add(arg)
+            if sources & ~untrusted_nodes:
+                other.add(arg)
+        return bool((untrusted - other - {""}) & names)
 
     def _private_in_url(self, graph: PrefixGraph, node: int) -> bool:
         """A URL in any argument carries, in its path or query, a token (>= 5 chars) of an earlier private
-        record's text that no user turn contains."""
+        record's text that no earlier user turn contains."""
         tokens: set[str] = set()
         for _name, value in graph.records[node].arg_values():
             for match in _URL.finditer(value):
                 tokens |= set(_URL_TOKEN.findall(_path_and_query(match.group(0))))
-        if not tokens:
-            return False
-        private = [graph.records[n].text for n, f in graph.facts.items() if f.private and n < node]
-        users = [graph.records[n].text for n, f in graph.facts.items() if f.kind is RecordKind.USER and n < node]
-        return any(t in text for t in tokens for text in private if not any(t in u for u in users))
+        facts = graph.facts
+        for token in tokens:
+            holders = [n for n in graph.substrings.holders(token) if n < node]
+            if any(facts[n].private for n in holders) and not any(facts[n].kind is RecordKind.USER for n in holders):
+                return True
+        return False
 
 
 def _acts(spec: ToolSpec | None) -> bool:
@@ -188,14 +178,6 @@ def _path_and_query(url: str) -> str:
     rest = url.split("://", 1)[-1]
     slash = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
     return unquote(rest[min(slash):]) if slash else ""
-
-
-def _token_inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:
-    """Whether ``value`` occurs as a whole token (not inside a longer word or number) after an injection start."""
-    pattern = re.compile(r"(?<![A-Za-z0-9])" + re.escape(value) + r"(?![A-Za-z0-9])")
-    return any(
-        any(0 <= m.start() - start <= window for start in starts) for m in pattern.finditer(text)
-    )
 
 
 def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:

@@ -10,7 +10,7 @@ import hashlib
 import random
 
 from guard.errors import PolicyError
-from guard.graph import PrefixGraph, members
+from guard.graph import NodeSet, PrefixGraph
 from guard.policy import SelectorSpec
 from guard.protocols import Selector
 
@@ -23,8 +23,8 @@ def gcarb_select(graph: PrefixGraph, node: int) -> frozenset[int]:
     """
     ancestors = graph.ancestor_bits(node)
     if graph.is_sink(node) and ancestors & graph.private_bits():
-        return frozenset(members(graph.path_bits(node)))
-    return frozenset(members(ancestors))
+        return NodeSet.of(graph.path_bits(node))
+    return NodeSet.of(ancestors)
 
 
 class GCarbSelector:

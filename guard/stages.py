@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, Decision, Reason, Verdict
+from guard.graph import NodeSet, members
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Policy, ToolKind, ToolSpec
 from guard.records import Trust, canonical_args, proposal, safe_repr
@@ -107,7 +108,7 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
         score=score,
         threshold=guard.threshold,
         features=features,
-        selected=tuple(sorted(selected)),
+        selected=tuple(members(selected.bits)) if type(selected) is NodeSet else tuple(sorted(selected)),
         proposal_index=node,
         tool=tool,
         call_id=call_id,
@@ -197,14 +198,20 @@ def select(session: Session, node: int) -> frozenset[int]:
     selected = session.guard.selector.select(session.graph, node, session.session_id)
     if not isinstance(selected, frozenset | set) or not _earlier_records(session, node, selected):
         raise TypeError(f"selector returned {type(selected).__name__} that is not a subset of the prefix")
-    return frozenset(selected)
+    return selected if type(selected) is NodeSet else frozenset(selected)
 
 
 def _earlier_records(session: Session, node: int, selected: frozenset[int] | set[int]) -> bool:
-    """Whether every member is an ``int`` record index below ``node`` (set operations, no loop per member)."""
-    if not all(issubclass(kind, int) for kind in set(map(type, selected))):
-        return False
-    return not selected or (max(selected) < node and session.graph.records.keys() >= selected)
+    """Whether every member is a record index of the session below ``node`` (set operations, no loop per member).
+
+    Membership is checked against the graph's record indices, so a member that is not one (a string,
+    a float between indices, a future record) fails; one equal to an index (``3.0``) reads that record.
+    A :class:`NodeSet` is checked on its bit set.
+    """
+    graph = session.graph
+    if type(selected) is NodeSet:
+        return not selected.bits >> node and not selected.bits & ~graph.node_bits()
+    return not selected or (graph.records.keys() >= selected and max(selected) < node)
 
 
 def score_proposal(session: Session, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:

@@ -12,6 +12,8 @@ import re
 from array import array
 from collections import defaultdict
 from collections.abc import Iterable
+from itertools import chain
+from typing import Any
 
 import numpy as np
 
@@ -23,9 +25,8 @@ _DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR 
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing), not a set: the
-    index holds millions of them, and arrays are invisible to the garbage collector, whose full
-    collections would otherwise walk them all in the middle of a decision.
+    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing), not a set: eight
+    bytes an entry, read by numpy without a loop in Python.
     """
 
     def __init__(self, patterns: Iterable[str], min_span: int) -> None:
@@ -58,35 +59,42 @@ class ValueIndex:
             posting.append(node)
             if len(posting) > _DENSE:
                 bits = self._dense.get(gram)
-                self._dense[gram] = sum(1 << n for n in set(posting)) if bits is None else bits | 1 << node
+                self._dense[gram] = array_bits([posting]) if bits is None else bits | 1 << node
 
     def span_sources(self, value: str) -> set[int]:
-        """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``.
+        """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
+        return set(members(self.span_bits(value)))
+
+    def span_bits(self, value: str) -> int:
+        """:meth:`span_sources` as a bit set.
 
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
-        k, get, dense = self.min_span, self.kgrams.get, self._dense.get
+        k, get, dense = self.min_span, self.kgrams.get, self._dense
         sparse: list[array[int]] = []
         bits = 0
         for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
             posting = get(gram)
             if posting is not None:
                 if len(posting) > _DENSE:
-                    bits |= dense(gram, 0)
+                    bits |= dense[gram]
                 else:
                     sparse.append(posting)
-        found: set[int] = set().union(*sparse)
-        if bits:
-            found.update(members(bits))
-        return found
+        return bits | array_bits(sparse) if sparse else bits
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
-        found: set[int] = set()
-        for token in self.tokens_in(value):
-            found |= self.tokens.get(token, set())
-        return found
+        return set(members(self.token_bits(value)))
+
+    def token_bits(self, value: str) -> int:
+        """:meth:`token_sources` as a bit set."""
+        get = self.tokens.get
+        return to_bits(chain.from_iterable(get(token, ()) for token in self.tokens_in(value)))
+
+    def identifier_bits(self, value: str) -> int:
+        """Nodes that name ``value`` as an identifier, as a bit set."""
+        return to_bits(self.identifiers.get(value, ()))
 
 
 class NormalizingValueIndex(ValueIndex):
@@ -101,17 +109,17 @@ class NormalizingValueIndex(ValueIndex):
         if norm != text or norm_idents != idents:
             super().add(node, norm, norm_idents)
 
-    def span_sources(self, value: str) -> set[int]:
-        """Nodes sharing a ``min_span`` span with ``value`` or with its normal form."""
-        found = super().span_sources(value)
+    def span_bits(self, value: str) -> int:
+        """Nodes sharing a ``min_span`` span with ``value`` or with its normal form (a bit set)."""
+        found = super().span_bits(value)
         norm = normalize_value(value)
-        return found | super().span_sources(norm) if norm != value else found
+        return found | super().span_bits(norm) if norm != value else found
 
-    def token_sources(self, value: str) -> set[int]:
-        """Nodes holding a whole value token of ``value`` or of its normal form."""
-        found = super().token_sources(value)
+    def token_bits(self, value: str) -> int:
+        """Nodes holding a whole value token of ``value`` or of its normal form (a bit set)."""
+        found = super().token_bits(value)
         norm = normalize_value(value)
-        return found | super().token_sources(norm) if norm != value else found
+        return found | super().token_bits(norm) if norm != value else found
 
 
 def members(bits: int) -> list[int]:
@@ -121,3 +129,50 @@ def members(bits: int) -> list[int]:
     raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
     found: list[int] = np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
     return found
+
+
+def array_bits(postings: list[array[int]]) -> int:
+    """The bit set of every node in ``postings`` (arrays of type ``q``), read as one numpy buffer."""
+    index = np.concatenate([np.frombuffer(posting, dtype=np.int64) for posting in postings])
+    return _index_bits(index)
+
+
+def to_bits(nodes: Iterable[int]) -> int:
+    """The bit set of ``nodes`` (non-negative ints): bit ``i`` set for each ``i`` in ``nodes``."""
+    return _index_bits(np.fromiter(nodes, dtype=np.int64))
+
+
+def _index_bits(index: np.ndarray[Any, np.dtype[np.int64]]) -> int:
+    if not index.size:
+        return 0
+    flags = np.zeros(int(index.max()) + 1, dtype=np.bool_)
+    flags[index] = True
+    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
+
+
+class NodeSet(frozenset[int]):
+    """A frozenset of node indices made from a bit set, which it keeps (``bits``) for set algebra.
+
+    Only :meth:`of` makes one, so ``bits`` and the members always agree.
+    """
+
+    __slots__ = ("bits",)
+    bits: int
+
+    def __new__(cls, *args: Any) -> NodeSet:
+        raise TypeError("make a NodeSet with NodeSet.of(bits)")
+
+    @classmethod
+    def of(cls, bits: int) -> NodeSet:
+        """The nodes of ``bits``."""
+        out = super().__new__(cls, members(bits))
+        out.bits = bits
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (NodeSet.of, (self.bits,))
+
+
+def bits_of(nodes: Iterable[int]) -> int:
+    """The bit set of ``nodes``: free for a :class:`NodeSet`, one pass otherwise."""
+    return nodes.bits if type(nodes) is NodeSet else to_bits(nodes)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard.graph import E1, E2, E3, E4, PrefixGraph, ValueIndex, build_graph, record_text
+from guard.graph import E1, E2, E3, E4, PrefixGraph, ValueIndex, bits_of, build_graph, record_text
 from guard.policy import Policy
 from guard.records import Trust, proposal, result, user
 from guard.runtime import Guard, Session
@@ -258,7 +258,7 @@ def _reference_features(scorer: Any, graph: _ReferenceGraph, node: int, selected
         "injection_text": any(f.injection for f in facts),
         "untrusted_payload": bool((untrusted - from_user) & names),
         "irreversible_sink": is_sink and spec is not None and spec.effect.value == "irreversible",
-        "injected_value": scorer._injected_value(graph, node, selected),
+        "injected_value": scorer._injected_value(graph, node, bits_of(selected)),
     }
 
 
