@@ -355,3 +355,13 @@ def test_normal_sessions_are_not_limited(small_policy: Policy) -> None:
     session.observe_result("c1", "x" * 30_000)
     assert session.graph.limited is None and not session.graph.facts[1].truncated
     assert session.decide("read_document", {"path": "b.md"}, "c2").allowed
+
+
+def test_a_node_set_is_made_only_from_bits() -> None:
+    """``NodeSet(...)`` is refused, so a selection's ``bits`` always equal its members (what the stage checks)."""
+    from guard.graph import NodeSet
+
+    with pytest.raises(TypeError, match="NodeSet.of"):
+        NodeSet([1, 2])
+    chosen = NodeSet.of(0b101001)
+    assert chosen == {0, 3, 5} and chosen.bits == 0b101001

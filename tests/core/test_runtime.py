@@ -58,6 +58,17 @@ class FutureSelector:
         return frozenset({node})
 
 
+class FutureNodeSetSelector:
+    """A bit-set selection holding the proposal itself (checked on its bits, not member by member)."""
+
+    name = "future-nodeset"
+
+    def select(self, graph: PrefixGraph, node: int, episode_id: str) -> frozenset[int]:
+        from guard.graph import NodeSet
+
+        return NodeSet.of(graph.ancestor_bits(node) | 1 << node)
+
+
 class RaisingScorer:
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         raise KeyError("scorer exploded")
@@ -252,6 +263,7 @@ def test_async_and_sync_agree(small_policy: Policy, leak_session: Callable[[Guar
         ({"selector": RaisingSelector()}, "RuntimeError"),
         ({"selector": ListSelector()}, "TypeError"),
         ({"selector": FutureSelector()}, "TypeError"),
+        ({"selector": FutureNodeSetSelector()}, "TypeError"),
         ({"scorer": RaisingScorer()}, "KeyError"),
         ({"scorer": StringScorer()}, "TypeError"),
         ({"scorer": NaNScorer()}, "ValueError"),
