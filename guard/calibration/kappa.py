@@ -29,21 +29,36 @@ quoting coverage.
 
 κ = the exact conformal order statistic (:func:`guard.safecommit.conformal.conformal_threshold`).
 
+**Gated population** (``--gate-artifact``).  At run time a proposal reaches SafeCommit only when
+its G-CARB score is at most the CARB threshold λ̂; a higher one escalates first.  With a gate, the
+cases are the proposals at or under the gate artifact's λ̂, and the κ artifact records that
+artifact's checksum, which a policy loading it must match.  The shipped gate was calibrated on the
+same embedded episodes, so its λ̂ depends on the cases it selects; the conformal argument holds
+given a gate fixed in advance (a λ̂ from other episodes).  ``carbguard safecommit study`` measures
+the gated coverage with λ̂ from one half and κ from the other models (leave-one-model-out).
+
+**Fingerprints.**  ``fingerprints`` cover what world scores depend on (checked at load);
+``labels_fingerprint`` covers what labels the cases (every episode's ledger labels and the source
+of :data:`LABELLING_MODULES`), recomputed by a test against the shipped artifacts.
+
 Command (writes the artifact, prints a summary)::
 
-    carbguard safecommit calibrate --alpha 0.05 --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
+    carbguard safecommit calibrate --alpha 0.05 --gate-artifact calibration_artifacts/agentdojo/pooled_a0.05.json \
+        --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib
+import inspect
 import json
 import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -55,6 +70,8 @@ from guard.records import Episode, RecordKind
 from guard.safecommit.conformal import conformal_rank, conformal_threshold
 from guard.safecommit.kappa import KAPPA_FORMAT, decode_float, encode_float, resolve_kappa, scoring_fingerprint
 from guard.safecommit.worlds import Support, build_support
+from guard.scorer import WeightedScorer
+from guard.selectors import make_selector
 
 PolicyFor = Callable[[str], Policy]
 LEGIT_KINDS = frozenset({"user", "trusted", "disposable"})
@@ -71,6 +88,45 @@ class Case:
     index: int
     truth: Literal["unsafe", "legit", "support_miss", "no_target"]
     score: float
+    gate_score: float = math.nan
+    """The proposal's G-CARB score under the policy's selector and scorer (NaN: not scored)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The CARB threshold in front of SafeCommit: κ is calibrated on the proposals it lets through."""
+
+    threshold: float
+    artifact: str
+    checksum: str
+
+    @classmethod
+    def from_artifact(cls, path: str | Path) -> Gate:
+        """The threshold and checksum of a CARB calibration artifact (checksum verified)."""
+        from guard.artifact import load_artifact
+
+        artifact = load_artifact(path)
+        return cls(artifact.threshold, Path(path).name, str(artifact.body["checksum"]))
+
+    def describe(self) -> dict[str, Any]:
+        """The artifact's ``gate`` field (policies check ``checksum`` against their CARB artifact at load)."""
+        return {"threshold": encode_float(self.threshold), "artifact": self.artifact, "checksum": self.checksum}
+
+
+#: Modules whose code decides a case's true world; their source is part of the labels fingerprint.
+LABELLING_MODULES = ("guard.calibration.kappa", "guard.ledger", "guard.ledger.rules", "guard.ledger.labels")
+
+
+def labels_fingerprint(episodes: Iterable[Episode], labels_for: Callable[[Episode], LedgerLabels] | None = None) -> str:
+    """A hash of what labels the cases: every episode's ledger labels and the labelling code's source."""
+    label = labels_for or _labels
+    digest = hashlib.sha256()
+    for episode in sorted(episodes, key=lambda e: e.episode_id):
+        row = {"episode": episode.episode_id, "labels": label(episode).model_dump(mode="json")}
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8"))
+    for name in LABELLING_MODULES:
+        digest.update(inspect.getsource(importlib.import_module(name)).encode("utf-8"))
+    return digest.hexdigest()
 
 
 # --------------------------------------------------------------------------- cases
@@ -154,6 +210,7 @@ def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> lis
         raise CalibrationError(f"policy {policy.name!r} has no safecommit section; nothing to calibrate")
     graph = PrefixGraph(policy)
     ledger = Ledger(policy, labels)
+    selector, scorer = make_selector(policy.selector), WeightedScorer(policy)
     cases = []
     for record in episode.records:
         graph.add(record)
@@ -161,15 +218,18 @@ def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> lis
         if tool is None or not tool.certified:  # the population SafeCommit certifies at run time
             continue
         support = build_support(graph, record.index, policy, spec)
-        cases.append(proposal_case(support, episode, labels, ledger, record.index))
+        gate_score, _ = scorer.score(graph, record.index, selector.select(graph, record.index, episode.episode_id))
+        cases.append(proposal_case(support, episode, labels, ledger, record.index, gate_score))
     return cases
 
 
-def proposal_case(support: Support, episode: Episode, labels: LedgerLabels, ledger: Ledger, node: int) -> Case:
-    """The case of the proposal at ``node``, given its support (the user's turns before it are read here)."""
+def proposal_case(
+    support: Support, episode: Episode, labels: LedgerLabels, ledger: Ledger, node: int, gate_score: float
+) -> Case:
+    """The case of the proposal at ``node``, given its support and G-CARB score (the user's turns are read here)."""
     user_text = normalize_text(" ".join(r.text for r in episode.records[:node] if r.kind is RecordKind.USER))
     fired = bool(list(ledger.fired(episode.records[node], labels, user_text)))
-    return true_world_case(support, episode, labels, node, user_text, fired)
+    return replace(true_world_case(support, episode, labels, node, user_text, fired), gate_score=gate_score)
 
 
 def collect_cases(
@@ -187,6 +247,14 @@ def collect_cases(
 def calibration_scores(cases: Sequence[Case]) -> list[float]:
     """q_i of the cases used for κ (legit and unsafe; not support misses or no-target proposals)."""
     return [c.score for c in cases if c.truth in ("unsafe", "legit")]
+
+
+def gated(cases: Sequence[Case], gate: float) -> list[Case]:
+    """The cases that reach SafeCommit at threshold ``gate``: G-CARB score ≤ ``gate`` (a higher one escalates)."""
+    unscored = sum(math.isnan(c.gate_score) for c in cases)
+    if unscored:
+        raise CalibrationError(f"{unscored} of {len(cases)} cases have no G-CARB score; cannot gate them")
+    return [c for c in cases if c.gate_score <= gate]
 
 
 def kappa_from_cases(cases: Sequence[Case], alpha: float) -> float:
@@ -227,12 +295,19 @@ def calibrate_kappa(
     out: str | Path | None = None,
     command: str | None = None,
     policy_for: PolicyFor = _default_policy,
+    gate: Gate | None = None,
 ) -> dict[str, Any]:
-    """κ at α from the embedded AgentDojo episodes; the artifact body (written to ``out`` if given)."""
+    """κ at α from the embedded AgentDojo episodes; the artifact body (written to ``out`` if given).
+
+    With ``gate``, only the proposals whose G-CARB score is at most the gate's threshold are cases:
+    the population that reaches SafeCommit behind that CARB threshold (METHOD §10 composed with §8).
+    """
     episodes = calibration_episodes(model, exclude_models)
     if not episodes:
         raise CalibrationError(f"no calibration episodes for model {model!r} without {list(exclude_models)}")
     cases = collect_cases(episodes, policy_for)
+    if gate is not None:
+        cases = gated(cases, gate.threshold)
     scores = sorted(calibration_scores(cases))
     kappa = conformal_threshold(scores, alpha)
     suites = sorted({e.meta.suite for e in episodes})
@@ -254,6 +329,8 @@ def calibrate_kappa(
             "with_cases": len({c.episode_id for c in cases if c.truth in ("unsafe", "legit")}),
         },
         "fingerprints": {policy_for(s).name: scoring_fingerprint(policy_for(s)) for s in suites},
+        "labels_fingerprint": labels_fingerprint(episodes),
+        "gate": gate.describe() if gate is not None else None,
         "scores": scores,
         "command": command or f"carbguard safecommit calibrate --model {model} --alpha {alpha}",
     }
@@ -277,8 +354,15 @@ def summary(body: dict[str, Any]) -> str:
             f"{cases['support_miss']} support misses, {cases['no_target']} proposals with nothing to check",
             f"per suite: {cases['per_suite']}",
             f"in-sample coverage: all {cov['all']}, unsafe {cov['unsafe']}",
+            _gate_line(body.get("gate")),
         ]
     )
+
+
+def _gate_line(gate: dict[str, Any] | None) -> str:
+    if gate is None:
+        return "gate: none (every certified proposal is a case)"
+    return f"gate: G-CARB score <= {gate['threshold']} of {gate['artifact']} (checksum {gate['checksum'][:12]})"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -287,12 +371,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, required=True)
     parser.add_argument("--model", default="all", help="embedded model, or 'all'")
     parser.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
+    parser.add_argument(
+        "--gate-artifact",
+        help="CARB artifact in front of SafeCommit: calibrate κ only on proposals with G-CARB score ≤ its threshold",
+    )
     parser.add_argument("--out", help="artifact path")
     parser.add_argument("--json", action="store_true", help="print the artifact body instead of a summary")
     args = parser.parse_args(argv)
     command = "carbguard safecommit calibrate " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
-        body = calibrate_kappa(args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command)
+        gate = Gate.from_artifact(args.gate_artifact) if args.gate_artifact else None
+        body = calibrate_kappa(
+            args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command, gate=gate
+        )
     except GuardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -302,7 +393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 __all__ = [
     "KAPPA_FORMAT",
+    "LABELLING_MODULES",
     "Case",
+    "Gate",
     "calibrate_kappa",
     "calibration_episodes",
     "calibration_scores",
@@ -310,8 +403,10 @@ __all__ = [
     "decode_float",
     "encode_float",
     "episode_cases",
+    "gated",
     "injected_values",
     "kappa_from_cases",
+    "labels_fingerprint",
     "main",
     "proposal_case",
     "resolve_kappa",

@@ -51,8 +51,18 @@ def _scoring_fingerprint(policy: Policy) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_name: str, fingerprint: str) -> float:
-    """κ from the spec: the number, the artifact's κ (α and fingerprint checked), or calibrated now."""
+def resolve_kappa(
+    spec: SafeCommitSpec,
+    resolve: Callable[[str], Path],
+    policy_name: str,
+    fingerprint: str,
+    carb_artifact: str | None = None,
+) -> float:
+    """κ from the spec: the number, the artifact's κ (α, fingerprint and gate checked), or calibrated now.
+
+    A κ artifact calibrated behind a CARB threshold (its ``gate``) is accepted only when the policy's
+    own CARB artifact (``carb_artifact``, relative to the policy) is that one, checksum for checksum.
+    """
     source = spec.kappa
     if isinstance(source, float | int):
         return float(source)
@@ -73,6 +83,7 @@ def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_n
                 f"{path}: κ artifact fingerprint for {policy_name!r} differs from the running world constructors "
                 "(tool metadata, value/injection patterns, nonconformity or worlds changed); recalibrate"
             )
+        _check_gate(body.get("gate"), path, carb_artifact, resolve)
         return decode_float(body.get("kappa"), f"{path}: kappa")
     path = resolve(source.scores)
     data = _read_json(path)
@@ -80,6 +91,21 @@ def resolve_kappa(spec: SafeCommitSpec, resolve: Callable[[str], Path], policy_n
     if not isinstance(scores, list) or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in scores):
         raise PolicyError(f"{path}: expected a JSON list of calibration scores or an object with a 'scores' list")
     return conformal_threshold([float(x) for x in scores], spec.alpha)
+
+
+def _check_gate(gate: Any, path: Path, carb_artifact: str | None, resolve: Callable[[str], Path]) -> None:
+    if gate is None:
+        return
+    if not isinstance(gate, dict) or not isinstance(gate.get("checksum"), str):
+        raise PolicyError(f"{path}: field 'gate' must be null or an object with the CARB artifact's 'checksum'")
+    where = f"{path}: κ was calibrated on the proposals under the CARB threshold of {gate.get('artifact')!r}"
+    if carb_artifact is None:
+        raise PolicyError(f"{where}, but the policy names no calibration artifact")
+    carb = _read_json(resolve(carb_artifact))
+    if not isinstance(carb, dict) or carb.get("checksum") != gate["checksum"]:
+        raise PolicyError(
+            f"{where} (checksum {gate['checksum'][:12]}), not on those of {carb_artifact!r}; recalibrate κ"
+        )
 
 
 def _read_json(path: Path) -> Any:

@@ -137,7 +137,9 @@ class PolicyCertifier:
         if kappa is not None:
             self.kappa, self.kappa_source = float(kappa), "override"
         else:
-            self.kappa = resolve_kappa(self.spec, policy.resolve, policy.name, self.fingerprint)
+            self.kappa = resolve_kappa(
+                self.spec, policy.resolve, policy.name, self.fingerprint, policy.calibration.artifact
+            )
             self.kappa_source = _describe_source(self.spec)
 
     # ----------------------------------------------------------------- decide

@@ -45,6 +45,7 @@ from guard.records import Episode, Record
 from guard.runtime import Guard
 from guard.safecommit.conformal import SmallCalibrationWarning
 from guard.safecommit.runtime import STATE_KEY, PolicyCertifier, ProposalState
+from guard.studies._kappa_gate import format_gate, gated_coverage
 
 STOPS = ("certified", "probe", "alternative", "defer", "escalate", "abstain")
 
@@ -88,7 +89,7 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
         if tool is None or not tool.certified or state is None:
             continue
         proposals.append(Proposal(ordinal, record, state, decision.verdict))
-        cases.append(proposal_case(state.support, episode, labels, ledger, record.index))
+        cases.append(proposal_case(state.support, episode, labels, ledger, record.index, _score(decision)))
     steps = {name: next((k for k, e in enumerate(trace.events) if name in e), None) for name in CATEGORIES}
     scores = EpisodeScores(
         episode_id=episode.episode_id,
@@ -206,6 +207,7 @@ def safecommit_replay_study(
             composed.append(replace(r.scores, scores=scores))
         both = assemble(composed)
         lam = carb_lambdas(gcarb, calib, alpha)
+        gate = gated_coverage([r.cases for r in replayed], cases, models, alpha, lam, test, kappa)
         out["alphas"].append(
             {
                 "alpha": alpha,
@@ -219,6 +221,7 @@ def safecommit_replay_study(
                 "gcarb_safecommit": _summary(outcomes(both, lam, test)),
                 # λ = the largest float: every finite score runs, every SafeCommit refusal (+inf) stops
                 "safecommit_only": _summary(outcomes(both, np.full(permutations, np.finfo(np.float64).max), test)),
+                "gate": gate,
             }
         )
     return out
@@ -272,6 +275,7 @@ def format_study(result: dict[str, Any]) -> str:
         lines.append(fmt("gcarb", a, row["gcarb"]))
         lines.append(fmt("gcarb+safecommit", a, row["gcarb_safecommit"]))
         lines.append(fmt("safecommit_only", a, row["safecommit_only"]))
+    lines += format_gate([row for row in result["alphas"] if "gate" in row])
     lines.append(
         f"\nsession agreement (re-decision = Session verdict at the policy's kappa): {result['session_agreement']}; "
         f"internal errors: {result['internal_errors']}"
