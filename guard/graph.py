@@ -24,63 +24,24 @@ mark the graph ``limited``; every later proposal is then refused (:class:`InputE
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from functools import reduce
-from itertools import repeat
-from operator import or_, setitem
-from typing import Any
+from operator import or_
 
 import networkx as nx
 
+from guard.edge_rules import _PRIORITY, E1, E2, E3, E4, Rule, partition, write_blocks
 from guard.errors import InputError
 from guard.feature_index import InjectedTokens, SubstringIndex
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
+from guard.node_facts import NodeFacts, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
 from guard.value_index import NodeSet, NormalizingValueIndex, ValueIndex, bits_of, members, to_bits
 
-__all__ = [
-    "E1",
-    "E2",
-    "E3",
-    "E4",
-    "NodeFacts",
-    "NodeSet",
-    "PrefixGraph",
-    "ValueIndex",
-    "bits_of",
-    "build_graph",
-    "members",
-    "record_text",
-]
-
-E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
-_PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}
-_WS = re.compile(r"\s+")
-
-
-@dataclass(frozen=True, slots=True)
-class NodeFacts:
-    """Per-node flags computed once when the node is added (the scorer reads these)."""
-
-    index: int
-    kind: RecordKind
-    trust: Trust
-    private: bool
-    injection: bool
-    canary: bool
-    injection_at: tuple[int, ...] = ()
-    truncated: bool = False
-
-
-def record_text(record: Record) -> str:
-    """The text a record contributes to the index: its text, or a proposal's argument values."""
-    if record.kind is RecordKind.PROPOSAL:
-        return "\n".join(value for _, value in record.arg_values())
-    return record.text
+__all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
+__all__ += ["bits_of", "build_graph", "members", "record_text"]
 
 
 class PrefixGraph:
@@ -89,7 +50,7 @@ class PrefixGraph:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._nx: nx.DiGraph = nx.DiGraph()
-        self._rules: dict[int, list[tuple[str, str, int]]] = {}
+        self._rules: dict[int, list[Rule]] = {}
         self._unflushed: list[int] = []
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
@@ -117,12 +78,8 @@ class PrefixGraph:
         on first access after new edges, so a decision never pays one dict entry per edge.
         """
         if self._unflushed:
-            succ, preds = self._nx._succ, self._nx._pred
             for target in self._unflushed:
-                pred = preds[target]
-                for block, attrs in self._edge_data(self._rules[target]):
-                    deque(map(setitem, map(succ.__getitem__, block), repeat(target), repeat(attrs)), maxlen=0)
-                    pred.update(dict.fromkeys(block, attrs))
+                write_blocks(self._nx, target, partition(self._rules[target], self._user_bits))
             self._unflushed.clear()
             nx._clear_cache(self._nx)
         return self._nx
@@ -192,17 +149,7 @@ class PrefixGraph:
         return text[:keep]
 
     def _facts(self, record: Record, text: str, truncated: bool = False) -> NodeFacts:
-        injection_at = tuple(sorted(m.start() for p in self._injection for m in p.finditer(text)))
-        return NodeFacts(
-            index=record.index,
-            kind=record.kind,
-            trust=record.trust,
-            private=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_PRIVATE,
-            injection=bool(injection_at),
-            injection_at=injection_at,
-            canary=any(p.search(text) for p in self._canary),
-            truncated=truncated,
-        )
+        return node_facts(record, text, self._injection, self._canary, truncated)
 
     def _identifiers(self, record: Record) -> list[str]:
         if record.kind is not RecordKind.PROPOSAL or record.tool is None:
@@ -237,7 +184,7 @@ class PrefixGraph:
         work per edge.
         """
         target = record.index
-        rules: list[tuple[str, str, int]] = []
+        rules: list[Rule] = []
         self._rules[target] = rules
         if record.kind is RecordKind.RESULT:
             source = self._calls.get(record.call_id) if record.call_id is not None else None
@@ -266,40 +213,7 @@ class PrefixGraph:
         if rules:
             self._unflushed.append(target)
 
-    def _edge_data(self, rules: list[tuple[str, str, int]]) -> list[tuple[set[int], dict[str, Any]]]:
-        """Sources partitioned by the rules that fired for them, each block with its edge attributes.
-
-        The edges of one block share one attribute dict (the graph's edge data is read-only).
-        """
-        if rules and rules[0][0] == E1:
-            return [(set(members(rules[0][2])), {"etype": E1, "types": {E1}, "args": set()})]
-        if not rules:
-            return []
-        blocks: list[tuple[int, frozenset[int]]] = [(reduce(or_, (b for _, _, b in rules)), frozenset())]
-        for j, (_, _, members_j) in enumerate(rules):
-            split: list[tuple[int, frozenset[int]]] = []
-            for block, fired in blocks:
-                inside = block & members_j
-                if inside:
-                    split.append((inside, fired | {j}))
-                if inside != block:
-                    split.append((block & ~inside, fired))
-            blocks = split
-        out: list[tuple[set[int], dict[str, Any]]] = []
-        user_bits = self._user_bits
-        for block, fired in blocks:
-            kinds = {rules[j][0] for j in fired}
-            args = {rules[j][1] for j in fired} - {""}
-            users = block & user_bits
-            if users:
-                out.append((set(members(users)), {"etype": E4, "types": {E4}, "args": args}))
-            others = block & ~user_bits
-            if others:
-                etype = E3 if E3 in kinds else E2
-                out.append((set(members(others)), {"etype": etype, "types": kinds, "args": set(args)}))
-        return out
-
-    def edge_rules(self, node: int) -> list[tuple[str, str, int]]:
+    def edge_rules(self, node: int) -> list[Rule]:
         """The edges into ``node`` as rules ``(type, argument name or "", sources as a bit set)``.
 
         Every edge into ``node`` comes from a source of some rule, and carries the argument names of
@@ -318,7 +232,7 @@ class PrefixGraph:
         """The edges into ``node`` grouped by attributes: ``(sources, primary type, argument names)``."""
         rules = self._rules.get(node)
         if rules is not None:
-            return [(block, attrs["etype"], attrs["args"]) for block, attrs in self._edge_data(rules)]
+            return [(block, attrs["etype"], attrs["args"]) for block, attrs in partition(rules, self._user_bits)]
         grouped: dict[int, tuple[set[int], str, set[str]]] = {}
         for source, data in self.graph._pred[node].items():
             grouped.setdefault(id(data), (set(), data["etype"], data["args"]))[0].add(source)
@@ -413,7 +327,7 @@ class PrefixGraph:
         return self._all_bits
 
     def flagged_bits(self, flag: str) -> int:
-        """Every node with ``flag`` as a bit set (see :meth:`flagged_among`)."""
+        """Nodes with ``flag`` (``private``, ``tainted``, ``canary``, ``injection``, ``untrusted``) as a bit set."""
         self._sync()
         return self._flag_bits[flag]
 
@@ -425,16 +339,6 @@ class PrefixGraph:
     def path_bits(self, node: int) -> int:
         """Ancestors of ``node`` that are private sources or descend from one (G-CARB's path nodes)."""
         return self.ancestor_bits(node) & self._tainted_bits
-
-    def flagged_among(self, flag: str, nodes: Iterable[int]) -> set[int]:
-        """Nodes of ``nodes`` with ``flag``: ``private``, ``tainted``, ``canary``, ``injection``, ``untrusted``."""
-        self._sync()
-        return self.flagged[flag].intersection(nodes)
-
-    def nodes_flagged(self, flag: str) -> set[int]:
-        """Every node with ``flag`` (the graph's own set: read it, do not change it)."""
-        self._sync()
-        return self.flagged[flag]
 
     def private_bits(self) -> int:
         """Private-source nodes as a bit set."""

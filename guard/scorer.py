@@ -113,11 +113,14 @@ class WeightedScorer:
         values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
         window = self.policy.scorer.injection_window
         sources = graph.flagged_bits("injection") & graph.flagged_bits("untrusted") & chosen
-        for source in members(sources) if values else ():
-            facts = graph.facts[source]
-            text = graph.records[source].text
-            if any(_inside(text, v, facts.injection_at, window) for v in values):
-                return True
+        k = graph.index.min_span
+        for value in values if sources else ():
+            # a record holding the value holds its first k-gram: look only there (its text is indexed whole,
+            # since a cut text makes the graph limited and every later proposal is refused before scoring)
+            candidates = sources if len(value) < k else sources & graph.index.gram_bits(value[:k])
+            for source in members(candidates):
+                if _inside(graph.records[source].text, value, graph.facts[source].injection_at, window):
+                    return True
         return False
 
     def _untrusted_payload(self, graph: PrefixGraph, node: int, chosen: int) -> bool:

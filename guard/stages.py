@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, Decision, Reason, Verdict
-from guard.graph import NodeSet, members
+from guard.graph import NodeSet
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.policy import Policy, ToolKind, ToolSpec
 from guard.records import Trust, canonical_args, proposal, safe_repr
@@ -108,7 +108,7 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
         score=score,
         threshold=guard.threshold,
         features=features,
-        selected=tuple(members(selected.bits)) if type(selected) is NodeSet else tuple(sorted(selected)),
+        selected=selected.ordered if type(selected) is NodeSet else tuple(sorted(selected)),
         proposal_index=node,
         tool=tool,
         call_id=call_id,

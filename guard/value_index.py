@@ -2,8 +2,9 @@
 
 :class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span or a whole value
 token with this value"; :class:`NormalizingValueIndex` also indexes and looks up normal forms
-(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes also keeps them as an integer
-bit set, so a lookup costs one OR for it however many records hold it.
+(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes also keeps most of them as an
+integer bit set, folded in by lookups, so a lookup costs one OR for it however many records hold it
+and indexing a record only appends.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from guard.normalize import normalize_value
 
 _DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR per lookup)
+_REFOLD = 256  # loose entries of such a k-gram beyond which a lookup folds them into its bit set
 
 
 class ValueIndex:
@@ -35,7 +37,7 @@ class ValueIndex:
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.kgrams: dict[str, array[int]] = {}
-        self._dense: dict[str, int] = {}
+        self._dense: dict[str, tuple[int, int]] = {}  # popular k-gram → (bit set, entries folded into it)
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``."""
@@ -55,11 +57,8 @@ class ValueIndex:
             posting = kgrams.get(gram)
             if posting is None:
                 kgrams[gram] = array("q", (node,))
-                continue
-            posting.append(node)
-            if len(posting) > _DENSE:
-                bits = self._dense.get(gram)
-                self._dense[gram] = array_bits([posting]) if bits is None else bits | 1 << node
+            else:
+                posting.append(node)
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -71,17 +70,42 @@ class ValueIndex:
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
-        k, get, dense = self.min_span, self.kgrams.get, self._dense
-        sparse: list[array[int]] = []
+        k, get = self.min_span, self.kgrams.get
+        joined = array("q")
         bits = 0
         for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
             posting = get(gram)
             if posting is not None:
-                if len(posting) > _DENSE:
-                    bits |= dense[gram]
-                else:
-                    sparse.append(posting)
-        return bits | array_bits(sparse) if sparse else bits
+                bits |= self._collect(gram, posting, joined)
+        return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
+
+    def _collect(self, gram: str, posting: array[int], joined: array[int]) -> int:
+        """Add the posting's entries not yet in its bit set to ``joined``; return that bit set.
+
+        A posting of at most ``_DENSE`` entries has no bit set (all its entries go to ``joined``); a
+        longer one keeps a bit set of its first entries and folds the rest in once they pass
+        ``_REFOLD``, so a lookup reads at most ``_REFOLD`` loose entries per k-gram and indexing a
+        record only appends.
+        """
+        if len(posting) <= _DENSE:
+            joined.extend(posting)
+            return 0
+        bits, folded = self._dense.get(gram, (0, 0))
+        if len(posting) - folded > _REFOLD:
+            bits |= _index_bits(np.frombuffer(posting, dtype=np.int64)[folded:])
+            folded = len(posting)
+            self._dense[gram] = (bits, folded)
+        joined.frombytes(memoryview(posting).cast("B")[folded * posting.itemsize :])
+        return bits
+
+    def gram_bits(self, gram: str) -> int:
+        """The nodes whose indexed text holds the k-gram ``gram``, as a bit set."""
+        posting = self.kgrams.get(gram)
+        if posting is None:
+            return 0
+        joined = array("q")
+        bits = self._collect(gram, posting, joined)
+        return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -131,12 +155,6 @@ def members(bits: int) -> list[int]:
     return found
 
 
-def array_bits(postings: list[array[int]]) -> int:
-    """The bit set of every node in ``postings`` (arrays of type ``q``), read as one numpy buffer."""
-    index = np.concatenate([np.frombuffer(posting, dtype=np.int64) for posting in postings])
-    return _index_bits(index)
-
-
 def to_bits(nodes: Iterable[int]) -> int:
     """The bit set of ``nodes`` (non-negative ints): bit ``i`` set for each ``i`` in ``nodes``."""
     return _index_bits(np.fromiter(nodes, dtype=np.int64))
@@ -153,11 +171,12 @@ def _index_bits(index: np.ndarray[Any, np.dtype[np.int64]]) -> int:
 class NodeSet(frozenset[int]):
     """A frozenset of node indices made from a bit set, which it keeps (``bits``) for set algebra.
 
-    Only :meth:`of` makes one, so ``bits`` and the members always agree.
+    Only :meth:`of` makes one, so ``bits``, ``ordered`` (the members ascending) and the members agree.
     """
 
-    __slots__ = ("bits",)
+    __slots__ = ("bits", "ordered")
     bits: int
+    ordered: tuple[int, ...]
 
     def __new__(cls, *args: Any) -> NodeSet:
         raise TypeError("make a NodeSet with NodeSet.of(bits)")
@@ -165,8 +184,9 @@ class NodeSet(frozenset[int]):
     @classmethod
     def of(cls, bits: int) -> NodeSet:
         """The nodes of ``bits``."""
-        out = super().__new__(cls, members(bits))
-        out.bits = bits
+        ordered = members(bits)
+        out = super().__new__(cls, ordered)
+        out.bits, out.ordered = bits, tuple(ordered)
         return out
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -41,7 +41,7 @@ the gated coverage with λ̂ from one half and κ from the other models (leave-o
 ``labels_fingerprint`` covers what labels the cases (every episode's ledger labels and the source
 of :data:`LABELLING_MODULES`), recomputed by a test against the shipped artifacts.
 
-Command (writes the artifact, prints a summary)::
+Command (writes the artifact, prints a summary; :mod:`guard.calibration.kappa_cli`)::
 
     carbguard safecommit calibrate --alpha 0.05 --gate-artifact calibration_artifacts/agentdojo/pooled_a0.05.json \
         --out calibration_artifacts/safecommit/agentdojo_kappa_a0.05.json
@@ -49,20 +49,18 @@ Command (writes the artifact, prints a summary)::
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import inspect
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from guard.errors import CalibrationError, GuardError
+from guard.errors import CalibrationError
 from guard.graph import PrefixGraph
 from guard.ledger import Ledger, LedgerLabels, normalize_text
 from guard.policy import Policy
@@ -342,55 +340,6 @@ def calibrate_kappa(
     return body
 
 
-def summary(body: dict[str, Any]) -> str:
-    """A few lines: α, n, r, κ, case counts, coverage."""
-    cases, cov = body["cases"], body["coverage_in_sample"]
-    return "\n".join(
-        [
-            f"alpha={body['alpha']} n={body['n']} r={body['r']} kappa={body['kappa']}",
-            f"episodes: {body['episodes']['count']} ({', '.join(body['episodes']['models'])}); "
-            f"{body['episodes']['with_cases']} with calibration cases",
-            f"cases: {cases['used']} used ({cases['unsafe']} unsafe, {cases['legit']} legit); "
-            f"{cases['support_miss']} support misses, {cases['no_target']} proposals with nothing to check",
-            f"per suite: {cases['per_suite']}",
-            f"in-sample coverage: all {cov['all']}, unsafe {cov['unsafe']}",
-            _gate_line(body.get("gate")),
-        ]
-    )
-
-
-def _gate_line(gate: dict[str, Any] | None) -> str:
-    if gate is None:
-        return "gate: none (every certified proposal is a case)"
-    return f"gate: G-CARB score <= {gate['threshold']} of {gate['artifact']} (checksum {gate['checksum'][:12]})"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``carbguard safecommit calibrate --alpha A [--model M] [--exclude-model M ...] [--out FILE] [--json]``."""
-    parser = argparse.ArgumentParser(prog="carbguard safecommit calibrate", description=__doc__.split("\n")[0])
-    parser.add_argument("--alpha", type=float, required=True)
-    parser.add_argument("--model", default="all", help="embedded model, or 'all'")
-    parser.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
-    parser.add_argument(
-        "--gate-artifact",
-        help="CARB artifact in front of SafeCommit: calibrate κ only on proposals with G-CARB score ≤ its threshold",
-    )
-    parser.add_argument("--out", help="artifact path")
-    parser.add_argument("--json", action="store_true", help="print the artifact body instead of a summary")
-    args = parser.parse_args(argv)
-    command = "carbguard safecommit calibrate " + " ".join(sys.argv[1:] if argv is None else argv)
-    try:
-        gate = Gate.from_artifact(args.gate_artifact) if args.gate_artifact else None
-        body = calibrate_kappa(
-            args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command, gate=gate
-        )
-    except GuardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(body, indent=1, sort_keys=True) if args.json else summary(body))
-    return 0
-
-
 __all__ = [
     "KAPPA_FORMAT",
     "LABELLING_MODULES",
@@ -407,13 +356,8 @@ __all__ = [
     "injected_values",
     "kappa_from_cases",
     "labels_fingerprint",
-    "main",
     "proposal_case",
     "resolve_kappa",
     "scoring_fingerprint",
-    "summary",
     "true_world_case",
 ]
-
-if __name__ == "__main__":
-    raise SystemExit(main())

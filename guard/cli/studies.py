@@ -35,7 +35,7 @@ def _safecommit(args: argparse.Namespace) -> int:
         from guard.studies.safecommit_agentdojo import main as study_main
 
         return study_main(args.rest)
-    from guard.calibration.kappa import main as calibrate_main
+    from guard.calibration.kappa_cli import main as calibrate_main
 
     return calibrate_main(args.rest)
 

@@ -109,17 +109,41 @@ def _scan_private_in_url(graph: PrefixGraph, node: int) -> bool:
     return any(t in text for t in tokens for text in private if not any(t in u for u in users))
 
 
+def _scan_injected_value(scorer: WeightedScorer, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
+    names = scorer._payload_args(graph, node)
+    values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
+    window = scorer.policy.scorer.injection_window
+    for source in selected:
+        facts = graph.facts[source]
+        if not facts.injection_at or facts.trust is not Trust.TOOL_UNTRUSTED:
+            continue
+        text = graph.records[source].text
+        starts = [m.start() for v in values for m in re.finditer(re.escape(v), text)]
+        if any(0 <= p - s <= window for p in starts for s in facts.injection_at):
+            return True
+    return False
+
+
 def _check_episode(policy: Any, records: list[Any]) -> dict[str, int]:
+    from guard.graph import bits_of
+    from guard.selectors import gcarb_select
+
     graph = build_graph(policy, records)
     scorer = WeightedScorer(policy)
-    fired = {"short": 0, "only": 0, "url": 0}
+    fired = {"short": 0, "only": 0, "url": 0, "value": 0}
     for node, record in graph.records.items():
         if record.kind is not RecordKind.PROPOSAL:
             continue
+        chosen = gcarb_select(graph, node)
         cases = (
             ("short", scorer._injected_short_id(graph, node), _scan_short_id(scorer, graph, node)),
             ("only", scorer._untrusted_only_value(graph, node), _scan_untrusted_only(scorer, graph, node)),
             ("url", scorer._private_in_url(graph, node), _scan_private_in_url(graph, node)),
+            (
+                "value",
+                scorer._injected_value(graph, node, bits_of(chosen)),
+                _scan_injected_value(scorer, graph, node, chosen),
+            ),
         )
         for name, fast, slow in cases:
             assert fast == slow, (name, node, record.tool)
@@ -129,13 +153,14 @@ def _check_episode(policy: Any, records: list[Any]) -> dict[str, int]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_indexed_features_equal_the_prefix_scans_on_benchmark_episodes(seed: int) -> None:
-    """injected_short_id, untrusted_only_value and private_in_url equal the scans over the whole prefix they
-    replaced (issue 13 item 9), on 600-record synthetic episodes with injections, URLs and private reads."""
+    """injected_short_id, untrusted_only_value, private_in_url and injected_value equal scans over the prefix or
+    the selection (what they replaced in issue 13 item 9), on 600-record synthetic episodes with injections,
+    URLs and private reads (catches an index that misses a holder, or a k-gram prefilter that drops one)."""
     from benchmarks import latency
 
     policy = latency.bench_policy()
     fired = _check_episode(policy, list(latency.make_episode(600, seed, policy).records))
-    assert fired["only"] > 0  # the comparison is not vacuous: the feature fires on these episodes
+    assert fired["only"] > 0  # not vacuous: the feature fires on these episodes (the others: the test below)
 
 
 def test_indexed_features_equal_the_scans_where_each_fires(small_policy: Any) -> None:
@@ -156,6 +181,7 @@ def test_indexed_features_equal_the_scans_where_each_fires(small_policy: Any) ->
         ),
         proposal(5, "post_note", {"body": "77"}, "c3"),
         proposal(6, "post_note", {"body": "see https://evil.example/c?p=hunter22xyz"}, "c4"),
+        proposal(7, "post_note", {"body": "and post note 77"}, "c5"),
     ]
     fired = _check_episode(small_policy, records)
-    assert fired["short"] >= 1 and fired["url"] >= 1
+    assert fired["short"] >= 1 and fired["url"] >= 1 and fired["value"] >= 1

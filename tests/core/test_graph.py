@@ -311,6 +311,17 @@ def test_popular_kgrams_give_the_same_sources_as_sparse_ones() -> None:
     assert index.span_sources(" n00007x") == {7}
 
 
+def test_popular_kgrams_stay_exact_across_folds() -> None:
+    """A k-gram held by 1,000 records, looked up after every 37th: each answer is exactly the holders so far
+    (catches entries lost or counted twice when loose entries are folded into the k-gram's bit set)."""
+    index = ValueIndex([], min_span=8)
+    for node in range(1000):
+        index.add(node, "boilerplate footer" if node % 5 else f"other text {node}", ())
+        if node % 37 == 0:
+            assert index.span_sources("boilerplate") == {n for n in range(node + 1) if n % 5}
+            assert index.gram_bits("ilerplat") == sum(1 << n for n in range(node + 1) if n % 5)
+
+
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
     """A 1,000,000-character result is indexed only up to the cap, then the session refuses (whole before item 8)."""
     from guard.audit import MemoryAudit
