@@ -2,9 +2,8 @@
 
 :class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span or a whole value
 token with this value"; :class:`NormalizingValueIndex` also indexes and looks up normal forms
-(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes also keeps most of them as an
-integer bit set, folded in by lookups, so a lookup costs one OR for it however many records hold it
-and indexing a record only appends.
+(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes also keeps them as an integer
+bit set, so a lookup costs one OR for it however many records hold it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import numpy as np
 from guard.normalize import normalize_value
 
 _DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR per lookup)
-_REFOLD = 256  # loose entries of such a k-gram beyond which a lookup folds them into its bit set
 
 
 class ValueIndex:
@@ -37,7 +35,7 @@ class ValueIndex:
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.kgrams: dict[str, array[int]] = {}
-        self._dense: dict[str, tuple[int, int]] = {}  # popular k-gram → (bit set, entries folded into it)
+        self._dense: dict[str, int] = {}
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``."""
@@ -52,13 +50,16 @@ class ValueIndex:
             self.identifiers[token].add(node)
         for ident in identifiers:
             self.identifiers[ident].add(node)
-        k, kgrams = self.min_span, self.kgrams
+        k, kgrams, dense, one = self.min_span, self.kgrams, self._dense, 1 << node
         for gram in {text[i : i + k] for i in range(len(text) - k + 1)}:
             posting = kgrams.get(gram)
             if posting is None:
                 kgrams[gram] = array("q", (node,))
-            else:
-                posting.append(node)
+                continue
+            posting.append(node)
+            if len(posting) > _DENSE:
+                bits = dense.get(gram)
+                dense[gram] = _index_bits(np.frombuffer(posting, dtype=np.int64)) if bits is None else bits | one
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -70,42 +71,26 @@ class ValueIndex:
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
-        k, get = self.min_span, self.kgrams.get
+        k, get, dense = self.min_span, self.kgrams.get, self._dense
         joined = array("q")
         bits = 0
         for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
             posting = get(gram)
             if posting is not None:
-                bits |= self._collect(gram, posting, joined)
+                if len(posting) > _DENSE:
+                    bits |= dense[gram]
+                else:
+                    joined.extend(posting)
         return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
-
-    def _collect(self, gram: str, posting: array[int], joined: array[int]) -> int:
-        """Add the posting's entries not yet in its bit set to ``joined``; return that bit set.
-
-        A posting of at most ``_DENSE`` entries has no bit set (all its entries go to ``joined``); a
-        longer one keeps a bit set of its first entries and folds the rest in once they pass
-        ``_REFOLD``, so a lookup reads at most ``_REFOLD`` loose entries per k-gram and indexing a
-        record only appends.
-        """
-        if len(posting) <= _DENSE:
-            joined.extend(posting)
-            return 0
-        bits, folded = self._dense.get(gram, (0, 0))
-        if len(posting) - folded > _REFOLD:
-            bits |= _index_bits(np.frombuffer(posting, dtype=np.int64)[folded:])
-            folded = len(posting)
-            self._dense[gram] = (bits, folded)
-        joined.frombytes(memoryview(posting).cast("B")[folded * posting.itemsize :])
-        return bits
 
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram``, as a bit set."""
         posting = self.kgrams.get(gram)
         if posting is None:
             return 0
-        joined = array("q")
-        bits = self._collect(gram, posting, joined)
-        return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
+        if len(posting) > _DENSE:
+            return self._dense[gram]
+        return _index_bits(np.frombuffer(posting, dtype=np.int64))
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""

@@ -311,9 +311,9 @@ def test_popular_kgrams_give_the_same_sources_as_sparse_ones() -> None:
     assert index.span_sources(" n00007x") == {7}
 
 
-def test_popular_kgrams_stay_exact_across_folds() -> None:
+def test_popular_kgrams_stay_exact_across_the_switch_to_a_bit_set() -> None:
     """A k-gram held by 1,000 records, looked up after every 37th: each answer is exactly the holders so far
-    (catches entries lost or counted twice when loose entries are folded into the k-gram's bit set)."""
+    (catches entries lost when a k-gram held by more than 64 records switches to a bit set)."""
     index = ValueIndex([], min_span=8)
     for node in range(1000):
         index.add(node, "boilerplate footer" if node % 5 else f"other text {node}", ())
