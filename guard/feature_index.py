@@ -12,12 +12,17 @@ is added to the graph, so a decision costs lookups in the size of the proposal i
 
 from __future__ import annotations
 
+import re
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 
 SHORT_ID_MAX = 12
 GRAM = 5
-_ALNUM = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+
+
+_STARTS = re.compile(r"(?<![A-Za-z0-9])\S")  # a token may begin here: no letter or digit just before
+_ENDS = re.compile(r"\S(?![A-Za-z0-9])")  # and end after this character: no letter or digit just after
 
 
 def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SHORT_ID_MAX) -> set[str]:
@@ -25,15 +30,20 @@ def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SH
     stands as a whole token (no ASCII letter or digit just before ``p`` or at ``e``) and neither begins
     nor ends with whitespace."""
     n = len(text)
-    positions: set[int] = set()
-    for start in starts:
-        positions.update(range(max(0, start), min(n, start + window + 1)))
+    spans = sorted((max(0, s), min(n, s + window + 1)) for s in starts)
+    covered: list[tuple[int, int]] = []
+    for lo, hi in spans:  # the windows, merged
+        if covered and lo <= covered[-1][1]:
+            covered[-1] = (covered[-1][0], max(covered[-1][1], hi))
+        elif lo < hi:
+            covered.append((lo, hi))
     found: set[str] = set()
-    for p in positions:
-        if text[p].isspace() or (p > 0 and text[p - 1] in _ALNUM):
-            continue
-        for e in range(p + 1, min(n, p + longest) + 1):
-            if (e == n or text[e] not in _ALNUM) and not text[e - 1].isspace():
+    for lo, hi in covered:
+        ends = [m.end() for m in _ENDS.finditer(text, lo, min(n, hi + longest + 1))]
+        for match in _STARTS.finditer(text, lo, hi):
+            p = match.start()
+            first = bisect_right(ends, p)
+            for e in ends[first : bisect_right(ends, p + longest)]:
                 found.add(text[p:e])
     return found
 

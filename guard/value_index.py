@@ -20,6 +20,7 @@ import numpy as np
 from guard.normalize import normalize_value
 
 _DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR per lookup)
+_FEW = 24  # bit sets of at most this many members are converted in Python: numpy's overhead is larger
 
 
 class ValueIndex:
@@ -135,6 +136,13 @@ def members(bits: int) -> list[int]:
     """The positions of the set bits of ``bits``, ascending."""
     if not bits:
         return []
+    if bits.bit_count() <= _FEW:  # a few members: peel off the lowest set bit (numpy costs more here)
+        found_few = []
+        while bits:
+            low = bits & -bits
+            found_few.append(low.bit_length() - 1)
+            bits ^= low
+        return found_few
     raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
     found: list[int] = np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
     return found
@@ -142,12 +150,23 @@ def members(bits: int) -> list[int]:
 
 def to_bits(nodes: Iterable[int]) -> int:
     """The bit set of ``nodes`` (non-negative ints): bit ``i`` set for each ``i`` in ``nodes``."""
+    if isinstance(nodes, set | frozenset | list | tuple | array) and len(nodes) <= _FEW:
+        return _few_bits(nodes)
     return _index_bits(np.fromiter(nodes, dtype=np.int64))
 
 
+def _few_bits(nodes: Iterable[int]) -> int:
+    bits = 0
+    for node in nodes:
+        if node < 0:
+            raise ValueError(f"negative node index {node}")
+        bits |= 1 << node
+    return bits
+
+
 def _index_bits(index: np.ndarray[Any, np.dtype[np.int64]]) -> int:
-    if not index.size:
-        return 0
+    if index.size <= _FEW:
+        return _few_bits(index.tolist())
     flags = np.zeros(int(index.max()) + 1, dtype=np.bool_)
     flags[index] = True
     return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")

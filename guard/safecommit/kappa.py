@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,21 @@ def _check_gate(gate: Any, path: Path, carb_artifact: str | None, resolve: Calla
 
 
 def _read_json(path: Path) -> Any:
+    """The file's JSON, parsed once per version of the file (read-only: callers must not change it).
+
+    Replay builds a certifier per episode; without the cache each would parse the κ artifact again.
+    """
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        stat = path.stat()
+    except OSError as exc:
+        raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
+    return _parsed(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=32)
+def _parsed(path: str, mtime_ns: int, size: int) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:

@@ -376,3 +376,14 @@ def test_a_node_set_is_made_only_from_bits() -> None:
         NodeSet([1, 2])
     chosen = NodeSet.of(0b101001)
     assert chosen == {0, 3, 5} and chosen.bits == 0b101001
+
+
+@given(nodes=st.sets(st.integers(0, 3000), max_size=80))
+def test_bit_sets_round_trip_on_both_sides_of_the_small_set_path(nodes: set[int]) -> None:
+    """``to_bits`` / ``members`` agree with a plain sum and sort, for sets under and over the size where the
+    conversion switches from Python to numpy (catches an off-by-one in either path)."""
+    from guard.value_index import members, to_bits
+
+    bits = to_bits(nodes)
+    assert bits == sum(1 << n for n in nodes)
+    assert members(bits) == sorted(nodes) == members(to_bits(list(nodes)))
