@@ -372,7 +372,7 @@ def test_a_node_set_is_made_only_from_bits() -> None:
     """``NodeSet(...)`` is refused, so a selection's ``bits`` always equal its members (what the stage checks)."""
     from guard.graph import NodeSet
 
-    with pytest.raises(TypeError, match="NodeSet.of"):
+    with pytest.raises(TypeError, match=r"NodeSet\.of"):
         NodeSet([1, 2])
     chosen = NodeSet.of(0b101001)
     assert chosen == {0, 3, 5} and chosen.bits == 0b101001

@@ -47,7 +47,7 @@ def test_gated_kappa_and_coverage_equal_a_hand_computation() -> None:
     assert out["n"] == 2
     assert out["gated_all"] == sum(s <= {"a": kappa_a, "b": kappa_b}[m] for s, m, _ in held) / 2
     assert out["ungated_all"] == sum(s <= ungated[m] for s, m, _ in held) / 2 == 0.5
-    assert out["ungated_unsafe"] == 0.0 and out["gated_unsafe"] == float(12.0 <= kappa_a)
+    assert out["ungated_unsafe"] == 0.0 and out["gated_unsafe"] == float(kappa_a >= 12.0)
     assert out["lambda_mean"] == 0.5
 
 
