@@ -238,6 +238,11 @@ class PrefixGraph:
             grouped.setdefault(id(data), (set(), data["etype"], data["args"]))[0].add(source)
         return list(grouped.values())
 
+    def has_user_source(self, node: int) -> bool:
+        """Whether an edge into ``node`` comes from a user turn (an E4 edge), read from the rules."""
+        users = self.user_bits()
+        return any(bits & users for _, _, bits in self.edge_rules(node))
+
     def user_bits(self) -> int:
         """User-turn nodes as a bit set."""
         self._sync()

@@ -338,7 +338,8 @@ def _edges_in(session: Session, node: int) -> list[list[Any]]:
     """``[source index, edge type]`` of every edge into the proposal (for reports)."""
     if node < 0 or node not in session.graph.records:
         return []
-    return sorted([source, etype] for source, etype, _, _ in session.graph.edges_into(node))
+    blocks = session.graph.edge_blocks(node)  # from the edge rules: no networkx view on the decision path
+    return sorted([source, etype] for sources, etype, _ in blocks for source in sources)
 
 
 def _finite_or_text(value: float | None) -> float | str | None:

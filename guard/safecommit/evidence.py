@@ -54,7 +54,7 @@ def _delegated(graph: PrefixGraph, result_index: int) -> bool:
     for index in range(result_index - 1, -1, -1):
         record = graph.records.get(index)
         if record is not None and record.kind is RecordKind.PROPOSAL and record.call_id == call_id:
-            return any("E4" in types for _, _, types, _ in graph.edges_into(index))
+            return graph.has_user_source(index)
     return False
 
 

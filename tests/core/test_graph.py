@@ -387,3 +387,34 @@ def test_bit_sets_round_trip_on_both_sides_of_the_small_set_path(nodes: set[int]
     bits = to_bits(nodes)
     assert bits == sum(1 << n for n in nodes)
     assert members(bits) == sorted(nodes) == members(to_bits(list(nodes)))
+
+
+def test_audited_decisions_never_build_the_networkx_view() -> None:
+    """With an audit sink and SafeCommit (the shipped banking policy), deciding a 300-record episode never
+    reads ``PrefixGraph.graph`` (catches per-edge work put back on the decision path), and each entry's
+    ``edges_in`` equals the networkx edges, built afterwards."""
+    import json
+
+    from benchmarks import latency
+    from guard.audit import MemoryAudit
+    from guard.corpora.agentdojo import load_suite_policy
+    from guard.records import RecordKind
+
+    policy = load_suite_policy("banking")
+    audit = MemoryAudit()
+    session = Guard(policy, threshold=0.5, audit=audit).session("audited")
+    for r in latency.make_episode(300, 4, latency.bench_policy()).records:
+        if r.kind is RecordKind.PROPOSAL and policy.tool(r.tool or "") is not None:
+            session.decide(r.tool, json.loads(r.args_json()), r.call_id)
+        elif r.kind is RecordKind.USER:
+            session.observe_user(r.text)
+        elif r.kind is RecordKind.RESULT and r.call_id in session.proposals:
+            session.observe_result(r.call_id, r.text, r.status)
+    graph = session.graph
+    assert graph._nx.number_of_edges() == 0, "the networkx view was built during decisions"
+    entries = [e for e in audit.entries if e.get("kind", "decision") == "decision" and "edges_in" in e]
+    assert entries and any(e["edges_in"] for e in entries)
+    for entry in entries:
+        node = entry["proposal_index"]
+        assert entry["edges_in"] == sorted([s, t] for s, t, _, _ in graph.edges_into(node))
+        assert graph.has_user_source(node) == any("E4" in types for _, _, types, _ in graph.edges_into(node))
