@@ -43,6 +43,9 @@ from guard.value_index import NodeSet, NormalizingValueIndex, ValueIndex, bits_o
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
 __all__ += ["bits_of", "build_graph", "members", "record_text"]
 
+#: The per-node flags the graph keeps as bit sets (:meth:`PrefixGraph.flagged_bits`).
+FLAGS = ("private", "tainted", "canary", "injection", "untrusted")
+
 
 class PrefixGraph:
     """A DAG over the records of one episode, extended one record at a time."""
@@ -62,7 +65,6 @@ class PrefixGraph:
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
         self._newest = -1
-        self._users: set[int] = set()
         self._injection = [re.compile(p) for p in policy.scorer.injection_patterns]
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
         self._reset_derived()
@@ -104,7 +106,6 @@ class PrefixGraph:
         self._nx.add_node(record.index)
         self._all_bits |= 1 << record.index
         if record.kind is RecordKind.USER:
-            self._users.add(record.index)
             self._user_bits |= 1 << record.index
         if type(self)._add_edge is PrefixGraph._add_edge:
             self._link(record)
@@ -275,36 +276,28 @@ class PrefixGraph:
         self._order: list[int] = list(self.records)
         self._synced = 0
         self._anc: dict[int, int] = {}
-        self._private_bits = 0
-        self._tainted_bits = 0
-        names = ("private", "tainted", "canary", "injection", "untrusted")
-        self.flagged: dict[str, set[int]] = {name: set() for name in names}
-        self._flag_bits: dict[str, int] = dict.fromkeys(names, 0)
+        self._flag_bits: dict[str, int] = dict.fromkeys(FLAGS, 0)
         self._all_bits = to_bits(self.records)
         self._user_bits = to_bits(n for n, r in self.records.items() if r.kind is RecordKind.USER)
 
     def _sync(self) -> None:
-        """Compute ancestors, private and tainted bits of the nodes added since the last call, oldest first."""
+        """Compute ancestors and flag bits of the nodes added since the last call, oldest first."""
         if len(self._order) != len(self.records):  # records set from outside (a snapshot): start over
             self._reset_derived()
-        if self._synced == len(self._order):
-            return
-        anc, flagged, records, flag_bits = self._anc, self.flagged, self.records, self._flag_bits
+        flags = self._flag_bits
         for node in self._order[self._synced :]:
-            bits = self._closure(node)
-            anc[node] = bits
-            facts = self.facts[node]
-            on = {
-                "private": facts.private,
-                "tainted": facts.private or bool(bits & self._private_bits),
-                "canary": facts.canary,
-                "injection": facts.injection,
-                "untrusted": records[node].trust is Trust.TOOL_UNTRUSTED,
-            }
-            for name in (name for name, value in on.items() if value):
-                flagged[name].add(node)
-                flag_bits[name] |= 1 << node
-            self._private_bits, self._tainted_bits = flag_bits["private"], flag_bits["tainted"]
+            bits = self._anc[node] = self._closure(node)
+            facts, one = self.facts[node], 1 << node
+            if facts.private:
+                flags["private"] |= one
+            if facts.private or bits & flags["private"]:
+                flags["tainted"] |= one
+            if facts.canary:
+                flags["canary"] |= one
+            if facts.injection:
+                flags["injection"] |= one
+            if facts.trust is Trust.TOOL_UNTRUSTED:
+                flags["untrusted"] |= one
         self._synced = len(self._order)
 
     def _pred_bits(self, node: int) -> int:
@@ -343,22 +336,18 @@ class PrefixGraph:
 
     def path_bits(self, node: int) -> int:
         """Ancestors of ``node`` that are private sources or descend from one (G-CARB's path nodes)."""
-        return self.ancestor_bits(node) & self._tainted_bits
+        return self.ancestor_bits(node) & self.flagged_bits("tainted")
 
     def private_bits(self) -> int:
         """Private-source nodes as a bit set."""
-        self._sync()
-        return self._private_bits
+        return self.flagged_bits("private")
 
     # ----------------------------------------------------------------- queries
 
     def private_sources(self, nodes: Iterable[int] | None = None) -> set[int]:
         """Private-source nodes (results of private tools) among ``nodes`` (default: all)."""
-        self._sync()
-        private = self.flagged["private"]
-        if nodes is None:
-            return set(private)
-        return private.intersection(nodes)
+        private = self.flagged_bits("private")
+        return set(members(private if nodes is None else private & to_bits(nodes)))
 
     def ancestors(self, node: int) -> set[int]:
         """Every node with a path to ``node``."""
@@ -373,12 +362,12 @@ class PrefixGraph:
     def private_ancestors(self, node: int, ancestors: set[int] | None = None) -> set[int]:
         """Private sources with a path to ``node``."""
         if ancestors is None:
-            return set(members(self.ancestor_bits(node) & self._private_bits))
+            return set(members(self.ancestor_bits(node) & self.private_bits()))
         return self.private_sources(ancestors)
 
     def is_reachable_sink(self, node: int) -> bool:
         """A sink proposal with a path from some private source."""
-        return self.is_sink(node) and bool(self.ancestor_bits(node) & self._private_bits)
+        return self.is_sink(node) and bool(self.ancestor_bits(node) & self.private_bits())
 
     def edges_into(self, node: int) -> Iterator[tuple[int, str, set[str], set[str]]]:
         """``(source, primary type, all types, argument names)`` of every edge into ``node``."""

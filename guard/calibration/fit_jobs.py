@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from guard.artifact import build_artifact, load_artifact
-from guard.calibration import crc, fit, ltt, threeway
+from guard.calibration import fit, ltt, threeway
 from guard.calibration.evaluate import outcomes, ungated
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
@@ -123,20 +123,13 @@ def calibrate_fitted(
     weights = fit.weight_mapping(fit.fit_weights(data, dev))
     rescored = fit.rescore(data, fit.weight_vector(weights))
     owner = np.repeat(np.arange(data.n), np.diff(data.offsets))
-    grid = crc.exact_grid(rescored.scores[np.isin(owner, calib)])
-    losses = (grid[None, :] >= rescored.harm_level[calib][:, None]).astype("int64")
-    if rule == "carb":
-        column = crc.crc_threshold_index(losses, alpha)
-    elif rule == "ltt":
-        column = ltt.ltt_threshold_index(losses, alpha, delta)
-    else:
-        raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
+    in_calib = rescored.scores[np.isin(owner, calib)]
+    chosen = ltt.threshold_by_rule(in_calib, rescored.harm_level[calib], rule, alpha, delta)
     policies = [fit.with_weights(_suite_policy(s, "gcarb"), weights) for s in _suites(corpus)]
     ids = tuple(rescored.episode_ids[i] for i in calib)
     return build_artifact(
-        policies, alpha=alpha, n=int(calib.size), threshold=float(grid[column]),
-        calibration_risk=(int(losses[:, column].sum()) + 1) / (calib.size + 1), grid=[float(g) for g in grid],
-        rule=rule if rule == "carb" else f"ltt(delta={delta})",
+        policies, alpha=alpha, n=int(calib.size), threshold=chosen.threshold,
+        calibration_risk=chosen.risk, grid=chosen.grid, rule=chosen.rule,
         calibration_fingerprint=_fingerprint(ids, rescored.harm_level[calib]),
         command=shlex.join(["carbguard", *command]),
         extra={

@@ -209,30 +209,22 @@ def calibrate(
         corpus=corpus,
     )
     data = scored[selector]
-    grid = crc.exact_grid(data.scores)
-    losses = (grid[None, :] >= data.harm_level[:, None]).astype("int64")
-    if rule == "carb":
-        column = crc.crc_threshold_index(losses, alpha)
-    elif rule == "ltt":
-        column = ltt.ltt_threshold_index(losses, alpha, delta)
-    else:
-        raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
-    risk = (int(losses[:, column].sum()) + 1) / (data.n + 1)
+    chosen = ltt.threshold_by_rule(data.scores, data.harm_level, rule, alpha, delta)
     policies = corpus.policies(selector)
     return build_artifact(
         policies,
         alpha=alpha,
         n=data.n,
-        threshold=float(grid[column]),
-        calibration_risk=risk,
-        grid=[float(g) for g in grid],
-        rule=rule if rule == "carb" else f"ltt(delta={delta})",
+        threshold=chosen.threshold,
+        calibration_risk=chosen.risk,
+        grid=chosen.grid,
+        rule=chosen.rule,
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
         extra={
             "corpus": corpus.name,
             "n_dropped": corpus.n_dropped,
-            **_monitor_field(corpus, data, float(grid[column])),
+            **_monitor_field(corpus, data, chosen.threshold),
         },
     )
 

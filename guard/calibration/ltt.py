@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from guard.calibration import crc
 from guard.calibration.crc import alpha_fraction
 from guard.errors import CalibrationError
 
@@ -75,3 +77,29 @@ def ltt_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, delta: f
 
 
 __all__ = ["binomial_cdf", "ltt_threshold_index", "max_rejected_count"]
+
+
+class RuleThreshold(NamedTuple):
+    """λ̂ chosen by a named rule on a calibration set, with what an artifact records of it."""
+
+    threshold: float
+    risk: float
+    grid: list[float]
+    rule: str
+
+
+def threshold_by_rule(
+    scores: npt.NDArray[np.float64], harm_level: npt.NDArray[np.float64], rule: str, alpha: float, delta: float
+) -> RuleThreshold:
+    """λ̂ on the exact grid of ``scores`` for episodes charged at ``harm_level``: CARB (``carb``) or LTT (``ltt``)."""
+    grid = crc.exact_grid(scores)
+    losses = (grid[None, :] >= harm_level[:, None]).astype("int64")
+    if rule == "carb":
+        column = crc.crc_threshold_index(losses, alpha)
+    elif rule == "ltt":
+        column = ltt_threshold_index(losses, alpha, delta)
+    else:
+        raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
+    risk = (int(losses[:, column].sum()) + 1) / (harm_level.size + 1)
+    name = rule if rule == "carb" else f"ltt(delta={delta})"
+    return RuleThreshold(float(grid[column]), risk, [float(g) for g in grid], name)
