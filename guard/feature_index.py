@@ -1,8 +1,8 @@
 """Prefix indexes behind the scorer's prefix-reading features (METHOD §6, issue 16's features).
 
 ``injected_short_id`` and ``private_in_url`` read the whole prefix, not the selection.  Scanning the
-prefix at each decision costs time in its length; these indexes take each record once (queued when
-it is added to the graph, indexed at the first query after it), so a decision costs lookups in the
+prefix at each decision costs time in its length; these indexes take each record once, when it is
+added to the graph (the cost of a record is in its own length), so a decision costs lookups in the
 size of the proposal instead:
 
 - :class:`InjectedTokens`: every whole-token string of at most :data:`SHORT_ID_MAX` characters that
@@ -52,26 +52,23 @@ def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SH
 class InjectedTokens:
     """Short whole-token strings inside injection windows of untrusted records → earliest holder.
 
-    Records are queued when added and indexed at the first query after them, so a session whose
-    proposals never ask (no short payload value) never pays for the index.
+    Each record is indexed when it is added, not at the first query after it: a query that paid for
+    every record queued since the previous one would make a decision's latency depend on how long
+    ago the last such query was.
     """
 
     def __init__(self, window: int) -> None:
         self.window = window
         self.earliest: dict[str, int] = {}
-        self._queued: list[tuple[int, str, tuple[int, ...]]] = []
 
     def add(self, node: int, text: str, starts: tuple[int, ...]) -> None:
-        """Queue ``text``: its whole-token strings that start within ``window`` after one of ``starts``."""
-        self._queued.append((node, text, starts))
+        """Index ``text``: its whole-token strings that start within ``window`` after one of ``starts``."""
+        setdefault = self.earliest.setdefault
+        for token in token_spans(text, starts, self.window):
+            setdefault(token, node)
 
     def held_before(self, value: str, node: int) -> bool:
         """Whether a record older than ``node`` holds ``value`` as an injected whole token."""
-        setdefault = self.earliest.setdefault
-        for queued, text, starts in self._queued:
-            for token in token_spans(text, starts, self.window):
-                setdefault(token, queued)
-        self._queued.clear()
         first = self.earliest.get(value)
         return first is not None and first < node
 
@@ -79,37 +76,28 @@ class InjectedTokens:
 class SubstringIndex:
     """``GRAM``-grams of some records' texts → those records, to find which contain a given token.
 
-    Texts are queued when added and indexed at the first query after them (most sessions never ask:
-    only a proposal with a URL path or query does).
+    Each text is indexed when it is added (see :class:`InjectedTokens` for why not at the first query).
     """
 
     def __init__(self) -> None:
         self.grams: dict[str, array[int]] = {}
         self.texts: dict[int, str] = {}
-        self._queued: list[int] = []
 
     def add(self, node: int, text: str) -> None:
-        """Queue ``text`` under ``node`` (nodes are added in ascending order)."""
+        """Index ``text`` under ``node`` (nodes are added in ascending order)."""
         self.texts[node] = text
-        self._queued.append(node)
-
-    def _index_queued(self) -> None:
         grams = self.grams
-        for node in self._queued:
-            text = self.texts[node]
-            for gram in {text[i : i + GRAM] for i in range(len(text) - GRAM + 1)}:
-                posting = grams.get(gram)
-                if posting is None:
-                    grams[gram] = array("q", (node,))
-                else:
-                    posting.append(node)
-        self._queued.clear()
+        for gram in {text[i : i + GRAM] for i in range(len(text) - GRAM + 1)}:
+            posting = grams.get(gram)
+            if posting is None:
+                grams[gram] = array("q", (node,))
+            else:
+                posting.append(node)
 
     def holders(self, token: str) -> Iterator[int]:
         """Indexed nodes whose text contains ``token`` (``len(token) >= GRAM``), ascending."""
         if len(token) < GRAM:
             raise ValueError(f"token {token!r} is shorter than the index's {GRAM}-grams")
-        self._index_queued()
         postings = []
         for gram in {token[i : i + GRAM] for i in range(len(token) - GRAM + 1)}:
             posting = self.grams.get(gram)

@@ -31,10 +31,8 @@ from operator import or_
 import networkx as nx
 
 from guard.edge_rules import _PRIORITY, E1, E2, E3, E4, Rule, partition, write_blocks
-from guard.errors import InputError
 from guard.feature_index import InjectedTokens, SubstringIndex
-from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
-from guard.node_facts import NodeFacts, node_facts, record_text
+from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
@@ -58,7 +56,8 @@ class PrefixGraph:
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
         index_type = NormalizingValueIndex if policy.graph.normalize else ValueIndex
-        self.index = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
+        self._index: ValueIndex = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
+        self._unindexed: tuple[int, str, list[str]] | None = None
         self.injected = InjectedTokens(policy.scorer.injection_window)
         self.substrings = SubstringIndex()
         self.indexed_chars = 0
@@ -71,6 +70,31 @@ class PrefixGraph:
 
     def __len__(self) -> int:
         return len(self.records)
+
+    @property
+    def index(self) -> ValueIndex:
+        """The value index of every record added so far.
+
+        A proposal's own text is indexed after its decision, at the first read of the index after
+        it (the next record's edges, at the latest): no edge into the proposal and no feature of it
+        reads its own text, so the decision need not wait for it.
+        """
+        pending = self._unindexed
+        if pending is not None:
+            self._unindexed = None
+            self._index.add(*pending)
+        return self._index
+
+    @index.setter
+    def index(self, index: ValueIndex) -> None:
+        self._unindexed = None
+        self._index = index
+
+    def gram_bits_before(self, gram: str, node: int) -> int:
+        """The records older than ``node`` whose indexed text holds the k-gram ``gram``, as a bit set."""
+        pending = self._unindexed
+        index = self.index if pending is not None and pending[0] < node else self._index
+        return index.gram_bits(gram) & ((1 << node) - 1)
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -114,7 +138,10 @@ class PrefixGraph:
                 self._add_edge(source, record.index, etype, arg)
         if record.kind is RecordKind.PROPOSAL and record.call_id is not None:
             self._calls[record.call_id] = record.index
-        self.index.add(record.index, indexed, self._identifiers(record))
+        if record.kind is RecordKind.PROPOSAL:
+            self._unindexed = (record.index, indexed, self._identifiers(record))
+        else:
+            self.index.add(record.index, indexed, self._identifiers(record))
         self._index_features(record.index, indexed)
         self.indexed_chars += len(indexed)
 
@@ -127,27 +154,9 @@ class PrefixGraph:
             self.substrings.add(node, text)
 
     def _admit(self, record: Record, text: str) -> str:
-        """The part of ``text`` to index; refuse a proposal over a limit, cut an observed text."""
-        if record.kind is RecordKind.PROPOSAL:
-            if self.limited is not None:
-                raise InputError(f"refused: {self.limited}")
-            if len(self.records) >= MAX_SESSION_RECORDS or self.indexed_chars + len(text) > MAX_SESSION_CHARS:
-                raise InputError(
-                    f"refused: the session holds {len(self.records)} records and {self.indexed_chars} indexed "
-                    f"characters; this proposal's {len(text)} would exceed the session limits "
-                    f"({MAX_SESSION_RECORDS} records, {MAX_SESSION_CHARS} characters)"
-                )
-            return text
-        room = 0 if len(self.records) >= MAX_SESSION_RECORDS else max(0, MAX_SESSION_CHARS - self.indexed_chars)
-        keep = min(len(text), MAX_RECORD_CHARS, room)
-        if keep < len(text) and self.limited is None:
-            self.limited = (
-                f"the session's index is limited: record {record.index} ({record.kind.value}) has {len(text)} "
-                f"characters and only the first {keep} were indexed (limits: {MAX_RECORD_CHARS} per record, "
-                f"{MAX_SESSION_CHARS} per session, {MAX_SESSION_RECORDS} records), so every later proposal "
-                "of this session is refused"
-            )
-        return text[:keep]
+        """The part of ``text`` to index (see :func:`guard.node_facts.admitted_text`)."""
+        kept, self.limited = admitted_text(record, text, len(self.records), self.indexed_chars, self.limited)
+        return kept
 
     def _facts(self, record: Record, text: str, truncated: bool = False) -> NodeFacts:
         return node_facts(record, text, self._injection, self._canary, truncated)

@@ -6,6 +6,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from guard.errors import InputError
+from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.records import Record, RecordKind, Trust
 
 
@@ -49,3 +51,34 @@ def node_facts(
         canary=any(p.search(text) for p in canary),
         truncated=truncated,
     )
+
+
+def admitted_text(
+    record: Record, text: str, records: int, indexed_chars: int, limited: str | None
+) -> tuple[str, str | None]:
+    """The part of ``text`` a graph of ``records`` records and ``indexed_chars`` indexed characters
+    indexes, and the graph's ``limited`` note after it (:mod:`guard.limits`).
+
+    A proposal is refused (:class:`InputError`) when the graph is limited or its text would exceed
+    the session budget; an observed text beyond a limit is cut and marks the graph limited.
+    """
+    if record.kind is RecordKind.PROPOSAL:
+        if limited is not None:
+            raise InputError(f"refused: {limited}")
+        if records >= MAX_SESSION_RECORDS or indexed_chars + len(text) > MAX_SESSION_CHARS:
+            raise InputError(
+                f"refused: the session holds {records} records and {indexed_chars} indexed "
+                f"characters; this proposal's {len(text)} would exceed the session limits "
+                f"({MAX_SESSION_RECORDS} records, {MAX_SESSION_CHARS} characters)"
+            )
+        return text, limited
+    room = 0 if records >= MAX_SESSION_RECORDS else max(0, MAX_SESSION_CHARS - indexed_chars)
+    keep = min(len(text), MAX_RECORD_CHARS, room)
+    if keep < len(text) and limited is None:
+        limited = (
+            f"the session's index is limited: record {record.index} ({record.kind.value}) has {len(text)} "
+            f"characters and only the first {keep} were indexed (limits: {MAX_RECORD_CHARS} per record, "
+            f"{MAX_SESSION_CHARS} per session, {MAX_SESSION_RECORDS} records), so every later proposal "
+            "of this session is refused"
+        )
+    return text[:keep], limited

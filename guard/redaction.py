@@ -52,9 +52,7 @@ def redact_args(args: Any, raw_names: tuple[str, ...], key: bytes | None = None)
     """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
     if not isinstance(args, Mapping):
         return hash_value(repr(args), key)
-    return {
-        _safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v, key)) for k, v in args.items()
-    }
+    return {_safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v, key)) for k, v in args.items()}
 
 
 def _writable(value: Any) -> bool:
@@ -141,11 +139,11 @@ class Redactor:
         spans: list[tuple[int, int]] = []
         for variant in self._read_values(k):
             spans.extend(_occurrences(text, variant, whole_word=len(variant) < k))
-        grams, kgrams, facts, own = self._grams, graph.index.kgrams, graph.facts, self.node
+        grams, index, facts = self._grams, graph.index, graph.facts
+        marked = graph.flagged_bits("private") | (1 << self.node if self.node is not None else 0)
         for i in range(len(text) - k + 1):
             window = text[i : i + k]
-            nodes = kgrams.get(window, ())
-            if window in grams or own in nodes or any(facts[n].private for n in nodes if n in facts):
+            if window in grams or index.gram_bits(window) & marked:
                 spans.append((i, i + k))
         for token in graph.index.tokens_in(text):
             if any(facts[n].private for n in graph.index.tokens.get(token, ()) if n in facts):

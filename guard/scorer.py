@@ -113,11 +113,11 @@ class WeightedScorer:
         values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
         window = self.policy.scorer.injection_window
         sources = graph.flagged_bits("injection") & graph.flagged_bits("untrusted") & chosen
-        k = graph.index.min_span
+        k = graph.policy.graph.min_span
         for value in values if sources else ():
             # a record holding the value holds its first k-gram: look only there (its text is indexed whole,
             # since a cut text makes the graph limited and every later proposal is refused before scoring)
-            candidates = sources if len(value) < k else sources & graph.index.gram_bits(value[:k])
+            candidates = sources if len(value) < k else sources & graph.gram_bits_before(value[:k], node)
             for source in members(candidates):
                 if _inside(graph.records[source].text, value, graph.facts[source].injection_at, window):
                     return True
@@ -180,7 +180,7 @@ def _path_and_query(url: str) -> str:
     """The part of a URL after its host, percent-decoded."""
     rest = url.split("://", 1)[-1]
     slash = [i for i in (rest.find("/"), rest.find("?"), rest.find("#")) if i >= 0]
-    return unquote(rest[min(slash):]) if slash else ""
+    return unquote(rest[min(slash) :]) if slash else ""
 
 
 def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:

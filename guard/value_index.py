@@ -2,8 +2,8 @@
 
 :class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span or a whole value
 token with this value"; :class:`NormalizingValueIndex` also indexes and looks up normal forms
-(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes also keeps them as an integer
-bit set, so a lookup costs one OR for it however many records hold it.
+(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit
+set, so a lookup costs one OR for it however many records hold it.
 """
 
 from __future__ import annotations
@@ -19,15 +19,17 @@ import numpy as np
 
 from guard.normalize import normalize_value
 
-_DENSE = 64  # a k-gram held by more nodes also keeps them as a bit set (one OR per lookup)
+_DENSE = 64  # a k-gram held by more nodes keeps them as a bit set (one OR per lookup)
 _FEW = 24  # bit sets of at most this many members are converted in Python: numpy's overhead is larger
 
 
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing), not a set: eight
-    bytes an entry, read by numpy without a loop in Python.
+    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing) while at most
+    :data:`_DENSE` entries, read by numpy without a loop in Python; beyond that, the array is
+    replaced by the nodes' integer bit set (one OR per lookup, one bit per later holder).  One dict
+    entry per k-gram either way, so a lookup touches one entry and one object.
     """
 
     def __init__(self, patterns: Iterable[str], min_span: int) -> None:
@@ -35,8 +37,7 @@ class ValueIndex:
         self.min_span = min_span
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, array[int]] = {}
-        self._dense: dict[str, int] = {}
+        self.kgrams: dict[str, array[int] | int] = {}
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``."""
@@ -45,22 +46,23 @@ class ValueIndex:
         return {m.group(0) for m in self._token_re.finditer(text)}
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
-        """Index ``text`` (k-grams, tokens) and extra identifiers under ``node``."""
+        """Index ``text`` (k-grams, tokens) and extra identifiers under ``node`` (nodes in ascending order)."""
         for token in self.tokens_in(text):
             self.tokens[token].add(node)
             self.identifiers[token].add(node)
         for ident in identifiers:
             self.identifiers[ident].add(node)
-        k, kgrams, dense, one = self.min_span, self.kgrams, self._dense, 1 << node
+        k, kgrams, one = self.min_span, self.kgrams, 1 << node
         for gram in {text[i : i + k] for i in range(len(text) - k + 1)}:
             posting = kgrams.get(gram)
             if posting is None:
                 kgrams[gram] = array("q", (node,))
-                continue
-            posting.append(node)
-            if len(posting) > _DENSE:
-                bits = dense.get(gram)
-                dense[gram] = _index_bits(np.frombuffer(posting, dtype=np.int64)) if bits is None else bits | one
+            elif isinstance(posting, int):
+                kgrams[gram] = posting | one
+            elif len(posting) < _DENSE:
+                posting.append(node)
+            else:
+                kgrams[gram] = _index_bits(np.frombuffer(posting, dtype=np.int64)) | one
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -72,16 +74,17 @@ class ValueIndex:
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
-        k, get, dense = self.min_span, self.kgrams.get, self._dense
+        k, get = self.min_span, self.kgrams.get
         joined = array("q")
         bits = 0
         for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
             posting = get(gram)
-            if posting is not None:
-                if len(posting) > _DENSE:
-                    bits |= dense[gram]
-                else:
-                    joined.extend(posting)
+            if posting is None:
+                continue
+            if isinstance(posting, int):
+                bits |= posting
+            else:
+                joined.extend(posting)
         return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
 
     def gram_bits(self, gram: str) -> int:
@@ -89,8 +92,8 @@ class ValueIndex:
         posting = self.kgrams.get(gram)
         if posting is None:
             return 0
-        if len(posting) > _DENSE:
-            return self._dense[gram]
+        if isinstance(posting, int):
+            return posting
         return _index_bits(np.frombuffer(posting, dtype=np.int64))
 
     def token_sources(self, value: str) -> set[int]:

@@ -320,6 +320,7 @@ def test_popular_kgrams_stay_exact_across_the_switch_to_a_bit_set() -> None:
         if node % 37 == 0:
             assert index.span_sources("boilerplate") == {n for n in range(node + 1) if n % 5}
             assert index.gram_bits("ilerplat") == sum(1 << n for n in range(node + 1) if n % 5)
+    assert isinstance(index.kgrams["ilerplat"], int)  # one entry per k-gram: the bit set replaced the array
 
 
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
@@ -346,9 +347,9 @@ def test_the_session_budget_refuses_proposals_and_cuts_observed_text(
     small_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past MAX_SESSION_CHARS a proposal is refused unread and observed text is cut (no budget before item 8)."""
-    from guard import graph as graph_module
+    from guard import node_facts
 
-    monkeypatch.setattr(graph_module, "MAX_SESSION_CHARS", 300)
+    monkeypatch.setattr(node_facts, "MAX_SESSION_CHARS", 300)
     session = Guard(small_policy, threshold=0.5).session("budget")
     session.observe_user("u" * 250)
     refused = session.decide("post_note", {"body": "b" * 80}, "c1")
@@ -418,3 +419,30 @@ def test_audited_decisions_never_build_the_networkx_view() -> None:
         node = entry["proposal_index"]
         assert entry["edges_in"] == sorted([s, t] for s, t, _, _ in graph.edges_into(node))
         assert graph.has_user_source(node) == any("E4" in types for _, _, types, _ in graph.edges_into(node))
+
+
+def test_a_proposals_own_text_reaches_the_index_before_any_later_read(small_policy: Policy) -> None:
+    """A proposal's own text is indexed after its decision, but every later reader sees it: the next
+    proposal's edges (catches a deferred text that is never indexed), ``index`` itself, and
+    ``gram_bits_before`` for a later node (catches a read that skips the deferred text)."""
+    text = "the quarterly numbers are fine"
+    g = _graph(small_policy, proposal(0, "post_note", {"body": text}, "c1"))
+    assert g.gram_bits_before("quarterl", 0) == 0  # older than 0: none, deferred or not
+    assert g.gram_bits_before("quarterl", 1) == 1  # node 0 holds it, though not yet indexed
+    g.add(proposal(1, "post_note", {"body": f"repeat: {text}"}, "c2"))
+    assert g.graph.edges[0, 1]["etype"] == E2
+    assert g.index.span_sources(text) == {0, 1}
+
+
+def test_gram_bits_before_is_exactly_the_older_holders(small_policy: Policy) -> None:
+    """``gram_bits_before(gram, node)`` = the records below ``node`` holding ``gram``, whatever is deferred
+    (catches a mask off by one, and a newer holder leaking into an older node's answer)."""
+    records = [
+        proposal(0, "post_note", {"body": "alpha-bravo-charlie"}, "a"),
+        result(1, "a", "ok alpha-bravo-charlie", Trust.TOOL_PUBLIC, "post_note"),
+        proposal(2, "post_note", {"body": "zulu alpha-bravo"}, "b"),
+    ]
+    g = _graph(small_policy, *records)
+    holders = [r.index for r in records if "alpha-br" in record_text(r)]
+    for node in range(4):
+        assert g.gram_bits_before("alpha-br", node) == bits_of(n for n in holders if n < node)

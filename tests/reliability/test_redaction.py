@@ -262,6 +262,21 @@ def test_redact_text_covers_values_private_spans_tokens_and_canaries(redaction_p
     assert redact_text("nothing to hide here", session, args) == "nothing to hide here"
 
 
+def test_a_redactor_with_the_proposal_node_removes_windows_of_its_own_arguments(redaction_policy: Policy) -> None:
+    """With the proposal's node, the redactor finds its argument windows in the graph's index, not in its own
+    k-grams: a truncated echo of the proposal's long argument is removed (catches the proposal's own text
+    missing from the index when the redactor reads it, since that text is indexed after the decision)."""
+    from guard.redaction import Redactor
+
+    session = Guard(redaction_policy, threshold=0.5).session("own")
+    long_value = "the beginning of a long confidential paragraph that goes on"
+    decision = session.decide("create_note", {"title": "t", "body": long_value}, "c1")
+    assert decision.proposal_index is not None
+    echo = f"bad value {long_value[:30]!r}..."
+    out = Redactor(session, {"title": "t", "body": long_value}, decision.proposal_index).redact(echo)
+    assert "beginning of a long" not in out and out.startswith("bad value")
+
+
 def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatch: pytest.MonkeyPatch) -> None:
     """If redaction itself fails, the text is dropped rather than written unredacted."""
     from guard import redaction
