@@ -205,12 +205,14 @@ def _earlier_records(session: Session, node: int, selected: frozenset[int] | set
     """Whether every member is a record index of the session below ``node`` (set operations, no loop per member).
 
     Membership is checked against the graph's record indices, so a member that is not one (a string,
-    a float between indices, a future record) fails; one equal to an index (``3.0``) reads that record.
-    A :class:`NodeSet` is checked on its bit set.
+    a float, a future record) fails, and every member must be an ``int`` (``3.0`` and ``True`` equal an
+    index but are not one).  A :class:`NodeSet` is checked on its bit set.
     """
     graph = session.graph
     if type(selected) is NodeSet:
         return not selected.bits >> node and not selected.bits & ~graph.node_bits()
+    if not all(type(member) is int for member in selected):
+        return False
     return not selected or (graph.records.keys() >= selected and max(selected) < node)
 
 

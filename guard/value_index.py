@@ -178,12 +178,13 @@ def _index_bits(index: np.ndarray[Any, np.dtype[np.int64]]) -> int:
 class NodeSet(frozenset[int]):
     """A frozenset of node indices made from a bit set, which it keeps (``bits``) for set algebra.
 
-    Only :meth:`of` makes one, so ``bits``, ``ordered`` (the members ascending) and the members agree.
+    Only :meth:`of` makes one, so ``bits``, ``ordered`` (the members ascending) and the members agree;
+    both are read-only, so a selector cannot hand the stage bits that differ from its members.
     """
 
-    __slots__ = ("bits", "ordered")
-    bits: int
-    ordered: tuple[int, ...]
+    __slots__ = ("_bits", "_ordered")
+    _bits: int
+    _ordered: tuple[int, ...]
 
     def __new__(cls, *args: Any) -> NodeSet:
         raise TypeError("make a NodeSet with NodeSet.of(bits)")
@@ -193,11 +194,25 @@ class NodeSet(frozenset[int]):
         """The nodes of ``bits``."""
         ordered = members(bits)
         out = super().__new__(cls, ordered)
-        out.bits, out.ordered = bits, tuple(ordered)
+        object.__setattr__(out, "_bits", bits)
+        object.__setattr__(out, "_ordered", tuple(ordered))
         return out
 
+    @property
+    def bits(self) -> int:
+        """The members as a bit set."""
+        return self._bits
+
+    @property
+    def ordered(self) -> tuple[int, ...]:
+        """The members, ascending."""
+        return self._ordered
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a NodeSet is read-only (cannot set {name!r})")
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (NodeSet.of, (self.bits,))
+        return (NodeSet.of, (self._bits,))
 
 
 def bits_of(nodes: Iterable[int]) -> int:

@@ -446,3 +446,15 @@ def test_gram_bits_before_is_exactly_the_older_holders(small_policy: Policy) -> 
     holders = [r.index for r in records if "alpha-br" in record_text(r)]
     for node in range(4):
         assert g.gram_bits_before("alpha-br", node) == bits_of(n for n in holders if n < node)
+
+
+def test_a_node_set_cannot_be_given_other_bits() -> None:
+    """``NodeSet.bits`` is what the stage checks instead of the members, so it cannot be reassigned
+    (catches a writable ``bits``: a selector could hand the stage bits that differ from its members)."""
+    from guard.value_index import NodeSet
+
+    chosen = NodeSet.of(0b1011)
+    for name in ("bits", "ordered", "_bits"):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(chosen, name, 0)
+    assert (chosen.bits, chosen.ordered, set(chosen)) == (0b1011, (0, 1, 3), {0, 1, 3})

@@ -69,6 +69,18 @@ class FutureNodeSetSelector:
         return NodeSet.of(graph.ancestor_bits(node) | 1 << node)
 
 
+class FloatMemberSelector:
+    """A plain set whose member equals a record index without being one (``0.0``, ``False``)."""
+
+    name = "float-member"
+
+    def __init__(self, member: Any) -> None:
+        self.member = member
+
+    def select(self, graph: PrefixGraph, node: int, episode_id: str) -> frozenset[int]:
+        return frozenset({self.member})
+
+
 class RaisingScorer:
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         raise KeyError("scorer exploded")
@@ -264,6 +276,8 @@ def test_async_and_sync_agree(small_policy: Policy, leak_session: Callable[[Guar
         ({"selector": ListSelector()}, "TypeError"),
         ({"selector": FutureSelector()}, "TypeError"),
         ({"selector": FutureNodeSetSelector()}, "TypeError"),
+        ({"selector": FloatMemberSelector(0.0)}, "not a subset of the prefix"),
+        ({"selector": FloatMemberSelector(False)}, "not a subset of the prefix"),
         ({"scorer": RaisingScorer()}, "KeyError"),
         ({"scorer": StringScorer()}, "TypeError"),
         ({"scorer": NaNScorer()}, "ValueError"),
@@ -272,7 +286,8 @@ def test_async_and_sync_agree(small_policy: Policy, leak_session: Callable[[Guar
     ],
 )
 def test_broken_component_fails_closed(small_policy: Policy, component: dict[str, Any], error: str) -> None:
-    """A selector, scorer or certifier that raises or returns the wrong type → escalate, internal_error, audited."""
+    """A selector, scorer or certifier that raises or returns the wrong type → escalate, internal_error, audited
+    (a selection member ``0.0`` or ``False`` equals record 0's index but is not one: it is refused, not read)."""
     audit = MemoryAudit()
     s = Guard(small_policy, threshold=math.inf, audit=audit, **component).session("s")
     s.observe_user("hello")
