@@ -184,10 +184,18 @@ def _path_and_query(url: str) -> str:
 
 
 def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:
-    """Whether ``value`` occurs in ``text`` within ``window`` characters after one of ``starts``."""
-    position = text.find(value)
-    while position >= 0:
-        if any(0 <= position - start <= window for start in starts):
-            return True
-        position = text.find(value, position + 1)
-    return False
+    """Whether ``value`` occurs in ``text`` starting within ``window`` characters after one of ``starts``.
+
+    One bounded search per run of overlapping windows: ``find`` in ``[a, b + len(value))`` returns an
+    occurrence starting in ``[a, b]`` if there is one, so no character outside the windows is read and
+    none is read twice for windows that overlap (the patterns of one injection match close together).
+    """
+    size, end = len(value), -1
+    lo = 0
+    for start in sorted(s for s in starts if s >= 0):
+        if start > end + 1:  # a new run: search the previous one
+            if end >= 0 and text.find(value, lo, end + size) >= 0:
+                return True
+            lo = start
+        end = max(end, start + window)
+    return end >= 0 and text.find(value, lo, end + size) >= 0

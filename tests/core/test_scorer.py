@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from guard.graph import PrefixGraph, build_graph
 from guard.policy import FeatureWeights, Policy
@@ -255,3 +257,24 @@ def test_prefix_feature_memo_never_serves_another_graph(small_policy: Policy) ->
     assert scorer.features(hot, 1, frozenset())["injected_short_id"]
     assert not scorer.features(cold, 1, frozenset())["injected_short_id"]
     assert scorer.features(hot, 1, frozenset())["injected_short_id"]
+
+
+@settings(max_examples=300, deadline=None)
+@example(text="ab", value="b", starts=[0], window=0)  # starts one past the window
+@example(text="xab", value="ab", starts=[0], window=1)  # starts at the window's last position
+@example(text="xa", value="a", starts=[1], window=0)  # starts at the window's first position
+@example(text="a....a", value="a", starts=[5, 0], window=0)  # unsorted starts, two runs
+@given(
+    text=st.text(alphabet="ab1 ", max_size=60),
+    value=st.text(alphabet="ab1", min_size=1, max_size=4),
+    starts=st.lists(st.integers(min_value=0, max_value=70), max_size=4),
+    window=st.integers(min_value=0, max_value=20),
+)
+def test_inside_equals_the_definition(text: str, value: str, starts: list[int], window: int) -> None:
+    """``_inside`` (bounded searches) = some occurrence of ``value`` starts at ``p`` with ``0 <= p - s <= window``
+    for a start ``s`` (catches a window end off by one or by ``len(value)``, and occurrences after the first)."""
+    from guard.scorer import _inside
+
+    occurrences = [p for p in range(len(text)) if text.startswith(value, p)]
+    expected = any(0 <= p - s <= window for p in occurrences for s in starts)
+    assert _inside(text, value, tuple(starts), window) is expected
