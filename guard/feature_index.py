@@ -1,9 +1,9 @@
 """Prefix indexes behind the scorer's prefix-reading features (METHOD §6, issue 16's features).
 
 ``injected_short_id`` and ``private_in_url`` read the whole prefix, not the selection.  Scanning the
-prefix at each decision costs time in its length; these indexes take each record once, when it is
-added to the graph (the cost of a record is in its own length), so a decision costs lookups in the
-size of the proposal instead:
+prefix at each decision costs time in its length; these indexes take each record once (queued until
+the first query, then when it is added: the cost of a record is in its own length), so a decision
+costs lookups in the size of the proposal instead:
 
 - :class:`InjectedTokens`: every whole-token string of at most :data:`SHORT_ID_MAX` characters that
   starts inside the injection window of an untrusted record, with the earliest record holding it;
@@ -49,43 +49,75 @@ def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SH
     return found
 
 
-class InjectedTokens:
-    """Short whole-token strings inside injection windows of untrusted records → earliest holder.
+class _UntilAsked:
+    """Records are queued until the index is first asked, then indexed as they are added.
 
-    Each record is indexed when it is added, not at the first query after it: a query that paid for
-    every record queued since the previous one would make a decision's latency depend on how long
-    ago the last such query was.
+    A session whose proposals never ask pays nothing on observe; after the first query no decision
+    pays for records added before it (a query that indexed every record queued since the previous
+    query would make a decision's latency depend on how long ago that query was).
     """
 
+    def __init__(self) -> None:
+        self._queued: list[tuple[int, str, tuple[int, ...]]] = []
+        self._asked = False
+
+    def _take(self, node: int, text: str, starts: tuple[int, ...] = ()) -> None:
+        if self._asked:
+            self._index(node, text, starts)
+        else:
+            self._queued.append((node, text, starts))
+
+    def _ask(self) -> None:
+        if not self._asked:
+            self._asked = True
+            for queued in self._queued:
+                self._index(*queued)
+            self._queued.clear()
+
+    def _index(self, node: int, text: str, starts: tuple[int, ...]) -> None:
+        raise NotImplementedError
+
+
+class InjectedTokens(_UntilAsked):
+    """Short whole-token strings inside injection windows of untrusted records → earliest holder."""
+
     def __init__(self, window: int) -> None:
+        super().__init__()
         self.window = window
         self.earliest: dict[str, int] = {}
 
     def add(self, node: int, text: str, starts: tuple[int, ...]) -> None:
-        """Index ``text``: its whole-token strings that start within ``window`` after one of ``starts``."""
+        """Take ``text``: its whole-token strings that start within ``window`` after one of ``starts``."""
+        self._take(node, text, starts)
+
+    def _index(self, node: int, text: str, starts: tuple[int, ...]) -> None:
         setdefault = self.earliest.setdefault
         for token in token_spans(text, starts, self.window):
             setdefault(token, node)
 
     def held_before(self, value: str, node: int) -> bool:
         """Whether a record older than ``node`` holds ``value`` as an injected whole token."""
+        self._ask()
         first = self.earliest.get(value)
         return first is not None and first < node
 
 
-class SubstringIndex:
-    """``GRAM``-grams of some records' texts → those records, to find which contain a given token.
-
-    Each text is indexed when it is added (see :class:`InjectedTokens` for why not at the first query).
-    """
+class SubstringIndex(_UntilAsked):
+    """``GRAM``-grams of some records' texts → those records, to find which contain a given token
+    (queued until first asked, as :class:`InjectedTokens`; most sessions never ask: only a proposal
+    with a URL path or query does)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.grams: dict[str, array[int]] = {}
         self.texts: dict[int, str] = {}
 
     def add(self, node: int, text: str) -> None:
-        """Index ``text`` under ``node`` (nodes are added in ascending order)."""
+        """Take ``text`` under ``node`` (nodes are added in ascending order)."""
         self.texts[node] = text
+        self._take(node, text)
+
+    def _index(self, node: int, text: str, starts: tuple[int, ...]) -> None:
         grams = self.grams
         for gram in {text[i : i + GRAM] for i in range(len(text) - GRAM + 1)}:
             posting = grams.get(gram)
@@ -98,6 +130,7 @@ class SubstringIndex:
         """Indexed nodes whose text contains ``token`` (``len(token) >= GRAM``), ascending."""
         if len(token) < GRAM:
             raise ValueError(f"token {token!r} is shorter than the index's {GRAM}-grams")
+        self._ask()
         postings = []
         for gram in {token[i : i + GRAM] for i in range(len(token) - GRAM + 1)}:
             posting = self.grams.get(gram)
