@@ -26,10 +26,10 @@ _FEW = 24  # bit sets of at most this many members are converted in Python: nump
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's nodes are kept in an ``array`` (ascending, one entry per indexing) while at most
-    :data:`_DENSE` entries, read by numpy without a loop in Python; beyond that, the array is
-    replaced by the nodes' integer bit set (one OR per lookup, one bit per later holder).  One dict
-    entry per k-gram either way, so a lookup touches one entry and one object.
+    A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
+    itself (one holder: most k-grams), an ``array`` of node indices (up to :data:`_DENSE` entries,
+    read by numpy without a loop in Python), or beyond that a one-element list holding their
+    integer bit set (one OR per lookup, updated in place).
     """
 
     def __init__(self, patterns: Iterable[str], min_span: int) -> None:
@@ -37,7 +37,7 @@ class ValueIndex:
         self.min_span = min_span
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, array[int] | int] = {}
+        self.kgrams: dict[str, int | array[int] | list[int]] = {}
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``."""
@@ -56,13 +56,15 @@ class ValueIndex:
         for gram in {text[i : i + k] for i in range(len(text) - k + 1)}:
             posting = kgrams.get(gram)
             if posting is None:
-                kgrams[gram] = array("q", (node,))
+                kgrams[gram] = node
             elif isinstance(posting, int):
-                kgrams[gram] = posting | one
+                kgrams[gram] = array("q", (posting, node))
+            elif isinstance(posting, list):
+                posting[0] |= one
             elif len(posting) < _DENSE:
                 posting.append(node)
             else:
-                kgrams[gram] = _index_bits(np.frombuffer(posting, dtype=np.int64)) | one
+                kgrams[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -82,7 +84,9 @@ class ValueIndex:
             if posting is None:
                 continue
             if isinstance(posting, int):
-                bits |= posting
+                joined.append(posting)
+            elif isinstance(posting, list):
+                bits |= posting[0]
             else:
                 joined.extend(posting)
         return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
@@ -93,7 +97,9 @@ class ValueIndex:
         if posting is None:
             return 0
         if isinstance(posting, int):
-            return posting
+            return 1 << posting
+        if isinstance(posting, list):
+            return posting[0]
         return _index_bits(np.frombuffer(posting, dtype=np.int64))
 
     def token_sources(self, value: str) -> set[int]:

@@ -320,7 +320,7 @@ def test_popular_kgrams_stay_exact_across_the_switch_to_a_bit_set() -> None:
         if node % 37 == 0:
             assert index.span_sources("boilerplate") == {n for n in range(node + 1) if n % 5}
             assert index.gram_bits("ilerplat") == sum(1 << n for n in range(node + 1) if n % 5)
-    assert isinstance(index.kgrams["ilerplat"], int)  # one entry per k-gram: the bit set replaced the array
+    assert isinstance(index.kgrams["ilerplat"], list)  # one entry per k-gram: the bit set replaced the array
 
 
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
@@ -458,3 +458,17 @@ def test_a_node_set_cannot_be_given_other_bits() -> None:
         with pytest.raises(AttributeError, match="read-only"):
             setattr(chosen, name, 0)
     assert (chosen.bits, chosen.ordered, set(chosen)) == (0b1011, (0, 1, 3), {0, 1, 3})
+
+
+def test_a_kgram_answers_exactly_in_each_of_its_three_forms() -> None:
+    """One holder (the node index itself), 2..64 (an array), more (a bit set): ``gram_bits`` and
+    ``span_sources`` give exactly the holders in each form (catches a single holder returned as its
+    index instead of its bit, and a holder lost when a form changes)."""
+    index = ValueIndex([], min_span=8)
+    holders: list[int] = []
+    for node in [5, 9, *range(20, 90)]:
+        index.add(node, "xx abcdefgh yy", ())
+        holders.append(node)
+        assert index.gram_bits("abcdefgh") == sum(1 << n for n in holders)
+        assert index.span_sources("-abcdefgh-") == set(holders)
+    assert index.gram_bits("zzzzzzzz") == 0
