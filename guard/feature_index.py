@@ -26,20 +26,25 @@ _STARTS = re.compile(r"(?<![A-Za-z0-9])\S")  # a token may begin here: no letter
 _ENDS = re.compile(r"\S(?![A-Za-z0-9])")  # and end after this character: no letter or digit just after
 
 
+def merged_windows(n: int, starts: Iterable[int], window: int) -> list[tuple[int, int]]:
+    """The positions ``p`` of a text of length ``n`` with ``0 <= p - s <= window`` for some start ``s``,
+    as ascending, disjoint half-open ranges ``[lo, hi)`` (overlapping or touching windows merged)."""
+    covered: list[tuple[int, int]] = []
+    for lo, hi in sorted((max(0, s), min(n, s + window + 1)) for s in starts):
+        if covered and lo <= covered[-1][1]:
+            covered[-1] = (covered[-1][0], max(covered[-1][1], hi))
+        elif lo < hi:
+            covered.append((lo, hi))
+    return covered
+
+
 def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SHORT_ID_MAX) -> set[str]:
     """Every ``text[p:e]`` of 1..``longest`` chars with ``0 <= p - s <= window`` for a start ``s``, that
     stands as a whole token (no ASCII letter or digit just before ``p`` or at ``e``) and neither begins
     nor ends with whitespace."""
     n = len(text)
-    spans = sorted((max(0, s), min(n, s + window + 1)) for s in starts)
-    covered: list[tuple[int, int]] = []
-    for lo, hi in spans:  # the windows, merged
-        if covered and lo <= covered[-1][1]:
-            covered[-1] = (covered[-1][0], max(covered[-1][1], hi))
-        elif lo < hi:
-            covered.append((lo, hi))
     found: set[str] = set()
-    for lo, hi in covered:
+    for lo, hi in merged_windows(n, starts, window):
         ends = [m.end() for m in _ENDS.finditer(text, lo, min(n, hi + longest + 1))]
         for match in _STARTS.finditer(text, lo, hi):
             p = match.start()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from guard.feature_index import SHORT_ID_MAX
+from guard.feature_index import SHORT_ID_MAX, merged_windows
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
@@ -186,16 +186,9 @@ def _path_and_query(url: str) -> str:
 def _inside(text: str, value: str, starts: tuple[int, ...], window: int) -> bool:
     """Whether ``value`` occurs in ``text`` starting within ``window`` characters after one of ``starts``.
 
-    One bounded search per run of overlapping windows: ``find`` in ``[a, b + len(value))`` returns an
-    occurrence starting in ``[a, b]`` if there is one, so no character outside the windows is read and
-    none is read twice for windows that overlap (the patterns of one injection match close together).
+    One bounded search per run of overlapping windows (:func:`merged_windows`): ``find`` in
+    ``[lo, hi - 1 + len(value))`` returns an occurrence starting in ``[lo, hi)`` if there is one, so no
+    character outside the windows is read and none twice.
     """
-    size, end = len(value), -1
-    lo = 0
-    for start in sorted(s for s in starts if s >= 0):
-        if start > end + 1:  # a new run: search the previous one
-            if end >= 0 and text.find(value, lo, end + size) >= 0:
-                return True
-            lo = start
-        end = max(end, start + window)
-    return end >= 0 and text.find(value, lo, end + size) >= 0
+    size = len(value)
+    return any(text.find(value, lo, hi - 1 + size) >= 0 for lo, hi in merged_windows(len(text), starts, window))

@@ -202,11 +202,11 @@ def select(session: Session, node: int) -> frozenset[int]:
 
 
 def _earlier_records(session: Session, node: int, selected: frozenset[int] | set[int]) -> bool:
-    """Whether every member is a record index of the session below ``node`` (set operations, no loop per member).
+    """Whether every member is a record index of the session below ``node``.
 
     Membership is checked against the graph's record indices, so a member that is not one (a string,
     a float, a future record) fails, and every member must be an ``int`` (``3.0`` and ``True`` equal an
-    index but are not one).  A :class:`NodeSet` is checked on its bit set.
+    index but are not one).  A :class:`NodeSet` is checked on its bit set, with no loop per member.
     """
     graph = session.graph
     if type(selected) is NodeSet:

@@ -100,7 +100,7 @@ class ValueIndex:
             return 1 << posting
         if isinstance(posting, list):
             return posting[0]
-        return _index_bits(np.frombuffer(posting, dtype=np.int64))
+        return to_bits(posting)
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -161,6 +161,8 @@ def to_bits(nodes: Iterable[int]) -> int:
     """The bit set of ``nodes`` (non-negative ints): bit ``i`` set for each ``i`` in ``nodes``."""
     if isinstance(nodes, set | frozenset | list | tuple | array) and len(nodes) <= _FEW:
         return _few_bits(nodes)
+    if isinstance(nodes, array) and nodes.typecode == "q":
+        return _index_bits(np.frombuffer(nodes, dtype=np.int64))
     return _index_bits(np.fromiter(nodes, dtype=np.int64))
 
 
