@@ -8,10 +8,14 @@ Format ``carbguard-episodes/1``::
      "records": [{"kind": "user", "text": "..."},
                  {"kind": "proposal", "tool": "...", "args": {...}, "call_id": "..."},
                  {"kind": "result", "call_id": "...", "text": "...", "status": "ok"},
+                 {"kind": "content", "origin": "...", "source": "private_source", "text": "..."},
                  {"kind": "final", "text": "..."}]}
 
 Trust is not stored: it follows from the policy the episode is replayed under (a result's trust is its
-tool's ``kind``).  ``utility`` is whether the logged task succeeded, if known (evaluation reports
+tool's ``kind``).  A ``content`` record is what the model was shown outside any decided call (an MCP
+resource or prompt, an earlier turn's tool output): its ``source`` kind is the one the observer
+resolved from the policy when it was seen, and is stored.
+``utility`` is whether the logged task succeeded, if known (evaluation reports
 harm-free success from it); ``policy`` names the policy the episode belongs to when one file holds
 episodes of several policies.  Every ``meta`` key is optional when reading.  This module is on
 the decision floor so that shadow mode can record episodes without importing the corpus code;
@@ -24,15 +28,26 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from guard.records import Episode, Record, RecordKind
+from guard.records import Episode, Record, RecordKind, Trust, is_content
 
 EPISODES_FORMAT = "carbguard-episodes/1"
+
+
+TRUST_SOURCE = {
+    Trust.TOOL_PRIVATE: "private_source",
+    Trust.TOOL_PUBLIC: "public_source",
+    Trust.TOOL_UNTRUSTED: "untrusted_source",
+}
+"""A content record's stored ``source`` for its trust (the policy's source kinds)."""
+SOURCE_TRUST = {source: trust for trust, source in TRUST_SOURCE.items()}
 
 
 def record_to_json(record: Record) -> dict[str, Any]:
     """One record as a JSON object (the fields its kind uses, nothing else)."""
     if record.kind is RecordKind.PROPOSAL:
         return {"kind": "proposal", "tool": record.tool, "args": dict(record.args), "call_id": record.call_id}
+    if is_content(record):
+        return {"kind": "content", "origin": record.tool, "source": TRUST_SOURCE[record.trust], "text": record.text}
     if record.kind is RecordKind.RESULT:
         return {"kind": "result", "call_id": record.call_id, "text": record.text, "status": record.status}
     return {"kind": record.kind.value, "text": record.text}
@@ -65,4 +80,4 @@ def episode_line(episode: Episode, tags: Mapping[str, Any] | None = None, policy
     return json.dumps(episode_to_json(episode, tags, policy), sort_keys=True, ensure_ascii=False, allow_nan=False)
 
 
-__all__ = ["EPISODES_FORMAT", "episode_line", "episode_to_json", "record_to_json"]
+__all__ = ["EPISODES_FORMAT", "SOURCE_TRUST", "TRUST_SOURCE", "episode_line", "episode_to_json", "record_to_json"]

@@ -139,6 +139,26 @@ def result(index: int, call_id: str, text: str, trust: Trust, tool: str, status:
     )
 
 
+def content(index: int, text: str, trust: Trust, origin: str) -> Record:
+    """Content the model was shown that no decided call of this session returned (a channel record).
+
+    An MCP resource or prompt, or a tool output from an earlier turn of a continued conversation:
+    a result-kind record with no call id (nothing links it to a proposal) whose trust is given by
+    the observer, from the policy's declaration of that channel.  ``origin`` names the channel
+    (e.g. ``mcp:resource:file:///notes.txt``); it is provenance, never a tool.
+    """
+    if trust not in (Trust.TOOL_PRIVATE, Trust.TOOL_PUBLIC, Trust.TOOL_UNTRUSTED):
+        raise InputError(f"content trust must be a tool source trust, got {trust!r}")
+    if type(origin) is not str or not origin:
+        raise InputError("content origin must be a non-empty string")
+    return Record(index=index, kind=RecordKind.RESULT, trust=trust, text=text, tool=origin, call_id=None)
+
+
+def is_content(record: Record) -> bool:
+    """Whether ``record`` is a channel record (:func:`content`): a result that answers no call."""
+    return record.kind is RecordKind.RESULT and record.call_id is None
+
+
 def final(index: int, text: str) -> Record:
     """The agent's final answer."""
     return Record(index=index, kind=RecordKind.FINAL, trust=Trust.AGENT, text=text)

@@ -21,12 +21,13 @@ from typing import Any
 from guard import stages
 from guard.audit import AuditLog
 from guard.decision import Decision
+from guard.episode_json import SOURCE_TRUST
 from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
-from guard.records import Record, canonical_args, final, result, safe_repr, user
+from guard.records import Record, canonical_args, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
@@ -182,6 +183,25 @@ class Session:
             record = result(self.next_index, call_id, _text(text, "tool result"), trust, proposal.tool or "", status)
             self.graph.add(record)
             self.answered.add(call_id)
+
+    def observe_content(self, text: str, source: str, origin: str) -> None:
+        """Record content the model is shown that no call decided by this session returned.
+
+        Every channel that reaches the model goes through the guard: an MCP resource or prompt, a
+        tool output carried in from an earlier conversation, an attachment.  ``source`` is the kind
+        the policy gives that channel (``private_source``, ``public_source`` or ``untrusted_source``;
+        an undeclared channel is ``untrusted_source``, never trusted); ``origin`` names it for the
+        audit and the recorded episode.  Raises :class:`~guard.errors.InputError` on anything else;
+        an adapter that cannot observe content must not hand it to the model.
+        """
+        trust = SOURCE_TRUST.get(source) if type(source) is str else None
+        if trust is None:
+            raise InputError(
+                f"session {self.session_id!r}: content source must be one of {', '.join(SOURCE_TRUST)}, "
+                f"got {safe_repr(source)[:80]}"
+            )
+        with self._lock:
+            self.graph.add(content(self.next_index, _text(text, "content"), trust, origin))
 
     # ------------------------------------------------------------------- decide
 

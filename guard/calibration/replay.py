@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.decision import Decision
+from guard.episode_json import TRUST_SOURCE
 from guard.ledger import CATEGORIES, Ledger, LedgerLabels, LedgerTrace
 from guard.policy import Policy, SelectorName
 from guard.protocols import Selector
-from guard.records import Episode, RecordKind
+from guard.records import Episode, RecordKind, is_content
 from guard.runtime import Guard, Session
 from guard.scorer import FEATURES, WeightedScorer
 from guard.selectors import make_selector
@@ -36,6 +37,8 @@ def feed(
             decisions.append(session.decide(record.tool or "", dict(record.args), record.call_id or ""))
             if on_decision is not None:
                 on_decision(session, decisions[-1])
+        elif is_content(record):
+            session.observe_content(record.text, TRUST_SOURCE[record.trust], record.tool or "")
         elif record.kind is RecordKind.RESULT:
             session.observe_result(record.call_id or "", record.text, record.status)
         else:

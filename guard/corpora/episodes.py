@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard.episode_json import EPISODES_FORMAT
+from guard.episode_json import EPISODES_FORMAT, SOURCE_TRUST
 from guard.errors import CorpusError, GuardError
 from guard.policy import Policy
-from guard.records import Episode, EpisodeMeta, Record, final, proposal, result, user
+from guard.records import Episode, EpisodeMeta, Record, content, final, proposal, result, user
 from guard.stages import result_trust
 
 __all__ = ["EpisodeSet", "episodes_json_schema", "load_episodes", "parse_episode", "read_episodes"]
@@ -31,6 +31,7 @@ _RECORD_FIELDS: dict[str, tuple[set[str], set[str]]] = {  # kind -> (required, o
     "user": ({"kind", "text"}, set()),
     "proposal": ({"kind", "tool", "args", "call_id"}, set()),
     "result": ({"kind", "call_id", "text"}, {"status"}),
+    "content": ({"kind", "origin", "source", "text"}, set()),
     "final": ({"kind", "text"}, set()),
 }
 
@@ -211,6 +212,12 @@ def _record(
         return user(index, _string(item, "text", field, where))
     if kind == "final":
         return final(index, _string(item, "text", field, where))
+    if kind == "content":
+        source = item["source"]
+        if type(source) is not str or source not in SOURCE_TRUST:
+            raise where.fail(f"{field}.source", f"must be one of {', '.join(SOURCE_TRUST)}, got {source!r}")
+        origin = _string(item, "origin", field, where, empty=False)
+        return content(index, _string(item, "text", field, where), SOURCE_TRUST[source], origin)
     call_id = _string(item, "call_id", field, where, empty=False)
     if kind == "proposal":
         tool = _string(item, "tool", field, where, empty=False)
@@ -267,6 +274,14 @@ def episodes_json_schema() -> dict[str, Any]:
              "status": {"enum": ["ok", "error"], "default": "ok", "description": "error: the call failed."}},
             ["call_id", "text"],
             "A tool result; its trust follows from its tool's kind in the policy. After its proposal.",
+        ),
+        record(
+            "content",
+            {"origin": {"type": "string", "minLength": 1, "description": "The channel (e.g. an MCP resource URI)."},
+             "source": {"enum": list(SOURCE_TRUST), "description": "The channel's source kind when it was seen."},
+             "text": text},
+            ["origin", "source", "text"],
+            "Content the model was shown outside any decided call (an MCP resource or prompt, an earlier turn).",
         ),
         record("final", {"text": text}, ["text"], "The agent's final answer."),
     ]
