@@ -10,6 +10,7 @@ after it: those records are simply not in what it is handed.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -17,6 +18,7 @@ from types import MappingProxyType
 from typing import Any
 
 from guard.errors import InputError
+from guard.limits import MAX_DEPTH
 
 
 class RecordKind(StrEnum):
@@ -47,17 +49,66 @@ def freeze_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(json.loads(text))
 
 
-def canonical_args(args: Mapping[str, Any]) -> dict[str, Any]:
-    """The canonical copy of well-formed arguments: plain dict/list/str/number/bool/None, via a JSON round trip.
+def canonical_args(args: Any) -> dict[str, Any]:
+    """The canonical copy of well-formed arguments: a fresh tree of exact dict/list/str/int/float/bool/None.
 
-    What is scored, audited and handed to the tool is this copy, never the caller's object: a mapping
-    subclass whose views hide keys, or a ``str`` subclass that compares equal to another name, cannot
-    make the tool receive something other than what was decided.
+    What is scored, audited and handed to the tool is this copy, never the caller's object.  It is built
+    by walking the arguments and accepting only *exact* built-in types (``type(x) is dict``, not
+    ``isinstance``), reading dicts through the C-level ``dict.items``: no method the caller can
+    override runs, so a mapping subclass whose views hide keys, a ``str`` subclass that compares equal
+    to another value, or a number whose ``__str__``/``__repr__`` lies cannot make the decision see
+    something other than what the tool receives.  A subclass of any type, a non-string key, a
+    non-finite float or nesting deeper than ``MAX_DEPTH`` raises :class:`InputError` naming where.
+    Tuples (exact) become lists, as in JSON.
     """
-    canon = json.loads(json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False))
-    if not isinstance(canon, dict):
-        raise TypeError(f"arguments are a {type(canon).__name__} after canonicalisation, expected an object")
+    if type(args) is not dict:
+        raise InputError(f"arguments must be a plain JSON object (dict), got {_type_name(args)}")
+    canon: dict[str, Any] = _canonical(args, "arguments", 0)  # an exact dict walks to a plain dict
     return canon
+
+
+def _type_name(value: Any) -> str:
+    """The name of ``value``'s type for messages (``MyStr (a str subclass)``), never raising."""
+    try:
+        kind = type(value)
+        name = type.__dict__["__name__"].__get__(kind)
+        if any(kind is plain for plain in _PLAIN):
+            return str.__str__(name)
+        mro = type.__dict__["__mro__"].__get__(kind)
+        base = next((plain for b in mro for plain in _PLAIN if b is plain), None)
+        return f"{str.__str__(name)} (a {base.__name__} subclass)" if base is not None else str.__str__(name)
+    except Exception:  # noqa: BLE001 - a message must not raise
+        return "<unnamed type>"
+
+
+_PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
+
+
+def _canonical(value: Any, where: str, depth: int) -> Any:
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise InputError(f"{where}: {float.__repr__(value)} is not a finite number")
+        return value
+    if kind is dict or kind is list or kind is tuple:
+        if depth + 1 > MAX_DEPTH:
+            raise InputError(f"arguments nest deeper than {MAX_DEPTH} levels (at {where})")
+        if kind is dict:
+            out: dict[str, Any] = {}
+            for key, inner in dict.items(value):
+                if type(key) is not str:
+                    raise InputError(
+                        f"{where}: key {safe_repr(key)[:80]} is a {_type_name(key)}, not a plain string"
+                    )
+                out[key] = _canonical(inner, f"{where}[{safe_repr(key)[:80]}]", depth + 1)
+            return out
+        return [_canonical(inner, f"{where}[{i}]", depth + 1) for i, inner in enumerate(value)]
+    raise InputError(
+        f"{where}: a {_type_name(value)} is not a plain JSON value "
+        "(exact dict, list, str, int, float, bool or None; subclasses are refused)"
+    )
 
 
 def safe_repr(value: Any) -> str:

@@ -11,8 +11,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, Decision, Reason, Verdict
+from guard.errors import InputError
 from guard.graph import NodeSet
-from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
+from guard.limits import MAX_ARG_CHARS
 from guard.policy import Policy, ToolKind, ToolSpec
 from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
@@ -157,29 +158,23 @@ def _clip(value: Any, limit: int = 200) -> str:
 
 
 def _args_problem(args: Any) -> str | None:
+    """Why ``args`` cannot be decided, or None: only what :func:`canonical_args` copies exactly is accepted.
+
+    The checks run on the canonical copy (exact built-in types, read without calling any method the
+    caller could override), the copy that is then scored, audited and handed to the tool.
+    """
     if not isinstance(args, Mapping):
         return f"arguments must be a JSON object, got {type(args).__name__}"
     try:
-        text = json.dumps(args, allow_nan=False, sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return f"arguments are not valid JSON: {str(exc)[:200]}"
+        canon = canonical_args(args)
+    except InputError as exc:
+        return str(exc)[:400]
+    text = json.dumps(canon, allow_nan=False, sort_keys=True, ensure_ascii=False)
     if not _is_text(text):
         return "arguments hold invalid Unicode (a lone surrogate)"
     if len(text) > MAX_ARG_CHARS:
         return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}"
-    if _depth(args) > MAX_DEPTH:
-        return f"arguments nest deeper than {MAX_DEPTH} levels"
     return None
-
-
-def _depth(value: Any, level: int = 0) -> int:
-    if level > MAX_DEPTH:
-        return level
-    if isinstance(value, Mapping):
-        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level + 1)
-    return level
 
 
 def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -> int:
@@ -281,6 +276,8 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     key = getattr(getattr(guard, "audit", None), "value_key", None)
     key = key if isinstance(key, bytes) else None
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
+    if decision.args is not None:  # decided: audit exactly the canonical copy that was scored
+        args = decision.args
     redactor = Redactor(session, args, decision.proposal_index).redact
     tool, mask = (decision.tool, None) if known_tool else name_masker(decision.tool, key)
 
