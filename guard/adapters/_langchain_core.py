@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
@@ -81,6 +82,7 @@ def check_agent_tools(policy: Any, tools: Sequence[Any]) -> list[str]:
         log.warning("policy %r vs agent tools: %s", policy.name, problem)
     return problems
 
+
 SessionKey: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]
 """Maps a ``RunnableConfig`` to a session key; ``None`` falls back to the run's first message id
 (and when no message has an id either, the call is refused: there is no shared default session)."""
@@ -116,10 +118,40 @@ def _text(message: BaseMessage) -> str:
     return str(message.text)
 
 
+def _render_block(block: Any) -> str:
+    """One content block as the model is given it: a text block as its text, any other as its JSON.
+
+    A block that is not JSON (bytes, an object) is observed as its repr: opaque, never nothing.
+    """
+    if type(block) is str:
+        return block
+    if isinstance(block, Mapping) and block.get("type") == "text" and type(block.get("text")) is str:
+        return str(block["text"])
+    try:
+        return json.dumps(block, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return safe_repr(block)
+
+
+def _content_text(message: BaseMessage) -> str:
+    """Everything of ``message.content`` that reaches the model, as text (``message.text`` keeps only text blocks).
+
+    ``json``, ``search_result``, ``document``, image, file, non-standard and unknown blocks are
+    rendered as their canonical JSON, so a private value inside them is observed.  ``ToolMessage.artifact``
+    never reaches the model and is not observed.
+    """
+    content = message.content
+    if type(content) is str:
+        return content
+    if isinstance(content, list | tuple):
+        return "\n".join(_render_block(block) for block in content)
+    return _render_block(content)
+
+
 def _tool_output(out: Any) -> tuple[str, str]:
     """Text and status of what a tool run returned (a ToolMessage, a Command, or a plain value)."""
     if isinstance(out, ToolMessage):
-        return _text(out), "error" if out.status == "error" else "ok"
+        return _content_text(out), "error" if out.status == "error" else "ok"
     update = getattr(out, "update", None)
     if isinstance(update, Mapping):
         for message in update.get("messages") or ():
@@ -294,11 +326,11 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
             continue
         tracker.seen.add(key)
         if isinstance(message, HumanMessage):
-            session.observe_user(_text(message))
+            session.observe_user(_content_text(message))
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
-            _observe_result(session, call_id, _text(message), status, tracker.skipped)
+            _observe_result(session, call_id, _content_text(message), status, tracker.skipped)
         elif isinstance(message, AIMessage):
             if not message.tool_calls and not message.invalid_tool_calls:
                 session.observe_final(_text(message))
