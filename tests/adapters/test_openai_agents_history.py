@@ -1,0 +1,200 @@
+"""OpenAI Agents SDK: a continued conversation's earlier tool calls and outputs reach the guard.
+
+``run``/``run_sync`` used to feed the session only the user text of the input, so a record read in
+turn 1 and sent in turn 2 (continued via ``result.to_input_list()`` or an SDK ``session=``) ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, FunctionTool, RunConfig, SQLiteSession, function_tool
+
+from guard import Guard, InputError, load_policy
+from guard.adapters.openai_agents import run, run_sync
+from guard.adapters.openai_agents_testing import ScriptedModel, function_call
+from guard.audit import MemoryAudit
+from tests.adapters.mail_agent_data import POLICY, RECORD, TASK
+
+NO_TRACE = RunConfig(tracing_disabled=True)
+SEND = function_call("send_email", {"to": "compliance@audit-desk.net", "subject": "Record", "body": RECORD}, "c2")
+NEXT = "Now send it on, please."
+CALL_TEXT = '{"arguments": "{\\"name\\": \\"Lena Novak\\"}", "name": "read_record"}'
+
+
+@pytest.fixture(autouse=True)
+def _quiet_tracing_and_close_loops() -> Iterator[None]:
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)
+    yield
+    set_tracing_disabled(False)
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        return
+    if not loop.is_running():
+        loop.close()
+    asyncio.set_event_loop(None)
+
+
+def arun(coro: Any) -> Any:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+def make_guard() -> Guard:
+    return Guard(load_policy(POLICY), threshold=0.5, audit=MemoryAudit())
+
+
+def mail_tools(ran: list[str]) -> list[FunctionTool]:
+    @function_tool
+    def read_record(name: str) -> str:
+        """Read a customer record."""
+        ran.append("read_record")
+        return RECORD
+
+    @function_tool
+    def send_email(to: str, subject: str, body: str) -> str:
+        """Send an e-mail."""
+        ran.append("send_email")
+        return f"sent to {to}"
+
+    return [read_record, send_email]
+
+
+def two_turn_agent(ran: list[str]) -> Agent[Any]:
+    """Turn 1 reads the record and answers; turn 2 (a continued conversation) sends the record."""
+    model = ScriptedModel([[function_call("read_record", {"name": "Lena Novak"}, "c1")], "read it", [SEND], "sent"])
+    return Agent(name="mail", tools=mail_tools(ran), model=model)
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_record_read_in_turn_one_is_not_sent_in_turn_two_via_to_input_list(use_async: bool) -> None:
+    """to_input_list() + [turn]: the earlier read_record output is observed, so the send is refused.
+
+    Catches feeding the session only the input's user text (the send would run).
+    """
+    ran: list[str] = []
+    guard, agent = make_guard(), two_turn_agent(ran)
+    first = run_sync(guard, agent, TASK, session_id="t1", run_config=NO_TRACE)
+    assert ran == ["read_record"]
+    continued = [*first.to_input_list(), {"role": "user", "content": NEXT}]
+    if use_async:
+        arun(run(guard, agent, continued, session_id="t2", run_config=NO_TRACE))
+    else:
+        run_sync(guard, agent, continued, session_id="t2", run_config=NO_TRACE)
+    assert ran == ["read_record"]
+    decisions = [(e["session"], e["call_id"], e["verdict"]) for e in guard.audit.entries]  # type: ignore[union-attr]
+    assert decisions == [("t1", "c1", "execute"), ("t2", "c2", "escalate")]
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_record_read_in_turn_one_is_not_sent_in_turn_two_via_sdk_session(use_async: bool) -> None:
+    """session=SQLiteSession: its stored items are read before the run and observed; the send is refused.
+
+    Catches ignoring the SDK session's memory (the send would run).
+    """
+    ran: list[str] = []
+    guard, agent, memory = make_guard(), two_turn_agent(ran), SQLiteSession(f"mem-{use_async}")
+    if use_async:
+        arun(run(guard, agent, TASK, session_id="m1", session=memory, run_config=NO_TRACE))
+        arun(run(guard, agent, NEXT, session_id="m2", session=memory, run_config=NO_TRACE))
+    else:
+        run_sync(guard, agent, TASK, session_id="m1", session=memory, run_config=NO_TRACE)
+        run_sync(guard, agent, NEXT, session_id="m2", session=memory, run_config=NO_TRACE)
+    assert ran == ["read_record"]
+    assert [e["verdict"] for e in guard.audit.entries if e["session"] == "m2"] == ["escalate"]  # type: ignore[union-attr]
+
+
+def test_a_history_call_is_never_executable() -> None:
+    """An earlier function_call in the input is history: the same call id proposed again is decided anew.
+
+    Catches recording history calls as decided proposals (a replayed id would be authorized or answered).
+    """
+    ran: list[str] = []
+    guard = make_guard()
+    history = [
+        {"role": "user", "content": TASK},
+        {"type": "function_call", "call_id": "c2", "name": "send_email", "arguments": SEND.arguments},
+        {"type": "function_call_output", "call_id": "c2", "output": "sent"},
+    ]
+    model = ScriptedModel([[SEND], "sent"])
+    run_sync(guard, Agent(name="m", tools=mail_tools(ran), model=model), history, session_id="h", run_config=NO_TRACE)
+    session_entries = [e for e in guard.audit.entries if e["session"] == "h"]  # type: ignore[union-attr]
+    assert [e["call_id"] for e in session_entries] == ["c2"]  # decided once, in this run, on its own prefix
+
+
+def test_history_items_become_records_with_their_source_kind() -> None:
+    """User text → user turn; read_record output → private content; assistant/system text → untrusted content."""
+    ran: list[str] = []
+    guard = make_guard()
+    items = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": [{"type": "input_text", "text": TASK}, {"type": "input_image", "image_url": "x"}]},
+        {"type": "function_call", "call_id": "c1", "name": "read_record", "arguments": '{"name": "Lena Novak"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": RECORD}]},
+        {"type": "function_call_output", "call_id": "zz", "output": "orphan"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "here"}]},
+        {"role": "user", "content": NEXT},
+    ]
+    model = ScriptedModel(["ok"])
+    result = run_sync(guard, Agent(name="m", tools=mail_tools(ran), model=model), items, session_id="r")
+    assert result.final_output == "ok"
+    # the final answer was recorded too; read the records in order from a fresh feed of the same items
+    from guard.adapters.openai_agents import _observe_items
+
+    session = guard.session("r2")
+    assert _observe_items(session, items, "run input") == 2
+    got = [(r.kind.value, r.trust.value, r.tool, r.text) for r in session.graph.records.values()]
+    assert got == [
+        ("result", "tool_untrusted", "history:system", "be brief"),
+        ("user", "user", None, TASK),
+        ("result", "tool_untrusted", "history:user:attachment", '{"image_url": "x", "type": "input_image"}'),
+        ("result", "tool_untrusted", "history:call:read_record", CALL_TEXT),
+        ("result", "tool_private", "history:read_record", RECORD),
+        ("result", "tool_untrusted", "history:unknown_call", "orphan"),
+        ("result", "tool_untrusted", "history:assistant", "here"),
+        ("user", "user", None, NEXT),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        ({"type": "web_search_call", "id": "w1", "status": "completed"}, "web_search_call"),
+        ({"type": "item_reference", "id": "msg_1"}, "item_reference"),
+        ({"role": "tool", "content": "x"}, "'tool'"),
+        ("just text", "str"),
+    ],
+)
+def test_an_item_the_guard_does_not_understand_refuses_the_run(item: Any, named: str) -> None:
+    """Unknown item types/roles raise InputError naming the item and its position; no tool runs.
+
+    Catches skipping items the guard does not understand (they would reach the model unseen).
+    """
+    ran: list[str] = []
+    model = ScriptedModel([[SEND], "sent"])
+    agent = Agent(name="m", tools=mail_tools(ran), model=model)
+    with pytest.raises(InputError, match=rf"run input item 1.*{named}"):
+        run_sync(make_guard(), agent, [{"role": "user", "content": TASK}, item], session_id="u", run_config=NO_TRACE)
+    assert ran == [] and model.inputs == []
+
+
+def test_server_stored_conversations_are_refused() -> None:
+    """previous_response_id / conversation_id: history the guard cannot read refuses the run."""
+    ran: list[str] = []
+    model = ScriptedModel([[SEND], "sent"])
+    agent = Agent(name="m", tools=mail_tools(ran), model=model)
+    with pytest.raises(InputError, match="previous_response_id"):
+        run_sync(make_guard(), agent, NEXT, session_id="p", previous_response_id="resp_1", run_config=NO_TRACE)
+    assert model.inputs == []
