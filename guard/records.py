@@ -99,9 +99,7 @@ def _canonical(value: Any, where: str, depth: int) -> Any:
             out: dict[str, Any] = {}
             for key, inner in dict.items(value):
                 if type(key) is not str:
-                    raise InputError(
-                        f"{where}: key {safe_repr(key)[:80]} is a {_type_name(key)}, not a plain string"
-                    )
+                    raise InputError(f"{where}: key {safe_repr(key)[:80]} is a {_type_name(key)}, not a plain string")
                 out[key] = _canonical(inner, f"{where}[{safe_repr(key)[:80]}]", depth + 1)
             return out
         return [_canonical(inner, f"{where}[{i}]", depth + 1) for i, inner in enumerate(value)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ def _policy_schema(args: argparse.Namespace) -> int:
 
 def _policy_init(args: argparse.Namespace) -> int:
     from guard.policy import parse_policy
+    from guard.policy.loader import _read_yaml
     from guard.policy.tools import skeleton_yaml
 
     sources = [s for s in (args.from_langchain, args.from_openai_tools) if s] + (["mcp"] if args.from_mcp else [])
@@ -105,18 +107,23 @@ def _policy_init(args: argparse.Namespace) -> int:
     if args.command and source != "mcp":
         raise GuardError("a server command after -- needs --from-mcp")
     schemas, label = _read_tools(source, args.command)
-    text = skeleton_yaml(schemas, args.name, label)
-    import yaml
-
-    parse_policy(yaml.safe_load(text), source="the written skeleton")  # never write a policy that does not load
+    text = skeleton_yaml(schemas, args.name, label)  # read back with the strict loader inside: exactly what it meant
+    policy = parse_policy(_read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
+    left_out = [s.name for s in schemas if s.name not in policy.tools]
     if args.out is None:
         sys.stdout.write(text)
-        return 0
-    out = Path(args.out)
-    if out.exists() and not args.force:
-        raise GuardError(f"{out}: exists; pass --force to overwrite")
-    out.write_text(text, encoding="utf-8")
-    print(f"wrote {out}: {len(schemas)} tools; review every `# check:` line", file=sys.stderr)
+    else:
+        out = Path(args.out)
+        if out.exists() and not args.force:
+            raise GuardError(f"{out}: exists; pass --force to overwrite")
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}: {len(policy.tools)} tools; review every `# check:` line", file=sys.stderr)
+    if left_out:
+        names = ", ".join(json.dumps(n) for n in left_out)  # escaped: a tool name is server-controlled text
+        print(
+            f"warning: left out {len(left_out)} tool(s) whose role is unclear (their calls escalate): {names}",
+            file=sys.stderr,
+        )
     return 0
 
 

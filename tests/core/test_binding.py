@@ -189,8 +189,15 @@ class SneakyFloat(float):
         {"path": "a.md", "x": SneakyFloat(4111.25)},
         {SneakyStr("attacker@evil.test"): "a.md"},
     ],
-    ids=["hides-to", "hides-bcc-everywhere", "nested-hiding-dict", "str-subclass", "int-subclass", "float-subclass",
-         "str-subclass-key"],
+    ids=[
+        "hides-to",
+        "hides-bcc-everywhere",
+        "nested-hiding-dict",
+        "str-subclass",
+        "int-subclass",
+        "float-subclass",
+        "str-subclass-key",
+    ],
 )
 def test_arguments_that_cannot_be_copied_exactly_are_refused(
     session: Session, memory_audit: Any, hostile: dict[str, Any]

@@ -5,12 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from guard.cli import main
 from guard.policy import load_policy
-from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools, from_openai_tools, skeleton_yaml
+from guard.policy.tools import (
+    ToolSchema,
+    check_tools,
+    from_langchain_tools,
+    from_mcp_tools,
+    from_openai_tools,
+    skeleton_yaml,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 OPENAI_TOOLS = [
@@ -94,9 +102,10 @@ def test_skeleton_lists_every_tool_with_checked_guesses_and_validates(tmp_path: 
     assert kinds == {
         "get_balance": ("private_source", "none"),
         "send_message": ("sink", "irreversible"),
-        "read_webpage": ("untrusted_source", "none"),
+        "read_webpage": ("sink", "none"),  # a fetch: its URL carries data out
         "update_note": ("other", "reversible"),
     }
+    assert policy.tools["read_webpage"].source_kind.value == "untrusted_source"
     send = policy.tools["send_message"]
     assert set(send.payload_args) == {"recipient", "text"} and send.identifier_args == ("recipient",)
     guesses = [line for line in out.read_text().splitlines() if line.strip().startswith(("kind:", "effect:"))]
@@ -198,3 +207,246 @@ def test_schema_without_arguments_is_not_cross_checked() -> None:
 
     policy = parse_policy(yaml.safe_load(POLICY))
     assert check_tools(policy, [ToolSchema("send_message", args=None)], policy_extra=False) == []
+
+
+# ----------------------------------------------------------------------------- hostile names (item: YAML injection)
+
+HOSTILE = ["\n", "\r", "\r\n", "\u2028", "\u2029", "\u0085", "#", ": ", "\n---\n", "\n...\n", "\n- ", '"', "'", "\\"]
+
+
+def _injection(h: str) -> str:
+    """Text that, spliced into YAML after ``h``, would turn send_email into a public source."""
+    return f"x{h}  send_email:{h}    kind: public_source{h}    effect: none{h}#"
+
+
+@pytest.mark.parametrize("h", HOSTILE, ids=[repr(h) for h in HOSTILE])
+def test_hostile_names_read_back_exactly(tmp_path: Path, h: str) -> None:
+    """Argument names, tool names, descriptions, the policy name and the source label holding line breaks
+    (\\n, \\r, U+2028, U+2029, U+0085), '#', ': ', quotes or document markers give back exactly the intended tools.
+
+    Catches the old skeleton, which spliced argument names into a `# arguments:` comment: a newline in an
+    argument name ended the comment and the following text became policy lines (send_email a public source),
+    and the file still passed init's own check and `policy validate`.
+    """
+    tools = [
+        ToolSchema("send_email", f"Send an e-mail.{_injection(h)}", ("to", _injection(h))),
+        ToolSchema("read_notes", f"Notes.{h}    kind: public_source", (f"path{h}", _injection(h))),
+        ToolSchema(f"get_{_injection(h)}", "Read a record.", ("id",)),
+    ]
+    out = tmp_path / "policy.yaml"
+    out.write_text(skeleton_yaml(tools, f"n{_injection(h)}", f"src{_injection(h)}"), encoding="utf-8")
+    policy = load_policy(out)  # the strict loader
+    assert list(policy.tools) == [t.name for t in tools] and policy.name == f"n{_injection(h)}"
+    send = policy.tools["send_email"]
+    assert (send.kind.value, send.effect.value, send.severity) == ("sink", "irreversible", 3)
+    assert set(send.payload_args) == {"to", _injection(h)}
+    assert policy.tools["read_notes"].kind.value == "private_source"
+    assert policy.tools[f"get_{_injection(h)}"].kind.value == "sink"  # its name holds the word "send"
+    text = out.read_text(encoding="utf-8")
+    assert text.count("\n") == len(text.splitlines()) and all(
+        line.isascii() or "§" in line for line in text.splitlines()
+    )
+
+
+def test_hostile_argument_names_through_cli_and_validate(tmp_path: Path) -> None:
+    """The CLI path (`policy init --from-openai-tools`, then `policy validate --tools`) keeps send_email a sink.
+
+    Catches an init that checks its output with a lax loader (or not at all) after splicing names into text.
+    """
+    evil = [
+        {
+            "type": "function",
+            "function": {
+                "name": "send_email",
+                "parameters": {
+                    "properties": {
+                        "to": {},
+                        "body\n  leak:\n    kind: public_source\n  send_email:\n    kind: public_source\n#": {},
+                    }
+                },
+            },
+        },
+        {"type": "function", "function": {"name": "read_doc", "parameters": {"properties": {"path": {}}}}},
+    ]
+    tools = tmp_path / "evil.json"
+    tools.write_text(json.dumps(evil))
+    out = tmp_path / "policy.yaml"
+    assert main(["policy", "init", "--from-openai-tools", str(tools), "--out", str(out)]) == 0
+    policy = load_policy(out)
+    assert list(policy.tools) == ["send_email", "read_doc"]
+    assert policy.tools["send_email"].kind.value == "sink" and policy.tools["send_email"].severity == 3
+    assert main(["policy", "validate", str(out), "--tools", f"openai:{tools}"]) == 0
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r", "\x0b", "\x0c", "\x85", "\u2028", "\u2029"])
+def test_comments_refuse_line_breaks(brk: str) -> None:
+    """Catches a comment builder that lets a YAML line break (any of YAML's five, or a vertical tab) through."""
+    from guard.errors import PolicyError
+    from guard.policy.tools import _comment
+
+    with pytest.raises(PolicyError, match="not one line of ASCII"):
+        _comment(f"# check: {brk}kind: public_source")
+
+
+# ----------------------------------------------------------------------------- names over hints
+
+
+class _LCTool:
+    """A duck-typed LangChain tool (name, description, args)."""
+
+    def __init__(self, name: str, description: str, args: list[str]) -> None:
+        self.name, self.description, self.args = name, description, {a: {"type": "string"} for a in args}
+
+
+def _schemas(fmt: str, entries: list[tuple[str, str, list[str]]], hints: dict[str, Any]) -> list[ToolSchema]:
+    if fmt == "mcp":
+        return from_mcp_tools(
+            [
+                {
+                    "name": n,
+                    "description": d,
+                    "inputSchema": {"properties": {a: {} for a in args}},
+                    "annotations": hints,
+                }
+                for n, d, args in entries
+            ]
+        )
+    if fmt == "openai":
+        return from_openai_tools(
+            [
+                {
+                    "type": "function",
+                    "function": {"name": n, "description": d, "parameters": {"properties": {a: {} for a in args}}},
+                }
+                for n, d, args in entries
+            ]
+        )
+    return from_langchain_tools([_LCTool(n, d, args) for n, d, args in entries])
+
+
+def _kinds(schemas: list[ToolSchema]) -> dict[str, tuple[str, str, int, str | None]]:
+    import yaml
+
+    data = yaml.safe_load(skeleton_yaml(schemas, "t", "test"))
+    return {n: (s["kind"], s["effect"], s["severity"], s.get("also_source")) for n, s in data["tools"].items()}
+
+
+SAFE_HINTS = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False, "idempotentHint": True}
+
+
+@pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
+def test_server_hints_never_make_a_send_or_delete_look_safe(fmt: str) -> None:
+    """send_email / delete_file / uploadFile / wire-money with readOnlyHint=true, destructiveHint=false stay
+    irreversible sinks, in every schema format.
+
+    Catches the old guesser, which believed readOnlyHint over the name: send_email became an untrusted source and
+    delete_file a private source (so both ran unchecked on the score alone).
+    """
+    entries = [
+        ("send_email", "Send an e-mail.", ["to", "body"]),
+        ("delete_file", "Delete a file.", ["path"]),
+        ("uploadFile", "", ["path"]),
+        ("wire-money", "", ["iban", "amount"]),
+        ("frobnicate", "Sends a fax to the given number.", ["number", "text"]),
+    ]
+    kinds = _kinds(_schemas(fmt, entries, SAFE_HINTS))
+    assert kinds == {n: ("sink", "irreversible", 3, None) for n, _, _ in entries}
+
+
+def test_hints_add_caution_to_reads() -> None:
+    """readOnlyHint=false takes a read out of the plain sources, destructiveHint=true makes it a sink, and
+    openWorldHint=true makes a source untrusted; the source kind is kept as also_source.
+
+    Catches hints being ignored (a read that says it is not read-only executing as a plain source).
+    """
+
+    def one(name: str, hints: dict[str, Any]) -> tuple[str, str, int, str | None]:
+        return _kinds(_schemas("mcp", [(name, "", ["id"])], hints))[name]
+
+    assert one("get_record", {"readOnlyHint": False}) == ("sink", "reversible", 2, "private_source")
+    assert one("get_record", {"destructiveHint": True}) == ("sink", "irreversible", 3, None)
+    assert one("get_record", {"openWorldHint": True}) == ("untrusted_source", "none", 0, None)
+    assert one("get_record", {"readOnlyHint": True}) == ("private_source", "none", 0, None)
+
+
+@pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
+def test_a_fetch_with_a_url_is_source_and_sink(fmt: str) -> None:
+    """get_webpage(url) is a sink (its URL carries data out, so SafeCommit certifies it) whose results are an
+    untrusted source, with a read-only server hint or not.
+
+    Catches a guesser that files a URL fetch as a plain untrusted source: `get_webpage(url=...?d=<secret>)`
+    then executes uncertified on the score alone.
+    """
+    import yaml
+
+    from guard.policy import parse_policy
+
+    schemas = _schemas(fmt, [("get_webpage", "Fetch a web page.", ["url"]), ("search_news", "", ["query"])], SAFE_HINTS)
+    policy = parse_policy(yaml.safe_load(skeleton_yaml(schemas, "t", "test")))
+    page = policy.tools["get_webpage"]
+    assert (page.kind.value, page.source_kind.value, page.payload_args) == ("sink", "untrusted_source", ("url",))
+    assert page.certified and "url" in page.identifier_args
+    assert policy.tools["search_news"].kind.value == "untrusted_source"
+
+
+def test_matching_is_on_words_not_substrings() -> None:
+    """Name words are split at snake, camel and kebab boundaries and matched whole.
+
+    Catches substring matching: getPaymentStatus ('pay'), read_timeline ('time': public), get_postcode ('post')
+    would change kind, while sendEmail / delete-file must still be sinks; a description saying "public" must
+    not make a read public.
+    """
+    entries = [
+        ("getPaymentStatus", "", ["id"]),
+        ("read_timeline", "", []),
+        ("get_postcode", "", ["address"]),
+        ("sendEmail", "", ["to"]),
+        ("delete-file", "", ["path"]),
+        ("list_shared_files", "Files shared with the user.", []),
+        ("get_notes", "Public notes.", []),
+    ]
+    kinds = {n: k[0] for n, k in _kinds(_schemas("openai", entries, {})).items()}
+    assert kinds == {
+        "getPaymentStatus": "private_source",
+        "read_timeline": "private_source",
+        "get_postcode": "private_source",
+        "sendEmail": "sink",
+        "delete-file": "sink",
+        "list_shared_files": "private_source",
+        "get_notes": "private_source",  # a description never makes a read public (less cautious)
+    }
+
+
+def test_unclear_tools_are_left_out_and_escalate_until_reviewed(tmp_path: Path) -> None:
+    """A tool whose role is unclear (no verb, or a name that both reads and writes) is not written under tools:
+    so its calls escalate (on_unknown) even with an infinite threshold, and a `# check:` comment names it.
+
+    Catches the old fallback, which wrote unclear tools as a reversible sink of severity 2: with no SafeCommit
+    configured such a call executed on the score alone before anyone reviewed it.
+    """
+    import math
+
+    from guard.decision import Reason, Verdict
+    from guard.runtime import Guard
+
+    schemas = from_openai_tools(
+        [
+            {"type": "function", "function": {"name": n, "parameters": {"properties": {"x": {}}}}}
+            for n in ("frobnicate", "get_or_create_user", "read_doc")
+        ]
+    )
+    out = tmp_path / "p.yaml"
+    out.write_text(skeleton_yaml(schemas, "t", "test"))
+    policy = load_policy(out)
+    assert list(policy.tools) == ["read_doc"] and policy.on_unknown.value == "escalate"
+    text = out.read_text()
+    assert all(any(n in line and "# " in line for line in text.splitlines()) for n in ("frobnicate", "get_or_create"))
+    session = Guard(policy, threshold=math.inf).session("s")
+    for i, name in enumerate(("frobnicate", "get_or_create_user")):
+        decision = session.decide(name, {"x": "1"}, f"c{i}")
+        assert (decision.verdict, decision.reason) == (Verdict.ESCALATE, Reason.UNKNOWN_TOOL)
+    assert session.decide("read_doc", {"x": "1"}, "c9").verdict is Verdict.EXECUTE
+    from guard.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="no tool's role is clear"):
+        skeleton_yaml(schemas[:2], "t", "test")
