@@ -269,6 +269,21 @@ class _Asked:
     decision: Decision
 
 
+@dataclass(frozen=True, slots=True)
+class _Reviewed:
+    """A human's settled answer to an escalated call of a turn (``GuardMiddleware``'s batched review).
+
+    ``decision`` is the escalated decision that was reviewed (the answer applies only to it);
+    ``message`` is what the model gets instead of a run, or None when ``call`` may run under ``cid``
+    (the original call approved, or the reviewer's edit decided ``execute``).
+    """
+
+    decision: Decision
+    cid: str
+    call: Mapping[str, Any]
+    message: Any
+
+
 @dataclass
 class _Tracker:
     """One session and what of the message history it has seen."""
@@ -278,6 +293,7 @@ class _Tracker:
     asked: dict[str, list[_Asked]] = field(default_factory=dict)
     alias: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
+    reviewed: dict[str, _Reviewed] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._langchain_binding import edited_call_id
@@ -30,6 +30,7 @@ from guard.adapters._langchain_core import (
     _not_executed,
     _plain,
     _require,
+    _Reviewed,
     _settle,
     _state_messages,
     _Tracker,
@@ -37,9 +38,9 @@ from guard.adapters._langchain_core import (
     log,
     thread_session_key,
 )
-from guard.adapters._langchain_review import ask_human, review_answer
+from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._shadow import guard_in_mode
-from guard.decision import ProbeCall, Verdict
+from guard.decision import Decision, ProbeCall, Verdict
 from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session, decided_call
 
@@ -167,9 +168,106 @@ class GuardToolWrapper:
                 return (yield _Execute(_with_args(request, call, bound)))
             decision = yield _Decide(name, args, cid)  # e.g. the same id twice in one turn: refused, audited
             return _not_executed(decision, call)
+        reviewed = tracker.reviewed.get(_plain(call_id))
+        if reviewed is not None and reviewed.decision is decision:
+            return (yield from self._reviewed(tracker, request, reviewed))
         if decision.verdict is Verdict.ESCALATE and _has_checkpointer(config):
             return (yield from self._review(tracker, request, cid, decision, config))
         return _not_executed(decision, call)
+
+    def _reviewed(self, tracker: _Tracker, request: Any, reviewed: _Reviewed) -> _Flow:
+        """Act on the turn review's answer: its message, or run the approved / edited call once."""
+        if reviewed.message is not None:
+            return reviewed.message
+        session, call = tracker.session, dict(reviewed.call)
+        if call is not request.tool_call and call != request.tool_call:
+            edited = _edited_request(request, call)
+            if edited is None:
+                return _not_executed(reviewed.decision, call)
+            request = edited
+            tracker.alias[_plain(call.get("id"))] = reviewed.cid
+        bound = _authorize(session, reviewed.cid, call.get("name"), call.get("args"))
+        if bound is None:  # ran already, or the decision changed: refused and audited
+            return _not_executed((yield _Decide(call.get("name"), call.get("args"), reviewed.cid)), call)
+        return (yield _Execute(_with_args(request, call, bound)))
+
+    def review_turn(self, tracker: _Tracker, messages: Sequence[Any], config: Mapping[str, Any]) -> _Flow:
+        """Review every escalated call of the latest model turn with one interrupt (``GuardMiddleware``).
+
+        Each answer is audited (``Session.review``) and settled into ``tracker.reviewed``, which
+        ``wrap_tool_call`` acts on: approve → the decided call runs once; reject / respond → the
+        model gets the message; edit → the reviewer's call is decided again (no probes), runs if it
+        is ``execute``, is asked about again (a new interrupt of the same node) if it escalates
+        again, and is refused otherwise.  The pending list depends only on the turn and the answers,
+        so a resumed node asks the same questions in the same order.
+        """
+        from guard.adapters._langchain_core import AIMessage
+
+        session = tracker.session
+        last = next((m for m in reversed(messages) if isinstance(m, BaseMessage)), None)
+        if not isinstance(last, AIMessage) or not last.tool_calls:
+            return None
+        pending: list[tuple[Decision, str, dict[str, Any]]] = []
+        for asked in last.tool_calls:
+            decision = tracker.bound(asked["name"], asked["args"], asked.get("id"))
+            if decision is not None and decision.verdict is Verdict.ESCALATE and type(asked.get("id")) is str:
+                pending.append((decision, str(asked["id"]), dict(asked)))
+        for _ in range(self.max_reviews):
+            if not pending:
+                return None
+            answers = ask_human_batch(session, [(decision, call) for decision, _, call in pending])
+            again: list[tuple[Decision, str, dict[str, Any]]] = []
+            for (decision, cid, call), answer in zip(pending, answers, strict=True):
+                settled = yield from self._settle_answer(tracker, decision, cid, call, answer, config)
+                if isinstance(settled, _Reviewed):
+                    tracker.reviewed[_plain(call.get("id"))] = settled
+                else:
+                    again.append(settled)
+            pending = again
+        for decision, _, call in pending:
+            tracker.reviewed[_plain(call.get("id"))] = _Reviewed(decision, "", call, _not_executed(decision, call))
+        return None
+
+    def _settle_answer(
+        self,
+        tracker: _Tracker,
+        decision: Decision,
+        cid: str,
+        call: dict[str, Any],
+        answer: Mapping[str, Any],
+        config: Mapping[str, Any],
+    ) -> Generator[Any, Any, _Reviewed | tuple[Decision, str, dict[str, Any]]]:
+        """One reviewed call: its settled outcome, or (decision, call id, call) to ask about again."""
+        session = tracker.session
+        original = tracker.bound(call["name"], call["args"], call.get("id"))
+        first = original if original is not None else decision
+        kind, reviewer, message = review_answer(answer, config)
+        edited = answer.get("edited_action") if kind == "edit" else None
+        new_call = None
+        if isinstance(edited, Mapping):
+            new_call = {**call, "name": edited.get("name") or call.get("name"), "args": edited.get("args")}
+        link = {} if new_call is None else {"edited_call_id": edited_call_id(cid, new_call["name"], new_call["args"])}
+        try:
+            session.review(cid, kind, reviewer=reviewer, message=message, **link)
+        except (AuditError, BindingError) as exc:
+            log.warning("carbguard: %s", exc)
+            return _Reviewed(first, cid, call, _not_executed(decision, call))
+        if kind == "approve":
+            return _Reviewed(first, cid, call, None)
+        if kind == "respond":
+            return _Reviewed(first, cid, call, _respond_message(call, message))
+        if kind == "reject" or new_call is None:
+            return _Reviewed(first, cid, call, _reject_message(call, decision, message))
+        new_cid = link["edited_call_id"]
+        known = session.decisions.get(new_cid)
+        again = known if known is not None and decided_call(known, new_call["name"], new_call["args"]) else None
+        if again is None:
+            again = yield _Decide(new_call["name"], new_call["args"], new_cid)
+        if again.allowed:
+            return _Reviewed(first, new_cid, new_call, None)
+        if again.verdict is Verdict.ESCALATE:
+            return again, new_cid, new_call
+        return _Reviewed(first, new_cid, new_call, _not_executed(again, new_call))
 
     def _review(self, tracker: _Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> _Flow:
         """Ask a human (LangChain HITL answers); every answer is audited; an edit is decided again."""
@@ -197,21 +295,9 @@ class GuardToolWrapper:
                     else (yield _Execute(_with_args(request, call, bound)))
                 )
             if kind == "respond":
-                return ToolMessage(
-                    content=message or "",
-                    name=_plain(call.get("name")),
-                    tool_call_id=_plain(call.get("id")),
-                    status="success",
-                )
+                return _respond_message(call, message)
             if kind == "reject" or new_call is None:
-                name = _plain(call.get("name"))
-                text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
-                return ToolMessage(
-                    content=f"{text} Reason: {message}" if message else text,
-                    name=_plain(call.get("name")),
-                    tool_call_id=_plain(call.get("id")),
-                    status="error",
-                )
+                return _reject_message(call, decision, message)
             # edit: the reviewer's call is a new call, decided on its own arguments before it may run
             edited_request = _edited_request(request, new_call)
             if edited_request is None:
@@ -297,22 +383,38 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
         return self.wrapper.session(key)
 
+    def _reviews(self, config: Mapping[str, Any]) -> bool:
+        return self.guard.mode != "shadow" and _has_checkpointer(config)
+
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Decide the new turn's calls; refuse the ones LangChain could not parse."""
+        """Decide the new turn's calls; refuse the ones LangChain could not parse; review the escalated ones.
+
+        With a checkpointer, every escalated call of the turn is put to a human in one interrupt
+        (see :mod:`guard.adapters._langchain_review`) before any tool of the turn runs.
+        """
+        config, messages = _current_config(), _state_messages(state)
         try:
-            _, refusals = self.wrapper.sync(_current_config(), _state_messages(state))
+            tracker, refusals = self.wrapper.sync(config, messages)
         except UnboundCallError as exc:  # wrap_tool_call refuses each call
             log.warning("%s", exc)
             return None
+        if self._reviews(config):
+            with tracker.lock:
+                _drive_sync(self.wrapper.review_turn(tracker, messages, config), tracker.session, _no_execute)
         return {"messages": refusals} if refusals else None
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_model` (same feed, ``adecide``)."""
+        """Async twin of :meth:`after_model` (same feed and review, ``adecide``)."""
+        config, messages = _current_config(), _state_messages(state)
         try:
-            _, refusals = await self.wrapper.async_sync(_current_config(), _state_messages(state))
+            tracker, refusals = await self.wrapper.async_sync(config, messages)
         except UnboundCallError as exc:
             log.warning("%s", exc)
             return None
+        if self._reviews(config):
+            async with tracker.alock:
+                flow = self.wrapper.review_turn(tracker, messages, config)
+                await _drive_async(flow, tracker.session, _no_execute_async)
         return {"messages": refusals} if refusals else None
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
@@ -346,6 +448,25 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
     node = ToolNode(tools, wrap_tool_call=wrapper.wrap_tool_call, awrap_tool_call=wrapper.awrap_tool_call, **options)
     node.guard_wrapper = wrapper  # type: ignore[attr-defined]
     return node
+
+
+def _respond_message(call: Mapping[str, Any], message: str | None) -> ToolMessage:
+    """The human's answer in place of the tool's (the tool does not run)."""
+    return ToolMessage(
+        content=message or "", name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="success"
+    )
+
+
+def _reject_message(call: Mapping[str, Any], decision: Decision, message: str | None) -> ToolMessage:
+    """The refusal the model gets when a human rejected an escalated call."""
+    name = _plain(call.get("name"))
+    text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
+    return ToolMessage(
+        content=f"{text} Reason: {message}" if message else text,
+        name=name,
+        tool_call_id=_plain(call.get("id")),
+        status="error",
+    )
 
 
 def _with_args(request: Any, call: Mapping[str, Any], bound: dict[str, Any]) -> Any:

@@ -189,8 +189,9 @@ def test_escalate_interrupts_and_approve_runs_the_call(make_guard, tools, ran) -
     config = {"configurable": {"thread_id": "t-approve"}}
     paused = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
     (pending,) = paused["__interrupt__"]
-    assert pending.value["type"] == "tool_approval" and pending.value["name"] == "send_email"
-    assert pending.value["guard"]["reason"] == "risk_budget"
+    (request,) = pending.value["action_requests"]
+    assert request["type"] == "tool_approval" and request["name"] == "send_email"
+    assert request["guard"]["reason"] == "risk_budget"
     assert "send_email" not in ran
     out = agent.invoke(Command(resume={"type": "approve"}), config)
     assert "send_email" in ran
@@ -225,7 +226,7 @@ def test_async_escalate_interrupt_and_resume(make_guard, tools, ran) -> None:
 
     async def go() -> dict[str, Any]:
         paused = await agent.ainvoke({"messages": [HumanMessage(TASK)]}, config)
-        assert paused["__interrupt__"][0].value["name"] == "send_email"
+        assert paused["__interrupt__"][0].value["action_requests"][0]["name"] == "send_email"
         return await agent.ainvoke(Command(resume={"type": "reject"}), config)
 
     out = asyncio.run(go())

