@@ -28,10 +28,17 @@ name among the agent's tools, each itself decided and authorized), observes thei
 decides again, at most ``max_probe_rounds`` times; ``defer`` and ``abstain`` return a
 ``ToolMessage`` with ``status="error"`` and the reason; ``escalate`` raises a LangGraph
 ``interrupt`` when the graph has a checkpointer, else it is refused like ``defer``.  The interrupt
-follows LangChain's HITL conventions (see :mod:`guard.adapters._langchain_review`): answers
-``approve`` / ``reject`` / ``edit`` / ``respond``, several escalations of a turn answered together
-by interrupt id; every answer is its own audit entry (``kind: review``), and an edited call is
-decided again before it can run.  ``mode="shadow"`` decides and audits every call but never
+follows LangChain's HITL conventions (see :mod:`guard.adapters._langchain_review`): with
+:class:`GuardMiddleware`, one interrupt per model turn lists every escalated call
+(``action_requests``) and is answered with ``{"decisions": [...]}`` (one per call, in order) or
+``{"decisions": {tool_call_id: ...}}``; a missing, extra or unknown decision is refused and can be
+answered again.  Answers are ``approve`` / ``reject`` / ``edit`` / ``respond``; every answer is its
+own audit entry (``kind: review``), and an edited call is decided again before it can run.
+
+Observed text: a message's content as the model is given it — ``text`` blocks as their text, every
+other content block (``json``, ``search_result``, ``document``, image, file, non-standard, unknown)
+as its canonical JSON, a non-JSON block as its repr.  ``ToolMessage.artifact`` never reaches the
+model and is not observed.  ``mode="shadow"`` decides and audits every call but never
 blocks, never probes and never interrupts.  Sync and async share one I/O-free generator; the
 drivers only call ``decide``/``adecide`` and the tool.
 
