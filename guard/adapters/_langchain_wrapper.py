@@ -357,10 +357,11 @@ class GuardToolWrapper:
 class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
     """``AgentMiddleware`` for ``create_agent``: every tool call goes through the guard.
 
-    ``after_model`` decides the new turn's tool calls in the order the model wrote them and answers
-    calls with unparseable arguments (``invalid_tool_calls``) with a refusal ``ToolMessage``;
-    ``wrap_tool_call``/``awrap_tool_call`` act on the decision.  Use a checkpointer to let
-    ``escalate`` pause for a human.  See :class:`GuardToolWrapper` for the options.
+    ``after_model`` decides the new turn's tool calls in the order the model wrote them, answers
+    calls with unparseable arguments (``invalid_tool_calls``) with a refusal ``ToolMessage`` and,
+    with a checkpointer, puts every escalated call of the turn to a human in one interrupt;
+    ``wrap_tool_call``/``awrap_tool_call`` act on the decision and the human's answer.
+    See :class:`GuardToolWrapper` for the options.
     """
 
     def __init__(
