@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import InputError
+from guard.jsonio import loads_strict
 from guard.records import freeze_args
 
 SUITES: tuple[str, ...] = ("banking", "slack", "travel", "workspace")
@@ -111,15 +112,10 @@ def discover(root: Path, suites: Iterable[str]) -> list[RunFile]:
 def read_run(run: RunFile) -> RawRun | str:
     """The run of ``run``, or its ``error`` string when the benchmark recorded one; FormatError if bad."""
     try:
-        data = json.loads(run.path.read_text(encoding="utf-8"))
+        text = run.path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise FormatError(f"cannot read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(f"invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise FormatError("JSON nested too deeply") from None
-    except ValueError as exc:
-        raise FormatError(f"unreadable JSON value: {exc}") from None
+    data = loads_strict(text, "invalid JSON", FormatError)
     try:
         return parse_run(data, run)
     except RecursionError:

@@ -11,6 +11,7 @@ from typing import Any
 
 from guard.episode_json import EPISODES_FORMAT
 from guard.errors import CorpusError
+from guard.jsonio import JSON_WHITESPACE, json_lines, loads_strict
 
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> None:
@@ -39,19 +40,26 @@ def read_json_items(path: str | Path) -> Iterator[tuple[str, Any]]:
         raise CorpusError(f"{file}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{file}: not UTF-8 ({exc})") from None
+    items = list(json_lines(text))
+    if len(items) > 1 and not _one_value(text, file):
+        for number, line in items:
+            yield f"{file}:{number}", loads_strict(line, f"{file}:{number}")
+    elif items:
+        where = f"{file}:{items[0][0]}" if len(items) == 1 else str(file)
+        yield where, loads_strict(items[0][1] if len(items) == 1 else text, where)
+
+
+def _one_value(text: str, file: Path) -> bool:
+    """Whether ``text`` is one JSON value (a JSON file) rather than JSON lines; strictness is checked later."""
     try:
-        yield str(file), json.loads(text)
-        return
+        json.loads(text)
     except json.JSONDecodeError:
-        pass
+        return False
     except RecursionError:
         raise CorpusError(f"{file}: JSON nested too deeply") from None
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                yield f"{file}:{number}", json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise CorpusError(f"{file}:{number}: not valid JSON (nor a JSON file): {exc}") from None
+    except ValueError:  # an integer literal too long to convert: a single value, refused by loads_strict
+        return True
+    return True
 
 
 def conversations(path: str | Path) -> Iterator[tuple[str, str | None, list[Any], dict[str, Any]]]:
@@ -150,10 +158,7 @@ class EpisodeBuilder:
 def parse_arguments(raw: Any, at: str) -> Any:
     """Tool-call arguments given as a JSON string or an object."""
     if isinstance(raw, str):
-        try:
-            return json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: arguments are not valid JSON: {exc}") from None
+        return loads_strict(raw, f"{at}: arguments") if raw.strip(JSON_WHITESPACE) else {}
     return {} if raw is None else raw
 
 

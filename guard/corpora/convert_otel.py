@@ -28,6 +28,7 @@ from typing import Any
 
 from guard.corpora._writing import EpisodeBuilder, parse_arguments, read_json_items, text_of
 from guard.errors import CorpusError
+from guard.jsonio import loads_strict
 
 
 @dataclass(frozen=True)
@@ -127,10 +128,7 @@ def _messages(value: Any, at: str) -> list[dict[str, Any]]:
     if value is None:
         return []
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{at}: messages attribute is not valid JSON: {exc}") from None
+        value = loads_strict(value, f"{at}: messages attribute")
     if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
         raise CorpusError(f"{at}: messages attribute must be a JSON list of message objects")
     return value

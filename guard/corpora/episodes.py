@@ -9,7 +9,6 @@ not stored in the file: it comes from the policy (:func:`guard.stages.result_tru
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from guard.episode_json import EPISODES_FORMAT, SOURCE_TRUST
 from guard.errors import CorpusError, GuardError
+from guard.jsonio import json_lines, loads_strict
 from guard.policy import Policy
 from guard.records import Episode, EpisodeMeta, Record, content, final, proposal, result, user
 from guard.stages import result_trust
@@ -82,9 +82,7 @@ def read_episodes(path: str | Path, policies: Policy | Sequence[Policy]) -> Epis
     policy_of: dict[str, Policy] = {}
     tags: dict[str, Mapping[str, Any]] = {}
     first_line: dict[str, int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in json_lines(text):
         where = _Where(str(file), number)
         episode, policy, episode_tags = parse_episode(_json(line, where), by_name, where)
         if episode.episode_id in first_line:
@@ -105,10 +103,7 @@ def load_episodes(path: str | Path, policy: Policy | Sequence[Policy]) -> list[E
 
 
 def _json(line: str, where: _Where) -> Any:
-    try:
-        return json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise where.fail("", f"not valid JSON: {exc}") from None
+    return loads_strict(line, where.prefix)
 
 
 def parse_episode(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from guard.errors import CorpusError
+from guard.jsonio import json_lines, loads_strict
 from guard.ledger import CATEGORIES, LedgerLabels, executed_flags
 from guard.records import Episode
 
@@ -75,9 +76,7 @@ def read_labels(path: str | Path) -> dict[str, EpisodeLabel]:
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{file}: labels file is not UTF-8 ({exc})") from None
     labels: dict[str, EpisodeLabel] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in json_lines(text):
         label = parse_label(line, f"{file}:{number}", number)
         if label.episode in labels:
             raise CorpusError(f"{file}:{number}: episode: {label.episode!r} already labelled on line "
@@ -88,10 +87,7 @@ def read_labels(path: str | Path) -> dict[str, EpisodeLabel]:
 
 def parse_label(line: str, where: str, number: int = 0) -> EpisodeLabel:
     """One labels line → :class:`EpisodeLabel`."""
-    try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise CorpusError(f"{where}: not valid JSON: {exc}") from None
+    data = loads_strict(line, where)
     if not isinstance(data, dict):
         raise CorpusError(f"{where}: a label must be a JSON object, got {type(data).__name__}")
     for key in ("episode", "harms", "by", "why"):

@@ -6,10 +6,7 @@ keep the last one silently; TOML's parser refuses it itself), with its key path 
 
 from __future__ import annotations
 
-import bisect
 import json
-import re
-from json.decoder import scanstring  # type: ignore[attr-defined]
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from guard.errors import PolicyError
+from guard.jsonio import loads_strict
 
 KeyLines = dict[tuple[str, ...], int]
 MAX_POLICY_BYTES = 2_000_000
@@ -136,74 +134,10 @@ def _read_toml(text: str, path: Path) -> Any:
 
 def _read_json(text: str, path: Path) -> Any:
     try:
-        data = json.loads(text, object_pairs_hook=_pairs)
+        json.loads(text)
     except json.JSONDecodeError as exc:
         raise PolicyError(f"{path}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}") from None
-    except _DuplicateKeyError:
-        raise PolicyError(f"{path}: {_json_duplicate(text)}") from None
-    return data
-
-
-class _DuplicateKeyError(ValueError):
-    """A JSON object holds a key twice (located afterwards by :func:`_json_duplicate`)."""
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        raise _DuplicateKeyError
-    return out
-
-
-_JSON_WS = re.compile(r"[ \t\n\r]*")
-
-
-def _json_duplicate(text: str) -> str:
-    """Where the first duplicated key of a syntactically valid JSON text is, as an error message."""
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    decoder = json.JSONDecoder()
-
-    def line_of(pos: int) -> int:
-        return bisect.bisect_right(starts, pos)
-
-    def skip(pos: int) -> int:
-        match = _JSON_WS.match(text, pos)
-        return match.end() if match else pos
-
-    def value(pos: int, where: tuple[str, ...]) -> int:
-        pos = skip(pos)
-        if text[pos] == "{":
-            return members(pos + 1, where)
-        if text[pos] == "[":
-            pos, i = skip(pos + 1), 0
-            while text[pos] != "]":
-                pos = skip(value(pos, (*where, str(i))))
-                pos, i = (pos + 1 if text[pos] == "," else pos), i + 1
-                pos = skip(pos)
-            return pos + 1
-        return int(decoder.raw_decode(text, pos)[1])
-
-    def members(pos: int, where: tuple[str, ...]) -> int:
-        seen: dict[str, int] = {}
-        pos = skip(pos)
-        while text[pos] != "}":
-            key, end = scanstring(text, pos + 1)
-            if key in seen:
-                raise _LocatedError(_duplicate_message((*where, key), line_of(pos), seen[key]))
-            seen[key] = line_of(pos)
-            pos = skip(value(skip(end) + 1, (*where, key)))
-            pos = skip(pos + 1 if text[pos] == "," else pos)
-        return pos + 1
-
-    try:
-        value(0, ())
-    except _LocatedError as found:
-        return str(found)
-    return "duplicate key in a JSON object"
-
-
-class _LocatedError(Exception):
-    """Carries the located duplicate-key message out of the walk."""
+    return loads_strict(text, str(path), PolicyError)  # duplicate keys (key path, both lines), NaN, 1e999
 
 
 def format_validation_error(exc: ValidationError, source: str, lines: KeyLines) -> str:

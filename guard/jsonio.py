@@ -1,0 +1,163 @@
+"""Strict JSON reading for every file format carbguard reads (bottom floor: imports only :mod:`guard.errors`).
+
+- :func:`loads_strict` refuses what Python's ``json`` module lets through silently: a key twice in one
+  object (``json`` keeps the last one, so a reviewer's ``harms`` could be dropped), the non-standard
+  constants ``NaN``, ``Infinity`` and ``-Infinity``, a number that overflows to infinity (``1e999``),
+  an integer too long to convert, and a lone surrogate escape (``"\\ud800"``, which no UTF-8 file can
+  hold).  The error names the place given, the line (for a text of several lines), the key path and,
+  for a duplicate, the line of the first definition.
+- :func:`json_lines` splits a JSON-lines text on ``"\\n"`` only.  ``str.splitlines`` also splits on
+  U+2028, U+2029, U+0085, ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e`` and a lone ``\\r``; the first three are
+  legal raw inside a JSON string (the recorder writes them so), the others cannot occur inside a
+  string, and ``\\r`` before ``"\\n"`` is JSON whitespace that the decoder skips itself.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import re
+from collections.abc import Iterator
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any
+
+from guard.errors import CorpusError
+
+#: JSON's own whitespace (RFC 8259): a line holding only these is blank.
+JSON_WHITESPACE = " \t\r\n"
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+class _RefusedError(ValueError):
+    """Raised inside the decoder hooks; located and reworded by :func:`loads_strict`."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _RefusedError("duplicate key")
+    return out
+
+
+def _constant(name: str) -> Any:
+    raise _RefusedError(f"non-finite number {name} (JSON has no NaN or Infinity)")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _RefusedError(f"number {text[:40]} overflows to infinity")
+    return value
+
+
+def _surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def loads_strict(text: str, where: str, error: type[Exception] = CorpusError) -> Any:
+    """``text`` decoded as strict JSON; ``error`` naming ``where``, the line, the key path and what is wrong."""
+    multi = "\n" in text.rstrip(JSON_WHITESPACE)
+    try:
+        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno}, column {exc.colno}" if multi else f"column {exc.colno}"
+        raise error(f"{where}: {at}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # _RefusedError, or an integer literal longer than Python converts
+        raise error(f"{where}: {_locate(text, multi) or exc}") from None
+    if _surrogate(value):
+        raise error(f"{where}: {_locate(text, multi) or 'lone surrogate escape in a string'}")
+    return value
+
+
+def json_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(1-based line number, line)`` of every non-blank line of a JSON-lines text, split on ``"\\n"`` only."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip(JSON_WHITESPACE):
+            yield number, line
+
+
+class _LocatedError(Exception):
+    """Carries the located problem out of the walk."""
+
+
+def _locate(text: str, multi: bool) -> str | None:
+    """The first refused item of ``text`` (already known to be valid JSON syntax) as a message, or None."""
+    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+    plain = json.JSONDecoder(parse_constant=_constant, parse_float=_float)
+
+    def at(pos: int) -> str:
+        line = bisect.bisect_right(starts, pos)
+        return f"line {line}: " if multi else ""
+
+    def key_path(path: tuple[str, ...]) -> str:
+        return ".".join(path).replace(".[", "[") or "<top level>"
+
+    def skip(pos: int) -> int:
+        match = _WS.match(text, pos)
+        return match.end() if match else pos
+
+    def string(pos: int, path: tuple[str, ...]) -> tuple[str, int]:
+        got, end = scanstring(text, pos + 1)
+        if _surrogate(got):
+            raise _LocatedError(f"{at(pos)}{key_path(path)}: lone surrogate escape in a string (not UTF-8)")
+        return str(got), int(end)
+
+    def value(pos: int, path: tuple[str, ...]) -> int:
+        pos = skip(pos)
+        if text[pos] == "{":
+            return members(pos + 1, path)
+        if text[pos] == "[":
+            pos, i = skip(pos + 1), 0
+            while text[pos] != "]":
+                pos = skip(value(pos, (*path, f"[{i}]")))
+                pos, i = (pos + 1 if text[pos] == "," else pos), i + 1
+                pos = skip(pos)
+            return pos + 1
+        if text[pos] == '"':
+            return string(pos, path)[1]
+        try:
+            return int(plain.raw_decode(text, pos)[1])
+        except ValueError as exc:
+            raise _LocatedError(f"{at(pos)}{key_path(path)}: {exc}") from None
+
+    def members(pos: int, path: tuple[str, ...]) -> int:
+        seen: dict[str, int] = {}
+        pos = skip(pos)
+        while text[pos] != "}":
+            key, end = string(pos, path)
+            line = bisect.bisect_right(starts, pos)
+            if key in seen:
+                first = f" (first defined at line {seen[key]})" if multi else ""
+                shown = key_path((*path, key))
+                raise _LocatedError(f"{at(pos)}duplicate key {shown!r}{first}; each key may appear once")
+            seen[key] = line
+            pos = skip(value(skip(end) + 1, (*path, key)))
+            pos = skip(pos + 1 if text[pos] == "," else pos)
+        return pos + 1
+
+    try:
+        value(0, ())
+    except _LocatedError as found:
+        return str(found)
+    except (IndexError, ValueError, RecursionError):
+        return None
+    return None
+
+
+__all__ = ["JSON_WHITESPACE", "json_lines", "loads_strict"]
