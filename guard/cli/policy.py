@@ -93,7 +93,7 @@ def _policy_schema(args: argparse.Namespace) -> int:
 def _policy_init(args: argparse.Namespace) -> int:
     from guard.policy import parse_policy
     from guard.policy.loader import _read_yaml
-    from guard.policy.tools import skeleton_yaml
+    from guard.policy.skeleton import skeleton_yaml
 
     sources = [s for s in (args.from_langchain, args.from_openai_tools) if s] + (["mcp"] if args.from_mcp else [])
     if len(sources) != 1:
@@ -107,7 +107,7 @@ def _policy_init(args: argparse.Namespace) -> int:
     if args.command and source != "mcp":
         raise GuardError("a server command after -- needs --from-mcp")
     schemas, label = _read_tools(source, args.command)
-    text = skeleton_yaml(schemas, args.name, label)  # read back with the strict loader inside: exactly what it meant
+    text = skeleton_yaml(schemas, args.name, label)  # already read back with the strict loader
     policy = parse_policy(_read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
     left_out = [s.name for s in schemas if s.name not in policy.tools]
     if args.out is None:

@@ -11,13 +11,13 @@ import pytest
 
 from guard.cli import main
 from guard.policy import load_policy
+from guard.policy.skeleton import skeleton_yaml
 from guard.policy.tools import (
     ToolSchema,
     check_tools,
     from_langchain_tools,
     from_mcp_tools,
     from_openai_tools,
-    skeleton_yaml,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -282,7 +282,7 @@ def test_hostile_argument_names_through_cli_and_validate(tmp_path: Path) -> None
 def test_comments_refuse_line_breaks(brk: str) -> None:
     """Catches a comment builder that lets a YAML line break (any of YAML's five, or a vertical tab) through."""
     from guard.errors import PolicyError
-    from guard.policy.tools import _comment
+    from guard.policy.skeleton import _comment
 
     with pytest.raises(PolicyError, match="not one line of ASCII"):
         _comment(f"# check: {brk}kind: public_source")
