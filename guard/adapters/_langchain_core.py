@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from guard import stages
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, ProbeCall, Verdict
+from guard.episode_json import TRUST_SOURCE
 from guard.errors import BindingError, InputError
 from guard.records import safe_repr
 from guard.runtime import Session, decided_call
@@ -160,13 +162,23 @@ def _tool_output(out: Any) -> tuple[str, str]:
     return str(out), "ok"
 
 
-def _observe_result(session: Session, call_id: str, text: str, status: str, skipped: list[str]) -> None:
-    """Record a result; a result the session cannot place (unknown or answered call id) is reported, not fed."""
+def _observe_result(
+    session: Session, call_id: str, text: str, status: str, skipped: list[str], tool: Any = None
+) -> None:
+    """Record a result; one the session cannot place (unknown or answered call id) is reported in ``skipped``.
+
+    The model still reads such a stray result, so its text is recorded as content (never as the
+    result of a call): with the source kind the policy gives the tool the message names, else
+    ``untrusted_source``.
+    """
     try:
         session.observe_result(call_id, text, status)
     except InputError as exc:
         skipped.append(str(exc))
-        log.warning("carbguard: %s (not fed to the session)", exc)
+        log.warning("carbguard: %s (recorded as content, answering no call)", exc)
+        name = tool if type(tool) is str and tool else None
+        source = TRUST_SOURCE[stages.result_trust(session.guard.policy, name)] if name else "untrusted_source"
+        session.observe_content(text, source, f"stray_result:{name or 'unknown'}")
 
 
 def _authorize(session: Session, call_id: Any, tool: Any, args: Any) -> dict[str, Any] | None:
@@ -346,7 +358,7 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
-            _observe_result(session, call_id, _content_text(message), status, tracker.skipped)
+            _observe_result(session, call_id, _content_text(message), status, tracker.skipped, message.name)
         elif isinstance(message, AIMessage):
             if not message.tool_calls and not message.invalid_tool_calls:
                 session.observe_final(_text(message))

@@ -85,7 +85,7 @@ class GuardedTool(BaseTool):
         run_args = args if bound is None else bound
         out = yield _Execute((self.inner, {**call, "args": run_args} if as_call else run_args))
         text, status = _tool_output(out)
-        _observe_result(session, call_id, text, status, skipped)
+        _observe_result(session, call_id, text, status, skipped, name)
         return decision, out
 
     def _finish(self, call: dict[str, Any], as_call: bool, outcome: tuple[Decision, Any]) -> Any:

@@ -347,15 +347,35 @@ def test_unknown_tool_is_refused_per_on_unknown(make_guard, tools, ran) -> None:
     assert ran == []
 
 
-def test_tool_message_for_unknown_call_id_is_reported_not_fed(make_guard) -> None:
-    """A ToolMessage answering no decided call is listed in skipped(); the session does not change."""
+def test_tool_message_for_unknown_call_id_is_reported_and_recorded_as_content(make_guard) -> None:
+    """A ToolMessage answering no decided call is listed in skipped() and, since the model reads it,
+    recorded once as untrusted content answering no call (catches dropping it, or feeding it twice)."""
     wrapper = GuardToolWrapper(make_guard())
     messages = [HumanMessage(TASK, id="h1"), ToolMessage(content="stray", tool_call_id="nobody", id="t1")]
     tracker, _ = wrapper.sync({"configurable": {"thread_id": "s"}}, messages)
-    assert len(tracker.session.graph.records) == 1
+    records = list(tracker.session.graph.records.values())
+    assert [(r.kind.value, r.trust.value, r.call_id, r.text) for r in records[1:]] == [
+        ("result", "tool_untrusted", None, "stray")
+    ]
     assert any("nobody" in s for s in wrapper.skipped("s"))
     wrapper.sync({"configurable": {"thread_id": "s"}}, messages)
-    assert len(wrapper.skipped("s")) == 1
+    assert len(wrapper.skipped("s")) == 1 and len(tracker.session.graph.records) == 2
+
+
+def test_a_stray_tool_message_with_a_private_record_cannot_be_sent(make_guard) -> None:
+    """A read_record ToolMessage whose call id no decided call has: its text is private content, the send is refused.
+
+    Catches reporting a stray result without recording it (the model reads the record, the guard did not).
+    """
+    wrapper = GuardToolWrapper(make_guard())
+    messages = [
+        HumanMessage(TASK, id="h1"),
+        ToolMessage(content=RECORD, tool_call_id="elsewhere", name="read_record", id="t1"),
+        AIMessage(content="", tool_calls=[EXFIL], id="a1"),
+    ]
+    tracker, _ = wrapper.sync({"configurable": {"thread_id": "stray"}}, messages)
+    assert [r.trust.value for r in tracker.session.graph.records.values() if r.call_id is None][-1] == "tool_private"
+    assert not tracker.session.decisions["c4"].allowed
 
 
 def test_dropped_session_is_rebuilt_from_the_messages(make_guard) -> None:
