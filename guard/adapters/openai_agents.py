@@ -65,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "guard.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'carbguard[openai-agents]'"
     ) from exc
 
-__all__ = ["guard_agent", "guard_tools", "refusal_text", "run", "run_sync"]
+__all__ = ["guard_agent", "guard_tools", "observe_input", "refusal_text", "run", "run_sync"]
 
 log = logging.getLogger("guard.adapters.openai_agents")
 MAX_PROBE_ROUNDS = 3
@@ -377,6 +377,16 @@ def _observe_items(session: Session, items: str | Sequence[Any], label: str) -> 
                 "unseen); refusing the run"
             )
     return users
+
+
+def observe_input(session: Session, items: str | Sequence[Any]) -> int:
+    """Feed a run's input (a string, or items such as ``result.to_input_list() + [turn]``) into your own session.
+
+    For ``Runner.run(guard_agent(agent, session), items)``: call it before the run, with the items of
+    any SDK ``session=`` memory first.  Returns the number of user turns; raises InputError on an
+    item it does not understand (see :func:`_observe_items`).
+    """
+    return _observe_items(session, items, "run input")
 
 
 async def _memory_items(memory: Any) -> list[Any]:

@@ -198,3 +198,21 @@ def test_server_stored_conversations_are_refused() -> None:
     with pytest.raises(InputError, match="previous_response_id"):
         run_sync(make_guard(), agent, NEXT, session_id="p", previous_response_id="resp_1", run_config=NO_TRACE)
     assert model.inputs == []
+
+
+def test_observe_input_feeds_your_own_session_the_history() -> None:
+    """guard_agent with your own session: observe_input(session, to_input_list() + [turn]) makes the send refused.
+
+    Catches observe_input recording only the user text of the items.
+    """
+    from agents import Runner
+
+    from guard.adapters.openai_agents import guard_agent, observe_input
+
+    ran: list[str] = []
+    guard, agent = make_guard(), two_turn_agent(ran)
+    first = run_sync(guard, agent, TASK, session_id="o1", run_config=NO_TRACE)
+    session = guard.session("o2")
+    assert observe_input(session, [*first.to_input_list(), {"role": "user", "content": NEXT}]) == 2
+    Runner.run_sync(guard_agent(agent, session), [*first.to_input_list(), {"role": "user", "content": NEXT}])
+    assert ran == ["read_record"] and not session.decisions["c2"].allowed
