@@ -294,7 +294,23 @@ class VerifyReport:
             text += f"; the checkpoint of {self.checkpoint} entries matches"
         if self.torn_tail:
             text += "; the final line is torn (incomplete write), not tampered"
+        if not self.authenticated:
+            text += f"; chain intact; NOT checked: {self.not_checked}"
         return text
+
+    @property
+    def authenticated(self) -> bool:
+        """A keyed chain verified with its key: a rewritten or re-chained log would have failed."""
+        return self.ok and self.keyed
+
+    @property
+    def not_checked(self) -> str:
+        """What an OK unkeyed verification could not check (empty for a keyed one)."""
+        if self.keyed:
+            return ""
+        if self.checkpoint is None:
+            return "truncation, re-chaining (unkeyed log; use a key and checkpoints)"
+        return "re-chaining (unkeyed log and checkpoint: anyone can recompute both; use a key)"
 
 
 def verify(path: str | Path, *, key: bytes | None = None, checkpoint: Mapping[str, Any] | None = None) -> VerifyReport:
@@ -380,11 +396,19 @@ def _against(
     def failed(line: int, problem: str) -> VerifyReport:
         return VerifyReport(False, report.entries, problem, line, report.torn_tail, report.keyed, "checkpoint")
 
-    if point.get("keyed"):
-        if key is None:
-            return failed(max(count, 1), "the checkpoint is keyed; verify it with --key-file")
+    keyed, given_mac = point.get("keyed", False), point.get("mac")
+    if type(keyed) is not bool or (given_mac is not None and not isinstance(given_mac, str)):
+        return failed(max(count, 1), "the checkpoint's keyed/mac fields are malformed")
+    if key is None and (keyed or given_mac is not None):
+        return failed(max(count, 1), "the checkpoint is keyed; verify it with --key-file")
+    if key is not None:  # against a keyed log, only a checkpoint MAC'd with its key counts
+        if not keyed or given_mac is None:
+            return failed(
+                max(count, 1),
+                "the checkpoint carries no MAC; a keyed log needs a keyed checkpoint (`audit checkpoint --key-file`)",
+            )
         mac = hmac.new(key.chain, _canonical(point, "mac"), hashlib.sha256).hexdigest()
-        if point.get("key_id") != key.key_id or not hmac.compare_digest(str(point.get("mac", "")), mac):
+        if point.get("key_id") != key.key_id or not hmac.compare_digest(given_mac.encode(), mac.encode()):
             return failed(max(count, 1), "the checkpoint's MAC does not verify (edited, or made with another key)")
     if count > len(lines):
         return failed(

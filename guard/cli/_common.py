@@ -1,10 +1,15 @@
-"""What the command groups share: the guarantee's scope line and JSON-or-table output."""
+"""What the command groups share: the guarantee's scope line, JSON-or-table output and writing ``-o`` files."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
+
+from guard.errors import GuardError
 
 SCOPE = (
     "Guarantee: for exchangeable episodes and a frozen pipeline, the expected declared-ledger loss of a new "
@@ -18,3 +23,68 @@ def emit(result: Any, as_json: bool, formatter: Callable[[Any], str]) -> int:
     """Print ``result`` as JSON or through ``formatter``; exit code 0."""
     print(json.dumps(result, indent=1) if as_json else formatter(result))
     return 0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the file ``path`` names after symlinks, or None when it does not exist."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise GuardError(f"{path}: cannot stat: {exc.strerror or exc}") from None
+    return info.st_dev, info.st_ino
+
+
+def check_output(out: str | Path, inputs: Iterable[str | Path | None], option: str = "-o") -> Path:
+    """``out`` as a Path; GuardError naming the clash when it is (a link to) one of ``inputs``.
+
+    Compares resolved paths (symlinks followed) and, for an existing output, ``st_dev``/``st_ino``
+    against every existing input, so a hard link or symlink to an input is refused like the input itself.
+    """
+    target = Path(out)
+    if target.is_dir():
+        raise GuardError(f"{option} {target} is a folder; give a file path")
+    mine = _identity(target)
+    resolved = target.resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = Path(given)
+        theirs = _identity(source)
+        if resolved == source.resolve() or (mine is not None and mine == theirs):
+            raise GuardError(f"{option} {target} is the input {source}; write the output to another file")
+    return target
+
+
+def write_output(
+    out: str | Path, data: str | bytes, inputs: Iterable[str | Path | None] = (), option: str = "-o"
+) -> Path:
+    """Write ``data`` to ``out`` through a temporary file in its folder, renamed over it (``os.replace``).
+
+    Refuses (GuardError) an ``out`` that is one of ``inputs`` (:func:`check_output`); a failed write
+    leaves an existing ``out`` as it was and no temporary file behind.
+    """
+    target = check_output(out, inputs, option)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise GuardError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(stream.fileno(), 0o666 & ~mask)  # mkstemp makes it 0600; outputs follow the umask
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise GuardError(f"{target}: cannot write: {exc.strerror or exc}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 KEY_HELP = "file holding the deployment key the log was written with (keyed chain; never printed)"
@@ -16,26 +15,39 @@ def _key(args: argparse.Namespace) -> bytes | None:
     return read_key_file(args.key_file) if args.key_file else None
 
 
+EXIT_FAILED = 1
+EXIT_UNAUTHENTICATED = 4
+VERIFY_HELP = (
+    "check the hash chain (and a checkpoint); name the first line and the check that failed. Exit code 0: the keyed "
+    "chain verifies with the key (and the checkpoint matches); 1: a check failed; 4: an unkeyed chain is intact, but "
+    "truncation and re-chaining cannot be checked without a key; 2: bad input (unreadable file, bad key or checkpoint)"
+)
+
+
 def _audit_verify(args: argparse.Namespace) -> int:
     from guard.audit import load_checkpoint, verify
 
     point = load_checkpoint(args.checkpoint) if args.checkpoint else None
     report = verify(args.file, key=_key(args), checkpoint=point)
     print(report.describe())
-    if report.ok and not report.keyed:
-        print("note: an unkeyed chain shows edited, removed or reordered lines, not a rewritten log", end="")
-        print(" or entries cut at the end" if point is None else "")
-    elif report.ok and point is None:
+    if not report.ok:
+        return EXIT_FAILED
+    if not report.authenticated:
+        return EXIT_UNAUTHENTICATED
+    if point is None:
         print("note: without a checkpoint, entries cut at the end of the log are not detected")
-    return 0 if report.ok else 1
+    return 0
 
 
 def _audit_checkpoint(args: argparse.Namespace) -> int:
     from guard.audit import checkpoint
+    from guard.cli._common import check_output, write_output
 
+    if args.out:
+        check_output(args.out, [args.file, args.key_file])
     body = json.dumps(checkpoint(args.file, key=_key(args)), sort_keys=True) + "\n"
     if args.out:
-        Path(args.out).write_text(body, encoding="utf-8")
+        write_output(args.out, body, [args.file, args.key_file])
         print(f"wrote {args.out}: checkpoint of {json.loads(body)['entries']} entries (store it outside the log)")
     else:
         print(body, end="")
@@ -44,9 +56,7 @@ def _audit_checkpoint(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     audit = sub.add_parser("audit", help="audit log tools").add_subparsers(dest="action", required=True)
-    verify = audit.add_parser(
-        "verify", help="check the hash chain (and a checkpoint); name the first line and the check that failed"
-    )
+    verify = audit.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP)
     verify.add_argument("file")
     verify.add_argument("--key-file", help=KEY_HELP)
     verify.add_argument("--checkpoint", help="a checkpoint written by `carbguard audit checkpoint`")

@@ -60,15 +60,15 @@ def _converter(source: str) -> Callable[[str], Iterator[dict[str, Any]]]:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from guard.corpora._writing import episode_lines, write_lines
+    from guard.cli._common import check_output, write_output
+    from guard.corpora._writing import episode_lines
 
-    out = Path(args.out)
+    out = check_output(args.out, [args.input])
     if args.source == "agentdojo":
         from guard.corpora.convert_agentdojo import convert_agentdojo
 
         labels = Path(args.labels_out) if args.labels_out else out.with_name(out.stem + ".labels.jsonl")
-        if labels.resolve() == out.resolve():
-            raise GuardError("--labels-out must differ from -o")
+        check_output(labels, [args.input, out], "--labels-out")
         done = convert_agentdojo(args.input, out, labels)
         print(f"wrote {out}: {done.episodes} episodes ({done.left_out} runs left out: injection-goal runs, "
               f"run errors, unreadable files); wrote {labels}: {done.charged} episodes charged by the AgentDojo ledger")
@@ -78,7 +78,7 @@ def _convert(args: argparse.Namespace) -> int:
     if args.labels_out:
         raise GuardError(f"--labels-out applies to --from agentdojo only (a {args.source} export has no labels)")
     lines = episode_lines(_converter(args.source)(args.input))
-    write_lines(out, lines)
+    write_output(out, "".join(line + "\n" for line in lines), [args.input])
     print(f"wrote {out}: {len(lines)} episodes (check them with `carbguard episodes validate {out} --policy P`)")
     return 0
 

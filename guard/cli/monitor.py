@@ -10,12 +10,13 @@ Exit code 0: no alarm; 3: alarm (the martingale reached 1/δ); 2: bad input.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from guard.cli._common import write_output
 from guard.errors import GuardError
 
 EXIT_ALARM = 3
@@ -75,12 +76,17 @@ def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold:
 
 def _monitor(args: argparse.Namespace) -> int:
     from guard.artifact import load_artifact
-    from guard.audit import read_entries, verify
+    from guard.audit import read_entries, read_key_file, verify
     from guard.calibration.monitor import monitor, read_artifact_statistics
 
+    if args.plot:
+        from guard.cli._common import check_output
+
+        check_output(args.plot, [args.audit, args.artifact, args.key_file], "--plot")
+    key = read_key_file(args.key_file) if args.key_file else None
     artifact = load_artifact(args.artifact)
     calibration = read_artifact_statistics(artifact.body, str(args.artifact))
-    report = verify(args.audit)
+    report = verify(args.audit, key=key)
     if not report.ok:
         raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
     stats, ignored = deployed_statistics(read_entries(args.audit), artifact.body["checksum"], artifact.threshold)
@@ -95,7 +101,7 @@ def _monitor(args: argparse.Namespace) -> int:
     out = {"audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
            "ignored_entries": ignored, **result.to_json()}
     if args.plot:
-        _plot(result.path, result.delta, result.alarm_at, args.plot)
+        _plot(result.path, result.delta, result.alarm_at, args.plot, [args.audit, args.artifact, args.key_file])
     if args.json:
         print(json.dumps(out, indent=1))
     else:
@@ -140,7 +146,7 @@ def _table(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _plot(path_values: Any, delta: float, alarm_at: int | None, out: str) -> None:
+def _plot(path_values: Any, delta: float, alarm_at: int | None, out: str, inputs: list[str | None]) -> None:
     try:
         import matplotlib
 
@@ -157,9 +163,10 @@ def _plot(path_values: Any, delta: float, alarm_at: int | None, out: str) -> Non
     ax.set(xlabel="deployed episode", ylabel="martingale value (log)", title="Exchangeability monitor")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
+    write_output(out, image.getvalue(), inputs, "--plot")
 
 
 def _delta(text: str) -> float:
@@ -178,6 +185,7 @@ def register(sub: Any) -> None:
                             description=DESCRIPTION)
     parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--artifact", required=True, help="the calibration artifact the guard ran with")
+    parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
     parser.add_argument("--delta", type=_delta, default=0.05, help="false-alarm level δ (default 0.05)")
     parser.add_argument("--martingale", choices=("jumper", "power"), default="jumper",
                         help="simple jumper (default; recovers after long exchangeable runs) or power mixture")

@@ -18,27 +18,65 @@ def register(sub: Any) -> None:
     rep.add_argument("--threshold", type=float, help="threshold for replay (default: the policy's artifact)")
     rep.add_argument("--policy", help="policy file (audit mode: for feature weights)")
     rep.add_argument("--plot", help="a frontier PNG from `evaluate --plot` to embed")
-    rep.add_argument("-o", "--out", required=True, help="HTML file to write")
+    rep.add_argument("--key-file", help="audit mode: the deployment key of a keyed log (verifies its MACs)")
+    rep.add_argument("-o", "--out", required=True, help="HTML file to write (never one of the inputs)")
     rep.set_defaults(func=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
     from guard import report
+    from guard.cli._common import check_output, write_output
 
+    inputs = [args.audit, args.runs, args.policy, args.plot, args.key_file]
+    check_output(args.out, inputs)
     if args.audit:
+        from guard.audit import read_key_file
+
+        key = read_key_file(args.key_file) if args.key_file else None
         policy = None
         if args.policy:
             from guard.policy import load_policy
 
             policy = load_policy(args.policy)
-        path = report.write_audit_report(args.audit, args.out, frontier_png=args.plot, policy=policy)
+        check_audit_entries(args.audit)
+        text = report.render_audit_report(args.audit, frontier_png=args.plot, policy=policy, key=key)
     else:
-        path = _replay_report(args)
-    print(f"wrote {path}")
+        if args.key_file:
+            raise GuardError("--key-file applies to an AUDIT log only, not to a replay")
+        text = _replay_report(args)
+    print(f"wrote {write_output(args.out, text, inputs)}")
     return 0
 
 
-def _replay_report(args: argparse.Namespace) -> Any:
+def check_audit_entries(path: str) -> None:
+    """GuardError naming file, line and field for the first entry the report cannot show.
+
+    Lines that are not strict JSON are skipped here: the report counts them in its note.
+    """
+    from pathlib import Path
+
+    from guard.audit import StrictJSONError, parse_line
+    from guard.errors import AuditError
+    from guard.report.model import EntryError, check_entry
+
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise AuditError(f"{path}: cannot read audit log: {exc.strerror or exc}") from None
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            entry = parse_line(raw)
+        except StrictJSONError:
+            continue
+        try:
+            check_entry(entry)
+        except EntryError as exc:
+            raise AuditError(f"{path}: line {number}: {exc}") from None
+
+
+def _replay_report(args: argparse.Namespace) -> str:
     from guard import report
     from guard.corpora import agentdojo
     from guard.runtime import Guard
@@ -53,4 +91,6 @@ def _replay_report(args: argparse.Namespace) -> Any:
             return Guard.from_policy(path)
         return Guard(agentdojo.load_suite_policy(episode.meta.suite), threshold=args.threshold)
 
-    return report.write_episode_report(loaded.episodes, args.episode, guard_for, args.out, frontier_png=args.plot)
+    episode = report.find_episode(loaded.episodes, args.episode)
+    text: str = report.render_episode_report(guard_for, episode, frontier_png=args.plot)
+    return text

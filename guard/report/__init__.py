@@ -80,13 +80,18 @@ def _audit_entries(path: Path) -> tuple[list[Mapping[str, Any]], int]:
 
 
 def render_audit_report(
-    audit_path: str | Path, *, policy: Policy | None = None, frontier_png: str | Path | None = None
+    audit_path: str | Path,
+    *,
+    policy: Policy | None = None,
+    frontier_png: str | Path | None = None,
+    key: bytes | None = None,
 ) -> str:
-    """The HTML report of an audit log (``policy``, if given, supplies the scorer weights)."""
+    """The HTML report of an audit log (``policy``: the scorer weights; ``key``: verify a keyed chain)."""
     path = Path(audit_path)
     entries, bad = _audit_entries(path)
     views = views_from_audit(entries, policy_weights(policy))
-    notes = [f"Source: audit log {path.name} ({len(entries)} entries). Hash chain: {verify(path).describe()}."]
+    chain = verify(path, key=key).describe()
+    notes = [f"Source: audit log {path.name} ({len(entries)} entries). Hash chain: {chain}."]
     if bad:
         notes.append(f"{bad} lines could not be parsed as strict JSON audit entries and are not shown.")
     artifacts = sorted({str(e["artifact"]) for e in entries if e.get("artifact")})
@@ -153,9 +158,10 @@ def write_audit_report(
     *,
     frontier_png: str | Path | None = None,
     policy: Policy | None = None,
+    key: bytes | None = None,
 ) -> Path:
     """Write :func:`render_audit_report` to ``out_path``; return the path."""
-    return _write(render_audit_report(audit_path, policy=policy, frontier_png=frontier_png), out_path)
+    return _write(render_audit_report(audit_path, policy=policy, frontier_png=frontier_png, key=key), out_path)
 
 
 def find_episode(episodes: Iterable[Episode], episode_id: str) -> Episode:

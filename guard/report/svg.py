@@ -113,7 +113,7 @@ def graph_svg(view: EpisodeView, prefix: str) -> str:
     for decision in view.decisions:
         if decision.node is not None:
             verdicts[decision.node] = decision.verdict
-    width = LEFT + max(len(records), 1) * DX + 40
+    width = LEFT + (max(records) + 1 if records else 1) * DX + 40  # x follows the index; audit views may be sparse
     height = TOP + 2 * LANE_GAP + 104
     parts = [
         f'<svg class="graph" id="{prefix}-graph" xmlns="http://www.w3.org/2000/svg" '

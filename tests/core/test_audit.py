@@ -33,7 +33,10 @@ def test_written_log_verifies(tmp_path: Path) -> None:
     _log(tmp_path / "a.jsonl", 4)
     report = verify(tmp_path / "a.jsonl")
     assert (report.ok, report.entries, report.torn_tail) == (True, 4, False)
-    assert report.describe() == "OK: 4 entries verify"
+    assert report.describe() == (
+        "OK: 4 entries verify; chain intact; NOT checked: truncation, re-chaining"
+        " (unkeyed log; use a key and checkpoints)"
+    )
 
 
 def test_entries_are_chained(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def check_log(path: Path, decided: dict[tuple[str, str], str], capsys: pytest.Ca
     report = verify(path)
     assert report.ok and report.entries == len(decided) and not report.torn_tail, report.describe()
     capsys.readouterr()
-    assert cli_main(["audit", "verify", str(path)]) == 0
+    assert cli_main(["audit", "verify", str(path)]) == 4  # unkeyed: intact, not authenticated
     assert f"OK: {len(decided)} entries verify" in capsys.readouterr().out
 
 
