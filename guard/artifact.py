@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import ArtifactError
+from guard.jsonio import loads_strict
 from guard.policy import Policy
 
 FORMAT = "carbguard-artifact/1"
@@ -162,11 +163,12 @@ def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:
 def _read_body(file: Path) -> dict[str, Any]:
     """The artifact's JSON object, its format and checksum verified."""
     try:
-        body = json.loads(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ArtifactError(f"{file}: cannot read calibration artifact: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError, ValueError) as exc:
-        raise ArtifactError(f"{file}: calibration artifact is not valid JSON (truncated or edited?): {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{file}: calibration artifact is not UTF-8 (truncated or edited?): {exc}") from None
+    body = loads_strict(text, f"{file}: calibration artifact (truncated or edited?)", ArtifactError)
     if not isinstance(body, dict) or body.get("format") != FORMAT:
         raise ArtifactError(f"{file}: not a carbguard artifact (format must be {FORMAT!r})")
     try:

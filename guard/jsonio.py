@@ -68,20 +68,32 @@ def _surrogate(value: Any) -> bool:
     return False
 
 
-def loads_strict(text: str, where: str, error: type[Exception] = CorpusError) -> Any:
-    """``text`` decoded as strict JSON; ``error`` naming ``where``, the line, the key path and what is wrong."""
+def _infinity(name: str) -> Any:
+    if name == "NaN":
+        _constant(name)
+    return float(name)
+
+
+def loads_strict(text: str, where: str, error: type[Exception] = CorpusError, *, infinity: bool = False) -> Any:
+    """``text`` decoded as strict JSON; ``error`` naming ``where``, the line, the key path and what is wrong.
+
+    ``infinity=True`` is for formats that Python's ``json.dumps`` writes with ``Infinity`` tokens (the κ
+    scores file): ``Infinity``, ``-Infinity`` and overflowing numbers are then read as ±inf; ``NaN`` never is.
+    """
     multi = "\n" in text.rstrip(JSON_WHITESPACE)
+    hooks: dict[str, Any] = {"parse_constant": _infinity} if infinity else {"parse_constant": _constant,
+                                                                            "parse_float": _float}
     try:
-        value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float)
+        value = json.loads(text, object_pairs_hook=_pairs, **hooks)
     except json.JSONDecodeError as exc:
         at = f"line {exc.lineno}, column {exc.colno}" if multi else f"column {exc.colno}"
         raise error(f"{where}: {at}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # _RefusedError, or an integer literal longer than Python converts
-        raise error(f"{where}: {_locate(text, multi) or exc}") from None
+        raise error(f"{where}: {_locate(text, multi, hooks) or exc}") from None
     if _surrogate(value):
-        raise error(f"{where}: {_locate(text, multi) or 'lone surrogate escape in a string'}")
+        raise error(f"{where}: {_locate(text, multi, hooks) or 'lone surrogate escape in a string'}")
     return value
 
 
@@ -96,10 +108,10 @@ class _LocatedError(Exception):
     """Carries the located problem out of the walk."""
 
 
-def _locate(text: str, multi: bool) -> str | None:
+def _locate(text: str, multi: bool, hooks: dict[str, Any]) -> str | None:
     """The first refused item of ``text`` (already known to be valid JSON syntax) as a message, or None."""
     starts = [0] + [m.end() for m in re.finditer("\n", text)]
-    plain = json.JSONDecoder(parse_constant=_constant, parse_float=_float)
+    plain = json.JSONDecoder(**hooks)
 
     def at(pos: int) -> str:
         line = bisect.bisect_right(starts, pos)

@@ -287,7 +287,7 @@ def encode_run(run: RawRun) -> str:
 
 def decode_run(line: str, model: str) -> RawRun:
     """The inverse of :func:`encode_run`."""
-    body = json.loads(line)
+    body = loads_strict(line, f"embedded run of {model}")
     suite, user_task, injection_task, attack, utility, security, source = body["m"]
     return RawRun(
         model=model,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
-import json
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -50,6 +49,7 @@ from guard.corpora._agentdojo_format import (
     read_run,
 )
 from guard.errors import CorpusError
+from guard.jsonio import json_lines, loads_strict
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, load_policy
 from guard.progress import Progress
@@ -300,10 +300,10 @@ def _suite_of(source: str) -> str:
 def _read_embedded(model: str) -> tuple[dict[str, Any], list[RawRun]]:
     path = EMBEDDED_DIR / f"{model}.jsonl.gz"
     try:
-        lines = gzip.decompress(path.read_bytes()).decode("utf-8").splitlines()
+        lines = [line for _, line in json_lines(gzip.decompress(path.read_bytes()).decode("utf-8"))]
     except (OSError, EOFError) as exc:
         raise CorpusError(f"embedded corpus file {path} cannot be read: {exc}") from None
-    header = json.loads(lines[0])
+    header = loads_strict(lines[0], f"{path}:1")
     if header.get("format") != FORMAT or header.get("model") != model:
         raise CorpusError(f"{path}: not an embedded AgentDojo corpus file of model {model!r}")
     return header, [decode_run(line, model) for line in lines[1:]]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import PolicyError
+from guard.jsonio import loads_strict
 from guard.policy import Policy
 from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
 from guard.safecommit.conformal import conformal_threshold
@@ -124,11 +125,12 @@ def _read_json(path: Path) -> Any:
 @lru_cache(maxsize=32)
 def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise PolicyError(f"{path}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: SafeCommit calibration file is not UTF-8 ({exc})") from None
+    return loads_strict(text, path, PolicyError, infinity=True)  # scores are written by json.dumps (Infinity)
 
 
 def encode_float(value: float) -> float | str:

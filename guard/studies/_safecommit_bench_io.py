@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from guard.errors import CorpusError
+from guard.jsonio import json_lines, loads_strict
 from guard.safecommit.types import Action, ProbeSpec, World
 from guard.studies._safecommit_bench_data import ACTION_NAMES as ACTION_NAMES
 from guard.studies._safecommit_bench_data import BASE_SEED as BASE_SEED
@@ -110,10 +111,11 @@ def write_splits(directory: Path | str, *, base_seed: int = BASE_SEED) -> list[P
 def read_split(path: Path | str) -> list[Row]:
     """The episode dicts of one gzipped JSONL split."""
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as fh:
-            return [json.loads(line) for line in fh if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            text = fh.read()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{path}: not a gzipped JSONL SafeCommitBench split ({exc})") from exc
+    return [loads_strict(line, f"{path}:{number}") for number, line in json_lines(text)]
 
 
 def episode_problem(record: Row) -> tuple[list[World], list[Action], dict[str, list[str]], list[ProbeSpec]]:

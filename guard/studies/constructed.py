@@ -33,6 +33,7 @@ from pathlib import Path
 
 from guard.errors import CorpusError
 from guard.graph import PrefixGraph, build_graph
+from guard.jsonio import json_lines, loads_strict
 from guard.ledger import Ledger, LedgerLabels
 from guard.policy import Policy, load_policy
 from guard.records import Episode, EpisodeMeta, Record, RecordKind, final, proposal, result, user
@@ -114,9 +115,9 @@ def read_rows_bytes(data: bytes, where: str) -> list[Row]:
     """Rows of gzipped JSONL bytes."""
     try:
         text = gzip.decompress(data).decode("utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise CorpusError(f"{where}: not a gzipped JSONL constructed suite ({exc})") from exc
+    return [loads_strict(line, f"{where}:{number}") for number, line in json_lines(text)]
 
 
 def read_rows(path: Path | str) -> list[Row]:
