@@ -150,6 +150,14 @@ def _content_text(message: BaseMessage) -> str:
     return _render_block(content)
 
 
+def _attachments(message: BaseMessage) -> list[Any]:
+    """The blocks of a message that are not text (images, files, documents, JSON, unknown)."""
+    content = message.content
+    if type(content) is str or not isinstance(content, list | tuple):
+        return []
+    return [b for b in content if type(b) is not str and not (isinstance(b, Mapping) and b.get("type") == "text")]
+
+
 def _tool_output(out: Any) -> tuple[str, str]:
     """Text and status of what a tool run returned (a ToolMessage, a Command, or a plain value)."""
     if isinstance(out, ToolMessage):
@@ -354,7 +362,9 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
             continue
         tracker.seen.add(key)
         if isinstance(message, HumanMessage):
-            session.observe_user(_content_text(message))
+            session.observe_user(_text(message))
+            for block in _attachments(message):  # the user's attachments speak for their author, not the user
+                session.observe_content(_render_block(block), "untrusted_source", "human:attachment")
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)

@@ -10,7 +10,8 @@ Three ways in, one core:
 - :func:`guard_tools` for executors that call ``tool.invoke(tool_call)`` themselves (langchain-core
   only).
 
-The session of a run is fed from the message history: human turns → ``observe_user``, each AI turn's
+The session of a run is fed from the message history: human turns → ``observe_user`` (their
+non-text blocks → untrusted content), each AI turn's
 tool calls → ``decide`` (in the order the model wrote them, before any of them runs; a reused call
 id is decided again, which refuses it), ``ToolMessage`` results → ``observe_result``, a final AI
 answer → ``observe_final``.  A run is keyed by its thread id, else by its first message's id; with
