@@ -140,3 +140,34 @@ def test_report_skips_session_end_entries(policy: Policy, artifact: Path, tmp_pa
     _deploy(policy, artifact, audit, ["benign-inbox"])
     views = views_from_audit(read_entries(audit))
     assert [d.tool for d in views[0].decisions] == ["read_inbox"]
+
+
+def test_keyed_log_needs_and_takes_key_file(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `monitor` unable to read a keyed log (planted: key not passed to verify -> exit 2 with
+    "verify it with --key-file"), a wrong key accepted, and --plot allowed over an input (planted: monitor's
+    input list emptied -> the audit log is overwritten by the PNG)."""
+    key = b"m" * 32
+    key_file, other = tmp_path / "k", tmp_path / "other.k"
+    key_file.write_bytes(key)
+    other.write_bytes(b"o" * 32)
+    audit = tmp_path / "audit.jsonl"
+    art = load_artifact(artifact, policy)
+    guard = Guard(policy, threshold=art.threshold, artifact_id=art.artifact_id,
+                  audit=AuditLog(audit, fsync=False, key=key))
+    for k, episode in enumerate(load_episodes(EPISODES, policy)[:3]):
+        session = guard.session(f"{episode.episode_id}#{k}")
+        feed(session, episode)
+        session.close()
+    capsys.readouterr()
+    assert main(["monitor", str(audit), "--artifact", str(artifact)]) == 2
+    assert "--key-file" in capsys.readouterr().err
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(key_file), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deployed"]["n"] == 3
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(other)]) == 2
+    assert "another key" in capsys.readouterr().err
+    before = audit.read_bytes()
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(key_file),
+                 "--plot", str(audit)]) == 2
+    assert "is the input" in capsys.readouterr().err and audit.read_bytes() == before
