@@ -113,3 +113,21 @@ def test_policy_json_nan_refused(tmp_path: Path, policy_data: dict[str, object])
     path.write_text(text.replace('"name": "small"', '"name": "small", "extra_weight": NaN', 1))
     with pytest.raises(PolicyError, match=r"p\.json: line \d+: extra_weight: non-finite number NaN"):
         load_policy(path)
+
+
+def test_kappa_file_keeps_infinity_refuses_nan_and_duplicates(tmp_path: Path) -> None:
+    """A κ scores file reads ``Infinity`` (json.dumps writes it) but refuses NaN and a key twice.
+
+    Catches the κ reader decoding with plain json.loads (NaN scores and last-wins ``scores`` let through).
+    """
+    from guard.safecommit.kappa import _read_json
+
+    good, nan, dup = tmp_path / "good.json", tmp_path / "nan.json", tmp_path / "dup.json"
+    good.write_text(json.dumps({"scores": [0.5, float("inf")]}))
+    nan.write_text('{"scores": [0.5, NaN]}')
+    dup.write_text('{"scores": [9.0],\n "scores": [0.1]}')
+    assert _read_json(good) == {"scores": [0.5, float("inf")]}
+    with pytest.raises(PolicyError, match=r"nan\.json: scores\[1\]: non-finite number NaN"):
+        _read_json(nan)
+    with pytest.raises(PolicyError, match=r"dup\.json: line 2: duplicate key 'scores' \(first defined at line 1\)"):
+        _read_json(dup)
