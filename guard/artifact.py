@@ -126,11 +126,16 @@ def build_artifact(
     return body
 
 
+def artifact_text(body: dict[str, Any]) -> str:
+    """An artifact as the indented JSON :func:`write_artifact` writes (stable bytes)."""
+    return json.dumps(body, indent=1, sort_keys=True) + "\n"
+
+
 def write_artifact(body: dict[str, Any], path: str | Path) -> None:
     """Write an artifact as indented JSON (stable bytes)."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    out.write_text(artifact_text(body), encoding="utf-8")
 
 
 def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:

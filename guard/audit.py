@@ -287,30 +287,15 @@ class VerifyReport:
         """One human-readable sentence."""
         if not self.ok:
             return f"FAILED at line {self.line}: {self.check} check: {self.problem}"
-        text = f"OK: {self.entries} entries verify"
-        if self.keyed:
-            text += " (keyed chain)"
+        text = f"OK: {self.entries} entries verify" + (" (keyed chain)" if self.keyed else "")
         if self.checkpoint is not None:
             text += f"; the checkpoint of {self.checkpoint} entries matches"
         if self.torn_tail:
             text += "; the final line is torn (incomplete write), not tampered"
-        if not self.authenticated:
-            text += f"; chain intact; NOT checked: {self.not_checked}"
+        if not self.keyed:  # anyone can recompute an unkeyed chain (and its checkpoint)
+            cut = "truncation, " if self.checkpoint is None else ""
+            text += f"; chain intact; NOT checked: {cut}re-chaining (unkeyed log; use a key and checkpoints)"
         return text
-
-    @property
-    def authenticated(self) -> bool:
-        """A keyed chain verified with its key: a rewritten or re-chained log would have failed."""
-        return self.ok and self.keyed
-
-    @property
-    def not_checked(self) -> str:
-        """What an OK unkeyed verification could not check (empty for a keyed one)."""
-        if self.keyed:
-            return ""
-        if self.checkpoint is None:
-            return "truncation, re-chaining (unkeyed log; use a key and checkpoints)"
-        return "re-chaining (unkeyed log and checkpoint: anyone can recompute both; use a key)"
 
 
 def verify(path: str | Path, *, key: bytes | None = None, checkpoint: Mapping[str, Any] | None = None) -> VerifyReport:
@@ -389,26 +374,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
 def _against(
     report: VerifyReport, lines: list[bytes], point: Mapping[str, Any], key: AuditKey | None
 ) -> VerifyReport:
-    count, last = point.get("entries"), point.get("last_hash")
-    if type(count) is not int or count < 0 or not isinstance(last, str):
-        raise AuditError("not a checkpoint (entries and last_hash missing)")
+    count, last, keyed, given = (point.get(k) for k in ("entries", "last_hash", "keyed", "mac"))
+    if type(count) is not int or count < 0 or not isinstance(last, str) or not isinstance(given, str | None):
+        raise AuditError("not a checkpoint (entries and last_hash missing, or a mac that is not a string)")
 
     def failed(line: int, problem: str) -> VerifyReport:
         return VerifyReport(False, report.entries, problem, line, report.torn_tail, report.keyed, "checkpoint")
 
-    keyed, given_mac = point.get("keyed", False), point.get("mac")
-    if type(keyed) is not bool or (given_mac is not None and not isinstance(given_mac, str)):
-        return failed(max(count, 1), "the checkpoint's keyed/mac fields are malformed")
-    if key is None and (keyed or given_mac is not None):
+    if key is None and ((keyed is not None and keyed is not False) or given is not None):
         return failed(max(count, 1), "the checkpoint is keyed; verify it with --key-file")
     if key is not None:  # against a keyed log, only a checkpoint MAC'd with its key counts
-        if not keyed or given_mac is None:
-            return failed(
-                max(count, 1),
-                "the checkpoint carries no MAC; a keyed log needs a keyed checkpoint (`audit checkpoint --key-file`)",
-            )
+        if keyed is not True or given is None:
+            return failed(max(count, 1), "the checkpoint carries no MAC; a keyed log needs `checkpoint --key-file`")
         mac = hmac.new(key.chain, _canonical(point, "mac"), hashlib.sha256).hexdigest()
-        if point.get("key_id") != key.key_id or not hmac.compare_digest(given_mac.encode(), mac.encode()):
+        if point.get("key_id") != key.key_id or not hmac.compare_digest(given.encode(), mac.encode()):
             return failed(max(count, 1), "the checkpoint's MAC does not verify (edited, or made with another key)")
     if count > len(lines):
         return failed(

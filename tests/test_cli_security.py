@@ -170,7 +170,7 @@ def test_report_refuses_hostile_entries(
 
 
 def test_report_work_is_bounded_by_the_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Catches the audit view drawing every index up to the highest one (planted: _audit_indices always
+    """Catches the audit view drawing every index up to the highest one (planted: audit_indices always
     range(top) -> 20 000 placeholder records for one entry)."""
     from guard.report.model import views_from_audit
 
@@ -182,7 +182,7 @@ def test_report_work_is_bounded_by_the_entries(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_report_small_gaps_still_drawn() -> None:
-    """Catches the bound hiding the unknown records of an ordinary log (planted: _audit_indices always sparse)."""
+    """Catches the bound hiding the unknown records of an ordinary log (planted: audit_indices always sparse)."""
     from guard.report.model import UNKNOWN, views_from_audit
 
     (view,) = views_from_audit([_decision(proposal_index=5, selected=[1], edges_in=[])])
@@ -228,7 +228,7 @@ def test_keyed_checkpoint_roundtrip_and_unkeyed_verify(tmp_path: Path, capsys: p
 
 def test_unkeyed_verify_says_what_it_did_not_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches an unkeyed verify reporting plain OK / exit 0 (planted: the EXIT_UNAUTHENTICATED branch removed ->
-    exit 0; `not self.authenticated` clause removed from describe -> no NOT checked text)."""
+    exit 0; the `not self.keyed` clause removed from describe -> no NOT checked text)."""
     log = _log(tmp_path / "audit.jsonl", [_decision(call_id=f"c{k}") for k in range(2)])
     code, out, _ = _run(["audit", "verify", str(log)], capsys)
     assert code == 4
@@ -252,3 +252,22 @@ def test_report_reads_a_keyed_log_with_key_file(tmp_path: Path, capsys: pytest.C
     assert "OK: 1 entries verify (keyed chain)" in html and "key check" not in html
     assert _run(["report", str(log), "-o", str(out)], capsys)[0] == 0
     assert "key check" in out.read_text()
+
+
+def test_calibrate_and_policy_init_outputs_over_inputs_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches `calibrate --out EPISODES` and `policy init --from-openai-tools T --out T --force` overwriting their
+    input (planted: calibrate's and policy init's input lists emptied -> the artifact / skeleton replaces the input)."""
+    episodes = tmp_path / "episodes.jsonl"
+    episodes.write_bytes((FIX / "assistant.jsonl").read_bytes())
+    before = episodes.read_bytes()
+    code, _, err = _run(["calibrate", "--policy", str(FIX / "assistant_policy.yaml"), "--episodes", str(episodes),
+                         "--alpha", "0.3", "--out", str(episodes)], capsys)
+    assert code == 2 and "--out" in _error_line(err) and episodes.read_bytes() == before
+    tools = tmp_path / "tools.json"
+    schema = {"name": "read_file", "description": "Read a file", "parameters": {"type": "object", "properties": {}}}
+    tools.write_text(json.dumps([{"type": "function", "function": schema}]))
+    before = tools.read_bytes()
+    code, _, err = _run(["policy", "init", "--from-openai-tools", str(tools), "--out", str(tools), "--force"], capsys)
+    assert code == 2 and str(tools) in _error_line(err) and tools.read_bytes() == before

@@ -32,7 +32,7 @@ def _audit_verify(args: argparse.Namespace) -> int:
     print(report.describe())
     if not report.ok:
         return EXIT_FAILED
-    if not report.authenticated:
+    if not report.keyed:
         return EXIT_UNAUTHENTICATED
     if point is None:
         print("note: without a checkpoint, entries cut at the end of the log are not detected")

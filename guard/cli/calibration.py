@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from guard.cli._common import SCOPE
@@ -38,14 +37,14 @@ def _episodes_corpus(args: argparse.Namespace) -> Any:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from guard.artifact import write_artifact
+    from guard.artifact import artifact_text
     from guard.calibration import crc
     from guard.calibration.jobs import calibrate
+    from guard.cli._common import check_output, write_output
 
     crc.alpha_fraction(args.alpha)
-    out = Path(args.out)
-    if out.exists() and out.is_dir():
-        raise GuardError(f"--out {out} is a folder; give a file path")
+    inputs = [*(args.policy or []), args.episodes, args.labels, args.runs]
+    out = check_output(args.out, inputs, "--out")
     corpus = _corpus(args)
     if corpus.policy_of is not None:
         from guard.calibration.jobs import check_alpha_feasible
@@ -63,7 +62,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             corpus, alpha=args.alpha, rule=args.rule, delta=args.delta, seed=args.seed,
             dev_fraction=args.dev_fraction, command=_recorded(args.argv), workers=args.workers,
         )
-        write_artifact(body, out)
+        write_output(out, artifact_text(body), inputs, "--out")
         print(f"wrote {out}: alpha={body['alpha']} n={body['n']} (+{body['fit']['n_dev']} development episodes) "
               f"threshold={body['threshold']} calibration risk (corrected)={body['calibration_risk']:.4f}")
         return 0
@@ -71,7 +70,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         corpus, alpha=args.alpha, selector=args.selector or _policy_selector(corpus), rule=args.rule, delta=args.delta,
         command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
     )
-    write_artifact(body, out)
+    write_output(out, artifact_text(body), inputs, "--out")
     print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} "
           f"calibration risk (corrected)={body['calibration_risk']:.4f}")
     return 0

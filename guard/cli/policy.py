@@ -113,10 +113,12 @@ def _policy_init(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
     else:
+        from guard.cli._common import write_output
+
         out = Path(args.out)
         if out.exists() and not args.force:
             raise GuardError(f"{out}: exists; pass --force to overwrite")
-        out.write_text(text, encoding="utf-8")
+        write_output(out, text, [args.from_openai_tools], "--out")
         print(f"wrote {out}: {len(policy.tools)} tools; review every `# check:` line", file=sys.stderr)
     if left_out:
         names = ", ".join(json.dumps(n) for n in left_out)  # escaped: a tool name is server-controlled text

@@ -57,7 +57,7 @@ def check_audit_entries(path: str) -> None:
 
     from guard.audit import StrictJSONError, parse_line
     from guard.errors import AuditError
-    from guard.report.model import EntryError, check_entry
+    from guard.report.entries import EntryError, check_entry
 
     try:
         lines = Path(path).read_bytes().split(b"\n")
