@@ -169,6 +169,17 @@ def test_report_refuses_hostile_entries(
     assert not out.exists()
 
 
+def test_views_from_audit_refuses_hostile_entries() -> None:
+    """Catches the library path (render_audit_report, views_from_audit) reaching int("x") with a traceback
+    (planted: the check_entry call in views_from_audit removed -> ValueError instead of EntryError)."""
+    from guard.report.entries import EntryError
+    from guard.report.model import views_from_audit
+
+    with pytest.raises(EntryError, match=r"audit entry 2: field 'selected'") as caught:
+        views_from_audit([_decision(), _decision(selected=["x"])])
+    assert caught.value.field == "selected"
+
+
 def test_report_work_is_bounded_by_the_entries(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches the audit view drawing every index up to the highest one (planted: audit_indices always
     range(top) -> 20 000 placeholder records for one entry)."""
@@ -195,8 +206,8 @@ def test_report_small_gaps_still_drawn() -> None:
 
 def test_macless_checkpoint_of_a_cut_keyed_log_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches a keyed verify accepting a checkpoint without a MAC: cut the keyed log, write a MAC-less checkpoint
-    matching the cut log (planted: the `if key is not None` MAC requirement back to `if point.get("keyed")` ->
-    exit 0, the attack the old code let through)."""
+    matching the cut log (planted: the `keyed is not True or given is None` refusal removed -> exit 0, the attack
+    the old code let through)."""
     key_file = _key_file(tmp_path)
     log = _log(tmp_path / "audit.jsonl", [_decision(call_id=f"c{k}") for k in range(4)], key=KEY)
     lines = log.read_bytes().split(b"\n")
