@@ -21,7 +21,7 @@ from typing import Any
 from guard import stages
 from guard.audit import AuditLog
 from guard.decision import Decision
-from guard.episode_json import SOURCE_TRUST
+from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
 from guard.policy import Policy, load_policy
@@ -202,6 +202,14 @@ class Session:
             )
         with self._lock:
             self.graph.add(content(self.next_index, _text(text, "content"), trust, origin))
+
+    def tool_source(self, tool: str) -> str:
+        """The source kind this session's policy gives ``tool``'s results (``untrusted_source`` if unknown).
+
+        For observing a tool output as content (:meth:`observe_content`), e.g. one carried in from
+        an earlier turn of a conversation.
+        """
+        return TRUST_SOURCE[stages.result_trust(self.guard.policy, tool if type(tool) is str else "")]
 
     # ------------------------------------------------------------------- decide
 

@@ -7,18 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from guard import stages
 from guard.adapters._langchain_binding import edited_call_id
+from guard.adapters._langchain_content import attachments, content_text, observe_result, render_block
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, ProbeCall, Verdict
-from guard.episode_json import TRUST_SOURCE
 from guard.errors import BindingError, InputError
 from guard.records import safe_repr
 from guard.runtime import Session, decided_call
@@ -120,73 +118,16 @@ def _text(message: BaseMessage) -> str:
     return str(message.text)
 
 
-def _render_block(block: Any) -> str:
-    """One content block as the model is given it: a text block as its text, any other as its JSON.
-
-    A block that is not JSON (bytes, an object) is observed as its repr: opaque, never nothing.
-    """
-    if type(block) is str:
-        return block
-    if isinstance(block, Mapping) and block.get("type") == "text" and type(block.get("text")) is str:
-        return str(block["text"])
-    try:
-        return json.dumps(block, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return safe_repr(block)
-
-
-def _content_text(message: BaseMessage) -> str:
-    """Everything of ``message.content`` that reaches the model, as text (``message.text`` keeps only text blocks).
-
-    ``json``, ``search_result``, ``document``, image, file, non-standard and unknown blocks are
-    rendered as their canonical JSON, so a private value inside them is observed.  ``ToolMessage.artifact``
-    never reaches the model and is not observed.
-    """
-    content = message.content
-    if type(content) is str:
-        return content
-    if isinstance(content, list | tuple):
-        return "\n".join(_render_block(block) for block in content)
-    return _render_block(content)
-
-
-def _attachments(message: BaseMessage) -> list[Any]:
-    """The blocks of a message that are not text (images, files, documents, JSON, unknown)."""
-    content = message.content
-    if type(content) is str or not isinstance(content, list | tuple):
-        return []
-    return [b for b in content if type(b) is not str and not (isinstance(b, Mapping) and b.get("type") == "text")]
-
-
 def _tool_output(out: Any) -> tuple[str, str]:
     """Text and status of what a tool run returned (a ToolMessage, a Command, or a plain value)."""
     if isinstance(out, ToolMessage):
-        return _content_text(out), "error" if out.status == "error" else "ok"
+        return content_text(out), "error" if out.status == "error" else "ok"
     update = getattr(out, "update", None)
     if isinstance(update, Mapping):
         for message in update.get("messages") or ():
             if isinstance(message, ToolMessage):
                 return _tool_output(message)
     return str(out), "ok"
-
-
-def _observe_result(
-    session: Session, call_id: str, text: str, status: str, skipped: list[str], tool: Any = None
-) -> None:
-    """Record a result; one the session cannot place (unknown or answered call id) is reported in ``skipped``.
-
-    The model still reads such a stray result, so its text is recorded as content (never as the
-    result of a call): with the source kind the policy gives the tool the message names, else
-    ``untrusted_source``.
-    """
-    try:
-        session.observe_result(call_id, text, status)
-    except InputError as exc:
-        skipped.append(str(exc))
-        log.warning("carbguard: %s (recorded as content, answering no call)", exc)
-        name = tool if type(tool) is str and tool else None
-        source = TRUST_SOURCE[stages.result_trust(session.guard.policy, name)] if name else "untrusted_source"
-        session.observe_content(text, source, f"stray_result:{name or 'unknown'}")
 
 
 def _authorize(session: Session, call_id: Any, tool: Any, args: Any) -> dict[str, Any] | None:
@@ -227,7 +168,7 @@ def _settle(
                 skipped.append(f"probe tool {probe.tool!r} is not among the agent's tools")
                 continue
             text, status = _tool_output((yield _Execute(payload)))
-            _observe_result(session, probe.call_id, text, status, skipped)
+            observe_result(session, probe.call_id, text, status, skipped)
             ran += 1
         decision = yield _Decide(*call)
         if ran == 0:
@@ -363,12 +304,12 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
         tracker.seen.add(key)
         if isinstance(message, HumanMessage):
             session.observe_user(_text(message))
-            for block in _attachments(message):  # the user's attachments speak for their author, not the user
-                session.observe_content(_render_block(block), "untrusted_source", "human:attachment")
+            for block in attachments(message):  # the user's attachments speak for their author, not the user
+                session.observe_content(render_block(block), "untrusted_source", "human:attachment")
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
-            _observe_result(session, call_id, _content_text(message), status, tracker.skipped, message.name)
+            observe_result(session, call_id, content_text(message), status, tracker.skipped, message.name)
         elif isinstance(message, AIMessage):
             if not message.tool_calls and not message.invalid_tool_calls:
                 session.observe_final(_text(message))

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from guard.adapters._langchain_content import observe_result
 from guard.adapters._langchain_core import (
     BaseTool,
     _authorize,
@@ -18,7 +19,6 @@ from guard.adapters._langchain_core import (
     _Execute,
     _Flow,
     _not_executed,
-    _observe_result,
     _require,
     _settle,
     _tool_output,
@@ -85,7 +85,7 @@ class GuardedTool(BaseTool):
         run_args = args if bound is None else bound
         out = yield _Execute((self.inner, {**call, "args": run_args} if as_call else run_args))
         text, status = _tool_output(out)
-        _observe_result(session, call_id, text, status, skipped, name)
+        observe_result(session, call_id, text, status, skipped, name)
         return decision, out
 
     def _finish(self, call: dict[str, Any], as_call: bool, outcome: tuple[Decision, Any]) -> Any:

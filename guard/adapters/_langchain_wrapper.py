@@ -9,7 +9,6 @@ from typing import Any
 
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
-    _HINT,
     BaseMessage,
     SessionKey,
     ToolMessage,
@@ -24,7 +23,6 @@ from guard.adapters._langchain_core import (
     _feed,
     _Flow,
     _has_checkpointer,
-    _MiddlewareBase,
     _no_execute,
     _no_execute_async,
     _not_executed,
@@ -34,7 +32,6 @@ from guard.adapters._langchain_core import (
     _settle,
     _state_messages,
     _Tracker,
-    check_agent_tools,
     log,
     thread_session_key,
 )
@@ -352,103 +349,6 @@ class GuardToolWrapper:
 
 
 # --------------------------------------------------------------------------- create_agent middleware
-
-
-class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
-    """``AgentMiddleware`` for ``create_agent``: every tool call goes through the guard.
-
-    ``after_model`` decides the new turn's tool calls in the order the model wrote them, answers
-    calls with unparseable arguments (``invalid_tool_calls``) with a refusal ``ToolMessage`` and,
-    with a checkpointer, puts every escalated call of the turn to a human in one interrupt;
-    ``wrap_tool_call``/``awrap_tool_call`` act on the decision and the human's answer.
-    See :class:`GuardToolWrapper` for the options.
-    """
-
-    def __init__(
-        self,
-        guard: Guard,
-        *,
-        session_key: SessionKey = thread_session_key,
-        max_probe_rounds: int = 2,
-        max_sessions: int = 1024,
-        mode: str | None = None,
-    ) -> None:
-        _require("langchain-core", "langchain")
-        super().__init__()
-        self.wrapper = GuardToolWrapper(
-            guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions, mode=mode
-        )
-        self.guard = self.wrapper.guard
-
-    def session(self, key: str) -> Session | None:
-        """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
-        return self.wrapper.session(key)
-
-    def _reviews(self, config: Mapping[str, Any]) -> bool:
-        return self.guard.mode != "shadow" and _has_checkpointer(config)
-
-    def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Decide the new turn's calls; refuse the ones LangChain could not parse; review the escalated ones.
-
-        With a checkpointer, every escalated call of the turn is put to a human in one interrupt
-        (see :mod:`guard.adapters._langchain_review`) before any tool of the turn runs.
-        """
-        config, messages = _current_config(), _state_messages(state)
-        try:
-            tracker, refusals = self.wrapper.sync(config, messages)
-        except UnboundCallError as exc:  # wrap_tool_call refuses each call
-            log.warning("%s", exc)
-            return None
-        if self._reviews(config):
-            with tracker.lock:
-                _drive_sync(self.wrapper.review_turn(tracker, messages, config), tracker.session, _no_execute)
-        return {"messages": refusals} if refusals else None
-
-    async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of :meth:`after_model` (same feed and review, ``adecide``)."""
-        config, messages = _current_config(), _state_messages(state)
-        try:
-            tracker, refusals = await self.wrapper.async_sync(config, messages)
-        except UnboundCallError as exc:
-            log.warning("%s", exc)
-            return None
-        if self._reviews(config):
-            async with tracker.alock:
-                flow = self.wrapper.review_turn(tracker, messages, config)
-                await _drive_async(flow, tracker.session, _no_execute_async)
-        return {"messages": refusals} if refusals else None
-
-    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Act on the decision for this call (run, probe, refuse, or interrupt)."""
-        return self.wrapper.wrap_tool_call(request, handler)
-
-    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        """Async twin of :meth:`wrap_tool_call`."""
-        return await self.wrapper.awrap_tool_call(request, handler)
-
-
-def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
-    """A LangGraph ``ToolNode`` whose calls go through ``guard`` (options as :class:`GuardToolWrapper`).
-
-    Keyword options that :class:`GuardToolWrapper` does not take are passed to ``ToolNode``.  The
-    wrapper is available as ``node.guard_wrapper``.
-    """
-    try:
-        from langgraph.prebuilt import ToolNode
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(f"guard_tool_node needs langgraph: {_HINT}") from exc
-    own = {
-        k: options.pop(k)
-        for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key", "mode")
-        if k in options
-    }
-    wrapper = GuardToolWrapper(guard, **own)
-    check_agent_tools(guard.policy, tools)
-    if "messages_key" in own:
-        options["messages_key"] = own["messages_key"]
-    node = ToolNode(tools, wrap_tool_call=wrapper.wrap_tool_call, awrap_tool_call=wrapper.awrap_tool_call, **options)
-    node.guard_wrapper = wrapper  # type: ignore[attr-defined]
-    return node
 
 
 def _respond_message(call: Mapping[str, Any], message: str | None) -> ToolMessage:

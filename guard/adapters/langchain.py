@@ -54,6 +54,7 @@ from guard.adapters._langchain_core import SessionKey as SessionKey
 from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
 from guard.adapters._langchain_core import _require as _require
 from guard.adapters._langchain_core import log as log
+from guard.adapters._langchain_middleware import GuardMiddleware, guard_tool_node
 from guard.adapters._langchain_review import (
     ApproveDecision,
     EditDecision,
@@ -62,7 +63,7 @@ from guard.adapters._langchain_review import (
     review_context,
 )
 from guard.adapters._langchain_tools import GuardedTool, guard_tools
-from guard.adapters._langchain_wrapper import GuardMiddleware, GuardToolWrapper, guard_tool_node
+from guard.adapters._langchain_wrapper import GuardToolWrapper
 
 __all__ = [
     "ApproveDecision",

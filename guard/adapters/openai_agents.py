@@ -30,7 +30,7 @@ used as a tool.
 
 History: :func:`run` and :func:`run_sync` feed the fresh session every item the model will be shown
 before its first turn — the items of an SDK ``session=`` memory, then the input (a continued
-conversation, ``result.to_input_list() + [turn]``) — see :func:`_observe_items`.  An earlier
+conversation, ``result.to_input_list() + [turn]``) — see :func:`observe_items`.  An earlier
 ``function_call`` is history, never a decided call: nothing in the input can make it run.  An item
 the guard does not understand, or a server-stored conversation (``previous_response_id``,
 ``conversation_id``), refuses the run with :class:`~guard.errors.InputError` before any tool runs.
@@ -38,22 +38,18 @@ the guard does not understand, or a server-stored conversation (``previous_respo
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import logging
-import warnings
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard import stages
+from guard.adapters._openai_history import SERVER_STATE, memory_items, observe_items, on_default_loop
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
 from guard.decision import Decision, ProbeCall, Verdict
-from guard.episode_json import TRUST_SOURCE
 from guard.errors import BindingError, GuardError, InputError
-from guard.records import safe_repr
 from guard.runtime import Guard, Session
 
 try:
@@ -270,153 +266,14 @@ def _guard_agent(
     return guarded
 
 
-_TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
-_SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
-
-
-def _plain_item(item: Any, where: str) -> dict[str, Any]:
-    """An input item as a plain dict (SDK/pydantic items are dumped); anything else fails closed."""
-    dump = getattr(item, "model_dump", None)
-    if callable(dump) and not isinstance(item, Mapping):
-        item = dump(exclude_unset=True)
-    if not isinstance(item, Mapping):
-        raise InputError(f"carbguard: {where} is a {type(item).__name__}, not an input item; refusing the run")
-    return dict(item)
-
-
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return safe_repr(value)
-
-
-def _parts(content: Any, where: str) -> tuple[list[str], list[Any]]:
-    """(text parts, other parts) of a message's content; the other parts reach the model too."""
-    if isinstance(content, str):
-        return [content], []
-    if not isinstance(content, list | tuple):
-        raise InputError(f"carbguard: {where} has content of type {type(content).__name__}; refusing the run")
-    texts, other = [], []
-    for part in content:
-        if isinstance(part, str):
-            texts.append(part)
-        elif isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS and type(part.get("text")) is str:
-            texts.append(str(part["text"]))
-        elif isinstance(part, Mapping) and part.get("type") == "refusal" and type(part.get("refusal")) is str:
-            texts.append(str(part["refusal"]))
-        else:
-            other.append(part)
-    return texts, other
-
-
-def _observe_items(session: Session, items: str | Sequence[Any], label: str) -> int:
-    """Feed every item the model will be shown into ``session``, in order; return the number of user turns.
-
-    - user messages: text parts are user turns; image/file/audio parts are untrusted content;
-    - system/developer and assistant messages, reasoning summaries: untrusted content (they are not
-      the user speaking, and an earlier turn may have copied anything into them);
-    - ``function_call``: the call as untrusted content (it is history: never decided, never runnable);
-    - ``function_call_output``: content with the source kind the policy gives the tool of the call
-      it answers (an unknown tool, or an output whose call is not in the history: untrusted).
-
-    Any other item type (hosted tool calls, item references, compaction, ...) raises InputError
-    naming its type and position: the guard would not see what it carries.
-    """
-    if isinstance(items, str):
-        session.observe_user(items)
-        return 1
-    if not isinstance(items, Sequence):
-        raise InputError(f"carbguard: the {label} is a {type(items).__name__}, not a string or a list of items")
-    policy, tools, users = session.guard.policy, {}, 0
-    for position, raw in enumerate(items):
-        where = f"{label} item {position}"
-        item = _plain_item(raw, where)
-        kind = item.get("type", "message" if "role" in item else None)
-        where = f"{where} (type {safe_repr(kind)[:60]})"
-        if kind == "message":
-            role = item.get("role")
-            texts, other = _parts(item.get("content"), where)
-            if role == "user":
-                session.observe_user("\n".join(texts))
-                users += 1
-            elif role in ("assistant", "system", "developer"):
-                if texts:
-                    session.observe_content("\n".join(texts), "untrusted_source", f"history:{role}")
-            else:
-                raise InputError(f"carbguard: {where} has role {safe_repr(role)[:60]}; refusing the run")
-            for part in other:
-                session.observe_content(_json(part), "untrusted_source", f"history:{role}:attachment")
-        elif kind == "function_call":
-            name, call_id = item.get("name"), item.get("call_id")
-            if type(name) is not str or type(call_id) is not str:
-                raise InputError(f"carbguard: {where} has no name/call_id strings; refusing the run")
-            tools[call_id] = name
-            text = _json({"name": name, "arguments": item.get("arguments")})
-            session.observe_content(text, "untrusted_source", f"history:call:{name}")
-        elif kind == "function_call_output":
-            answered = item.get("call_id")
-            name = tools.get(answered) if type(answered) is str else None
-            output = item.get("output")
-            if isinstance(output, str):
-                text = output
-            else:
-                texts, other = _parts(output, where)
-                text = "\n".join([*texts, *(_json(part) for part in other)])
-            source = TRUST_SOURCE[stages.result_trust(policy, name)] if name is not None else "untrusted_source"
-            session.observe_content(text, source, f"history:{name or 'unknown_call'}")
-        elif kind == "reasoning":
-            texts, other = _parts(item.get("summary") or [], where)
-            more, rest = _parts(item.get("content") or [], where)
-            text = "\n".join([*texts, *more, *(_json(part) for part in [*other, *rest])])
-            if text:
-                session.observe_content(text, "untrusted_source", "history:reasoning")
-        else:
-            raise InputError(
-                f"carbguard: {where} is not an item the guard understands (what it carries would reach the model "
-                "unseen); refusing the run"
-            )
-    return users
-
-
 def observe_input(session: Session, items: str | Sequence[Any]) -> int:
     """Feed a run's input (a string, or items such as ``result.to_input_list() + [turn]``) into your own session.
 
     For ``Runner.run(guard_agent(agent, session), items)``: call it before the run, with the items of
     any SDK ``session=`` memory first.  Returns the number of user turns; raises InputError on an
-    item it does not understand (see :func:`_observe_items`).
+    item it does not understand (see :func:`observe_items`).
     """
-    return _observe_items(session, items, "run input")
-
-
-async def _memory_items(memory: Any) -> list[Any]:
-    """The items of an SDK ``session=`` memory (read before the run: the SDK prepends them to the input)."""
-    get_items = getattr(memory, "get_items", None)
-    if not callable(get_items):
-        raise InputError(f"carbguard: session= is a {type(memory).__name__} without get_items(); refusing the run")
-    return list(await get_items())
-
-
-def _on_default_loop(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
-    """Run ``coro`` on the thread's default loop, the loop ``Runner.run_sync`` uses (SDK sessions bind to it)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        coro.close()
-        raise RuntimeError("run_sync cannot be called when an event loop is already running; use run")
-    policy = asyncio.get_event_loop_policy()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            loop = policy.get_event_loop()
-        except RuntimeError:
-            loop = None
-    if loop is None or loop.is_closed():
-        loop = policy.new_event_loop()
-        policy.set_event_loop(loop)
-    return loop.run_until_complete(coro)
+    return observe_items(session, items, "run input")
 
 
 def _begin(
@@ -432,15 +289,15 @@ def _begin(
     """A fresh session fed with everything the model will be shown before its first turn."""
     if not isinstance(session_id, str) or not session_id:
         raise InputError("a guarded run needs a session_id (one session per run; there is no shared default)")
-    server = [k for k in _SERVER_STATE if kwargs.get(k)]
+    server = [k for k in SERVER_STATE if kwargs.get(k)]
     if server:
         raise InputError(
             f"carbguard: {', '.join(server)} continues a conversation stored by the server, which the guard "
             "cannot read; pass the earlier items as input (result.to_input_list()) or an SDK session= instead"
         )
     session = guard_in_mode(guard, mode).session(session_id)
-    users = 0 if memory is None else _observe_items(session, memory, "session= memory")
-    users += _observe_items(session, input, "run input")
+    users = 0 if memory is None else observe_items(session, memory, "session= memory")
+    users += observe_items(session, input, "run input")
     if not users:
         raise InputError("the run's input has no user text for the guard to record")
     return session, guard_agent(agent, session, unguarded=unguarded)
@@ -468,7 +325,7 @@ async def run(
     and runs no probe (default: the guard's own mode).
     """
     memory = kwargs.get("session")
-    items = None if memory is None else await _memory_items(memory)
+    items = None if memory is None else await memory_items(memory)
     session, guarded = _begin(guard, agent, input, session_id, unguarded, mode, kwargs, items)
     return _end(session, await Runner.run(guarded, input, **kwargs))  # type: ignore[arg-type]
 
@@ -485,6 +342,6 @@ def run_sync(
 ) -> Any:
     """The sync twin of :func:`run` (``Runner.run_sync``)."""
     memory = kwargs.get("session")
-    items = None if memory is None else _on_default_loop(_memory_items(memory))
+    items = None if memory is None else on_default_loop(memory_items(memory))
     session, guarded = _begin(guard, agent, input, session_id, unguarded, mode, kwargs, items)
     return _end(session, Runner.run_sync(guarded, input, **kwargs))  # type: ignore[arg-type]

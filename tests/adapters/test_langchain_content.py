@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import InjectedToolCallId, tool
 
 from guard import Guard, load_policy
-from guard.adapters._langchain_core import _content_text
+from guard.adapters._langchain_content import content_text as _content_text
 from guard.adapters.langchain import GuardMiddleware, GuardToolWrapper, guard_tools
 from guard.adapters.langchain_testing import ScriptedChatModel, tool_call
 from guard.audit import MemoryAudit

@@ -151,7 +151,7 @@ def test_history_items_become_records_with_their_source_kind() -> None:
     result = run_sync(guard, Agent(name="m", tools=mail_tools(ran), model=model), items, session_id="r")
     assert result.final_output == "ok"
     # the final answer was recorded too; read the records in order from a fresh feed of the same items
-    from guard.adapters.openai_agents import _observe_items
+    from guard.adapters._openai_history import observe_items as _observe_items
 
     session = guard.session("r2")
     assert _observe_items(session, items, "run input") == 2
