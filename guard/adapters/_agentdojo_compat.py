@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from guard.decision import Decision
+from guard.records import safe_repr
 
 _HINT = "pip install 'carbguard[agentdojo]'"
 
@@ -65,17 +66,32 @@ _EMPTY_ENV: Any = EmptyEnv() if _MISSING is None else None
 
 
 def _content_text(content: Any) -> str:
-    """Text of an AgentDojo ``content``: a string, None, or a list of text blocks."""
+    """Everything of an AgentDojo ``content`` that reaches the model, as text.
+
+    A string as itself; a text block as its text; any other block (an unknown type, a block that
+    is not an object) as its canonical JSON or repr: observed as opaque text, never as nothing.
+    """
     if content is None:
         return ""
     if isinstance(content, str):
         return content
-    parts = [
-        b.get("content", b.get("text")) or ""
-        for b in content
-        if isinstance(b, Mapping) and b.get("type", "text") == "text"
-    ]
+    if not isinstance(content, list | tuple):
+        return _opaque(content)
+    parts = []
+    for block in content:
+        text = block.get("content", block.get("text")) if isinstance(block, Mapping) else None
+        if isinstance(block, Mapping) and block.get("type", "text") == "text" and isinstance(text, str | None):
+            parts.append(text or "")
+        else:
+            parts.append(_opaque(block))
     return "\n".join(parts)
+
+
+def _opaque(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return safe_repr(value)
 
 
 def _result_text(message: Mapping[str, Any]) -> tuple[str, str]:

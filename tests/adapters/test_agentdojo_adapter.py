@@ -348,3 +348,24 @@ def test_without_agentdojo_the_module_imports_and_use_gives_an_install_hint(monk
     ):
         with pytest.raises(ImportError, match=r"carbguard\[agentdojo\]"):
             use()
+
+
+def test_every_content_block_is_observed_as_the_model_gets_it() -> None:
+    """A non-text block of an AgentDojo message is observed as its canonical JSON, never dropped.
+
+    Catches: keeping only text blocks (a private value inside an unknown block would reach the model
+    while the guard records an empty result), and a block that is not an object being skipped.
+    """
+    from guard.adapters._agentdojo_compat import _content_text
+
+    blocks = [
+        {"type": "text", "content": "visible"},
+        {"type": "image", "data": "PRIVATE-1"},
+        "PRIVATE-2",
+        {"type": "text", "content": {"nested": "PRIVATE-3"}},
+    ]
+    text = _content_text(blocks)
+    assert text.startswith("visible\n")
+    assert all(f"PRIVATE-{n}" in text for n in (1, 2, 3))
+    assert _content_text({"odd": "PRIVATE-4"}) == '{"odd": "PRIVATE-4"}'
+    assert _content_text([{"type": "text", "text": "t"}]) == "t" and _content_text(None) == ""
