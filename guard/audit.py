@@ -36,6 +36,7 @@ from typing import Any
 import structlog
 
 from guard.errors import AuditError
+from guard.jsonio import has_lone_surrogate
 
 GENESIS = "0" * 64
 KEYED = "hmac-sha256"
@@ -219,19 +220,8 @@ def _shown(text: str) -> str:
 
 
 def _check_text(value: Any) -> None:  # json.loads turns "\ud800" into a lone surrogate
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                raise StrictJSONError(f"lone surrogate in {_shown(item)!r}") from None
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    if has_lone_surrogate(value):
+        raise StrictJSONError("lone surrogate in a string")
 
 
 def parse_line(raw: bytes) -> dict[str, Any]:

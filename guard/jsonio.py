@@ -51,7 +51,8 @@ def _float(text: str) -> float:
     return value
 
 
-def _surrogate(value: Any) -> bool:
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a decoded JSON value holds a lone surrogate (``json.loads`` turns ``"\\ud800"`` into one)."""
     stack = [value]
     while stack:
         item = stack.pop()
@@ -92,7 +93,7 @@ def loads_strict(text: str, where: str, error: type[Exception] = CorpusError, *,
         raise error(f"{where}: JSON nested too deeply") from None
     except ValueError as exc:  # _RefusedError, or an integer literal longer than Python converts
         raise error(f"{where}: {_locate(text, multi, hooks) or exc}") from None
-    if _surrogate(value):
+    if has_lone_surrogate(value):
         raise error(f"{where}: {_locate(text, multi, hooks) or 'lone surrogate escape in a string'}")
     return value
 
@@ -126,7 +127,7 @@ def _locate(text: str, multi: bool, hooks: dict[str, Any]) -> str | None:
 
     def string(pos: int, path: tuple[str, ...]) -> tuple[str, int]:
         got, end = scanstring(text, pos + 1)
-        if _surrogate(got):
+        if has_lone_surrogate(got):
             raise _LocatedError(f"{at(pos)}{key_path(path)}: lone surrogate escape in a string (not UTF-8)")
         return str(got), int(end)
 
@@ -172,4 +173,4 @@ def _locate(text: str, multi: bool, hooks: dict[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["JSON_WHITESPACE", "json_lines", "loads_strict"]
+__all__ = ["JSON_WHITESPACE", "has_lone_surrogate", "json_lines", "loads_strict"]
