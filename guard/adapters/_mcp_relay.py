@@ -5,7 +5,12 @@ the parsed value (so the server reads exactly what the guard read), except ``too
 each is decided; ``probe`` verdicts run their probe calls against the server and decide again; an
 ``execute`` is authorized and the server gets the authorized arguments; anything else is answered
 with a tool result ``isError: true`` naming the verdict and reason, and the server never sees it.
-Results of guarded calls are observed before the client gets them.  No ``mcp`` import here.
+Everything the server sends that can carry content is observed before the client gets it
+(:mod:`guard.adapters._mcp_content`): tool results with every content item, resources, prompts,
+listings, completions, notifications, server requests; a read of an undeclared resource or prompt
+is refused (``mcp.undeclared``), and an answer the guard could not observe is withheld (the client
+gets a JSON-RPC error instead).  Server messages that answer nothing the client asked are dropped.
+No ``mcp`` import here.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from guard.adapters._mcp_content import ContentObserver, observe_all, result_text
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.decision import Decision, Verdict
 from guard.errors import BindingError, GuardError, InputError
@@ -28,6 +34,8 @@ Warn = Callable[[str], None]
 PROBE_TIMEOUT_S = 30.0
 MAX_PROBE_ROUNDS = 3
 MAX_LIST_PAGES = 100
+REFUSED = -32001  # JSON-RPC error code of a request the guard refused
+NOT_OBSERVED = -32003  # JSON-RPC error code of an answer the guard withheld because it could not observe it
 
 
 def refusal_result(decision: Decision) -> dict[str, Any]:
@@ -38,27 +46,6 @@ def refusal_result(decision: Decision) -> dict[str, Any]:
         "isError": True,
         "_meta": {"carbguard": meta},
     }
-
-
-def result_text(result: Any) -> tuple[str, str]:
-    """Text and status of a ``tools/call`` response's result (every text part, embedded text, structured content)."""
-    if not isinstance(result, Mapping):
-        return json.dumps(result, sort_keys=True, default=str), "error"
-    parts: list[str] = []
-    for item in result.get("content") or ():
-        if not isinstance(item, Mapping):
-            continue
-        if isinstance(item.get("text"), str):
-            parts.append(item["text"])
-        resource = item.get("resource")
-        if isinstance(resource, Mapping) and isinstance(resource.get("text"), str):
-            parts.append(resource["text"])
-    structured = result.get("structuredContent")
-    if structured is not None:
-        dumped = json.dumps(structured, sort_keys=True, ensure_ascii=False, default=str)
-        if dumped not in parts and not any(dumped == json.dumps(p) for p in parts):
-            parts.append(dumped)
-    return "\n".join(parts), "error" if result.get("isError") is True else "ok"
 
 
 RunProbe = Callable[[str, dict[str, Any]], Awaitable[tuple[str, str]]]
@@ -127,7 +114,8 @@ class GuardedRelay:
         self._counter = 0
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._guarded: dict[Any, str] = {}  # JSON-RPC id (as JSON) -> guard call id of a forwarded call
-        self._client_lists: set[str] = set()  # ids (as JSON) of the client's own tools/list requests
+        self._pending: dict[str, tuple[str, Any]] = {}  # id (as JSON) -> method, params of a forwarded request
+        self._content = ContentObserver(session)
         self._warned: set[str] = set()
         self.tools: dict[str, ToolSchema] = {}
         self.problems: list[str] = []
@@ -154,8 +142,12 @@ class GuardedRelay:
             return
         if method == "tools/call":  # a notification cannot carry a call the guard could answer
             return
-        if method == "tools/list" and "id" in message:
-            self._client_lists.add(json.dumps(msg_id))
+        if "id" in message and "method" in message:
+            refusal = self._content.refusal(method, message.get("params"))
+            if refusal is not None:
+                await self._to_client(_rpc_error(msg_id, REFUSED, refusal))
+                return
+            self._pending[json.dumps(msg_id, sort_keys=True)] = (str(method), message.get("params"))
         await self._to_server(message)
         if method == "notifications/initialized" and self._check_at_start and self.started is None:
             self.started = asyncio.ensure_future(self._check_listing())
@@ -207,22 +199,60 @@ class GuardedRelay:
     # ------------------------------------------------------------------ server -> client
 
     async def from_server(self, message: Any) -> None:
-        """Handle one message from the server."""
-        if isinstance(message, Mapping) and "method" not in message and "id" in message:
-            msg_id = message["id"]
-            if isinstance(msg_id, str) and msg_id in self._waiting:
-                future = self._waiting[msg_id]
-                if not future.done():
-                    future.set_result(message)
+        """Handle one message from the server: observe what it carries, then forward it (or withhold it)."""
+        if not isinstance(message, Mapping) or not isinstance(message.get("method", ""), str):
+            self._warn("carbguard: dropped a server message that is not a JSON-RPC object")
+            return
+        method = message.get("method")
+        if method is None:
+            await self._answer(message)
+            return
+        if "id" in message:
+            try:
+                refusal = self._content.server_request(method, message.get("params"))
+            except InputError as exc:
+                refusal = f"carbguard: server request {method[:100]!r} not observed ({exc}); refused"
+            if refusal is not None:
+                self._warn(refusal)
+                await self._to_server(_rpc_error(message["id"], REFUSED, refusal))
                 return
-            key = json.dumps(msg_id, sort_keys=True)
-            call_id = self._guarded.pop(key, None)
+        else:
+            try:
+                self._content.notification(method, message.get("params"))
+            except InputError as exc:
+                self._warn(f"carbguard: dropped server notification {method[:100]!r}: not observed ({exc})")
+                return
+        await self._to_client(message)
+
+    async def _answer(self, message: Mapping[str, Any]) -> None:
+        """A response of the server: to a probe or start-up listing (kept), or to the client (observed first)."""
+        if "id" not in message:
+            self._warn("carbguard: dropped a server message that is neither request, notification nor response")
+            return
+        msg_id = message["id"]
+        if isinstance(msg_id, str) and msg_id in self._waiting:
+            future = self._waiting[msg_id]
+            if not future.done():
+                future.set_result(message)
+            return
+        key = json.dumps(msg_id, sort_keys=True)
+        call_id = self._guarded.pop(key, None)
+        pending = self._pending.pop(key, None)
+        try:
             if call_id is not None:
                 text, status = _response_text(message)
-                self._observe(call_id, text, status)
-            if key in self._client_lists:
-                self._client_lists.discard(key)
-                self._learn(message.get("result"))
+                self.session.observe_result(call_id, text, status)
+            elif pending is not None:
+                observe_all(self._content, pending[0], pending[1], message)
+            else:
+                self._warn(f"carbguard: dropped a server response to no request of the client ({key[:80]})")
+                return
+        except InputError as exc:
+            self._warn(f"carbguard: answer withheld: not observed: {exc}")
+            await self._to_client(_rpc_error(msg_id, NOT_OBSERVED, f"carbguard: the answer was not observed ({exc})"))
+            return
+        if pending is not None and pending[0] == "tools/list":
+            self._learn(message.get("result"))
         await self._to_client(message)
 
     def close(self) -> None:
@@ -234,12 +264,6 @@ class GuardedRelay:
             self.started.cancel()
 
     # ------------------------------------------------------------------ helpers
-
-    def _observe(self, call_id: str, text: str, status: str) -> None:
-        try:
-            self.session.observe_result(call_id, text, status)
-        except InputError as exc:
-            self._warn(f"carbguard: result not observed: {exc}")
 
     async def _check_listing(self) -> None:
         """List the server's tools once at start and warn about every mismatch with the policy."""

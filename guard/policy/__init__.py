@@ -23,6 +23,7 @@ from guard.errors import PolicyError
 from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, DEFAULT_WEIGHTS, policy_warnings
 from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
+from guard.policy.mcp import McpSpec
 from guard.policy.safecommit import SafeCommitSpec
 
 
@@ -261,6 +262,10 @@ class Policy(_Strict):
         default=None,
         description="The deployment's declared harm ledger (METHOD §7, §16): rules per category over executed "
         "proposals. Calibration only; the gate never reads it and it is not part of the pipeline fingerprint.",
+    )
+    mcp: McpSpec = Field(
+        default_factory=McpSpec,
+        description="The MCP proxy: what resources, prompts and other server content are observed as.",
     )
     base_dir: str | None = Field(default=None, exclude=True, description="Set by the loader; not a policy key.")
 

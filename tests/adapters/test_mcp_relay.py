@@ -114,8 +114,8 @@ def test_batches_and_reserved_ids_are_refused() -> None:
     assert h.client[2]["result"]["isError"] is True
 
 
-def test_result_text_reads_every_text_part_and_structured_content() -> None:
-    """Catches an observer that misses text in a second part, an embedded resource, or structured content."""
+def test_result_text_reads_every_part_and_structured_content() -> None:
+    """Catches an observer that misses text in a second part, an embedded resource, a non-text part or structured content."""
     result = {
         "content": [
             {"type": "text", "text": "a"},
@@ -126,4 +126,11 @@ def test_result_text_reads_every_text_part_and_structured_content() -> None:
         "isError": True,
     }
     text, status = result_text(result)
-    assert text.split("\n") == ["a", "b", '{"k": "c"}'] and status == "error"
+    assert text.split("\n") == [
+        "a",
+        "b",
+        '{"resource": {"uri": "x"}, "type": "resource"}',
+        '{"data": "...", "mimeType": "image/png", "type": "image"}',
+        '{"k": "c"}',
+    ]
+    assert status == "error"
