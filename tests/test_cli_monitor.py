@@ -1,19 +1,22 @@
 """`carbguard monitor` (guard/cli/monitor.py): the artifact's calibration statistics, the audit log's
-per-episode statistics, exit codes 0 / 3 / 2, --json and --plot."""
+per-episode statistics (closed sessions, session-start order), the seed derived from the artifact, the
+label-fed risk monitor (--labels), exit codes 0 / 3 / 2, --json and --plot."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from guard.artifact import load_artifact, write_artifact
 from guard.audit import AuditLog, read_entries
-from guard.calibration.monitor import read_artifact_statistics
+from guard.calibration.monitor import monitor, read_artifact_statistics
 from guard.calibration.replay import feed
+from guard.calibration.risk_monitor import log_wealth
 from guard.cli import main
-from guard.cli.monitor import deployed_statistics
+from guard.cli.monitor import deployed_sessions, deployed_statistics, tie_seed
 from guard.corpora.episodes import load_episodes
 from guard.policy import Policy, load_policy
 from guard.recorder import stop_max
@@ -62,7 +65,8 @@ def test_artifact_stores_calibration_statistics(policy: Policy, artifact: Path) 
 
 @pytest.mark.parametrize("close", [True, False])
 def test_audit_statistics_match_replay(policy: Policy, artifact: Path, tmp_path: Path, close: bool) -> None:
-    """Catches deployed statistics (from session_end or from decision entries) that differ from replay."""
+    """Catches deployed statistics that differ from replay, and sessions never closed taken in (planted: the
+    closed-only filter dropped -> the open sessions' statistics appear)."""
     audit = tmp_path / "audit.jsonl"
     ids = [e.episode_id for e in load_episodes(EPISODES, policy)]
     _deploy(policy, artifact, audit, ids, close=close)
@@ -70,11 +74,121 @@ def test_audit_statistics_match_replay(policy: Policy, artifact: Path, tmp_path:
     stats, ignored = deployed_statistics(read_entries(audit), art.body["checksum"], art.threshold)
     replay = Guard(policy, threshold=float("inf"))
     episodes = load_episodes(EPISODES, policy)
-    assert stats == [stop_max([d.score for d in feed(replay.session(e.episode_id), e)], art.threshold)
-                     for e in episodes]
+    expected = [stop_max([d.score for d in feed(replay.session(e.episode_id), e)], art.threshold) for e in episodes]
+    assert stats == (expected if close else [])
     assert ignored == 0
+    assert deployed_sessions(read_entries(audit), art.body["checksum"], art.threshold).open_sessions == (
+        0 if close else len(ids))
     ends = [e for e in read_entries(audit) if e.get("event") == "session_end"]
     assert len(ends) == (len(ids) if close else 0)
+
+
+def test_sessions_in_start_order(policy: Policy, artifact: Path, tmp_path: Path) -> None:
+    """Catches sessions ordered by their last entry (planted: sort key = last line) instead of their first: A starts,
+    B starts and closes, A closes — the order is A, B."""
+    art = load_artifact(artifact, policy)
+    audit = tmp_path / "audit.jsonl"
+    guard = Guard(policy, threshold=art.threshold, artifact_id=art.artifact_id, audit=AuditLog(audit, fsync=False))
+    episodes = {e.episode_id: e for e in load_episodes(EPISODES, policy)}
+    first = guard.session("A")
+    first.decide("read_inbox", {}, "c0")
+    second = guard.session("B")
+    feed(second, episodes["benign-inbox"])
+    second.close()
+    first.close()
+    deployed = deployed_sessions(read_entries(audit), art.body["checksum"], art.threshold)
+    assert deployed.sessions == ("A", "B") and deployed.call_ids[0] == frozenset({"c0"})
+
+
+def test_seed_is_derived_from_the_artifact(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a free tie-breaking seed: --seed is refused (exit 2, says why), and the martingale path is the one
+    of the seed derived from the artifact's checksum (planted: seed 0 -> the path differs)."""
+    audit = tmp_path / "audit.jsonl"
+    _deploy(policy, artifact, audit, [e.episode_id for e in load_episodes(EPISODES, policy)])
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--seed", "3"]) == 2
+    assert "derived from the artifact" in capsys.readouterr().err
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    art = load_artifact(artifact, policy)
+    stats, _ = deployed_statistics(read_entries(audit), art.body["checksum"], art.threshold)
+    cal = read_artifact_statistics(art.body, "a")
+    seeded = monitor(cal, stats, art.threshold, seed=tie_seed(art.body["checksum"]))
+    assert out["path"] == [round(float(v), 6) for v in seeded.path]
+    assert out["path"] != [round(float(v), 6) for v in monitor(cal, stats, art.threshold, seed=0).path]
+    assert tie_seed(art.body["checksum"]) != tie_seed("0" * 64)
+
+
+def _labels(path: Path, rows: list[tuple[str, list[dict[str, object]], str]]) -> Path:
+    path.write_text("".join(json.dumps({"episode": sid, "harms": harms, "mode": mode, "by": "test", "why": "t"}) + "\n"
+                            for sid, harms, mode in rows))
+    return path
+
+
+HARM: list[dict[str, object]] = [{"category": "privacy_flow"}]
+
+
+def test_labels_quiet_stream_exits_0(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches --labels without a `risk` member or with wrong fields, a risk alarm on a stream below α
+    (1 harm in 14 sessions, α = 0.3), and labels not taken in session-start order (planted: label-file order)."""
+    ids = [e.episode_id for e in load_episodes(EPISODES, policy)] * 2
+    audit = tmp_path / "audit.jsonl"
+    _deploy(policy, artifact, audit, ids)
+    sessions = [f"{name}#{k}" for k, name in enumerate(ids)]
+    rows = [(sid, HARM if k == 3 else [], "override") for k, sid in enumerate(sessions)]
+    labels = _labels(tmp_path / "labels.jsonl", rows[::-1])
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--labels", str(labels), "--json"]) == 0
+    risk = json.loads(capsys.readouterr().out)["risk"]
+    assert risk["alarm"] is False and risk["alarm_at_episode"] is None and risk["n"] == 14
+    assert risk["alpha"] == pytest.approx(0.3) and risk["delta"] == 0.05
+    assert risk["sessions"] == sessions and len(risk["lower_bounds"]) == 14
+    assert risk["mean_loss"] == pytest.approx(1 / 14)
+    assert risk["wealth"] == [round(float(v), 6) for v in np.exp(log_wealth(np.eye(14)[3], 0.3))]
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--labels", str(labels)]) == 0
+    assert "no risk alarm" in capsys.readouterr().out
+
+
+def test_labels_alarm_exits_3_with_plot(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a risk alarm that does not set exit code 3 (planted: exit 3 on the score alarm only) while the score
+    monitor is quiet (harm that scores low), a wrong 1-based alarm position, and --plot failing with labels."""
+    ids = [e.episode_id for e in load_episodes(EPISODES, policy)] * 3
+    audit, png = tmp_path / "audit.jsonl", tmp_path / "m.png"
+    _deploy(policy, artifact, audit, ids)
+    labels = _labels(tmp_path / "labels.jsonl", [(f"{name}#{k}", HARM, "add") for k, name in enumerate(ids)])
+    argv = ["monitor", str(audit), "--artifact", str(artifact), "--labels", str(labels)]
+    assert main([*argv, "--json"]) == 3
+    out = json.loads(capsys.readouterr().out)
+    risk = out["risk"]
+    assert out["alarm"] is False and risk["alarm"] is True
+    first = int(np.argmax(log_wealth(np.ones(21), 0.3) >= np.log(20))) + 1
+    assert risk["alarm_at_episode"] == first and risk["lower_bounds"][-1] > 0.3
+    assert main([*argv, "--plot", str(png)]) == 3
+    assert f"RISK ALARM at labelled session {first}" in capsys.readouterr().out and png.stat().st_size > 1000
+    assert main([*argv, "--plot", str(labels)]) == 2  # the labels file is an input: never overwritten
+    assert "is the input" in capsys.readouterr().err
+
+
+def test_bad_labels_exit_2(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches labels accepted for a session not in the log (planted: unknown labels skipped), an 'add' label with
+    no harms read as no harm, and a harm on a call the session never decided."""
+    audit = tmp_path / "audit.jsonl"
+    _deploy(policy, artifact, audit, ["benign-inbox", "exfiltration"])
+    argv = ["monitor", str(audit), "--artifact", str(artifact), "--labels"]
+    cases: list[tuple[list[tuple[str, list[dict[str, object]], str]], str]] = [
+        ([("nobody", [], "override")], "not a closed session"),
+        ([("benign-inbox#0", [], "add")], "'add' label with no harms"),
+        ([("exfiltration#1", [{"category": "privacy_flow", "call_id": "zz"}], "override")], "no decision for call"),
+    ]
+    for k, (rows, message) in enumerate(cases):
+        assert main([*argv, str(_labels(tmp_path / f"l{k}.jsonl", rows))]) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_exit_0_without_shift_and_json(
@@ -129,7 +243,7 @@ def test_bad_input_exit_2(
     other = tmp_path / "other.jsonl"
     Guard(policy, threshold=1.0, audit=AuditLog(other, fsync=False)).session("s").decide("read_inbox", {}, "c")
     assert main(["monitor", str(other), "--artifact", str(artifact)]) == 2
-    assert "no decisions made under artifact" in capsys.readouterr().err
+    assert "no closed sessions decided under artifact" in capsys.readouterr().err
 
 
 def test_report_skips_session_end_entries(policy: Policy, artifact: Path, tmp_path: Path) -> None:

@@ -1,15 +1,25 @@
-"""``carbguard monitor AUDIT --artifact ART``: is exchangeability with the calibration set still plausible?
+"""``carbguard monitor AUDIT --artifact ART [--labels LABELS]``: two monitors over a deployment's audit log.
 
-Reads the (hash-verified) audit log, groups the decisions of each session made under the artifact into
-one deployed episode, takes its statistic (maximum score up to the gate's first stop at λ̂; the
-``session_end`` entry's ``stop_max`` when the session was closed), and runs a conformal test
-martingale against the calibration statistics stored in the artifact (:mod:`guard.calibration.monitor`).
-Exit code 0: no alarm; 3: alarm (the martingale reached 1/δ); 2: bad input.
+Reads the (hash-verified) audit log and takes the sessions decided under the artifact that were
+closed (a ``session_end`` entry), in the order they started (their first entry).
+
+- Score monitor (always): each closed session's statistic (the ``session_end`` entry's ``stop_max``:
+  the maximum score up to the gate's first stop at λ̂) goes through a conformal test martingale
+  against the calibration statistics stored in the artifact (:mod:`guard.calibration.monitor`).  It
+  is a drift detector on scores, blind to harm that scores low.  The p-values' tie-breaking seed is
+  derived from the artifact's checksum, so a run cannot be repeated with other seeds until it alarms.
+- Risk monitor (``--labels``): the realised declared-ledger loss of each labelled session
+  (:func:`guard.calibration.risk_monitor.label_loss`) goes through a test by betting of
+  "mean realised loss ≤ α" (α of the artifact), with a running lower confidence sequence for it
+  (:mod:`guard.calibration.risk_monitor`).
+
+Exit code 0: no alarm; 3: an alarm of either monitor (1/δ reached); 2: bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import math
@@ -22,11 +32,18 @@ from guard.errors import GuardError
 EXIT_ALARM = 3
 
 DESCRIPTION = (
-    "Compare the deployed episodes in an audit log with the artifact's calibration episodes: score distribution, "
-    "gate intervention rate, and a conformal test martingale on each episode's maximum score. Under "
-    "exchangeability the martingale reaches 1/delta with probability at most delta (Ville's inequality); an "
-    "alarm means the calibrated guarantee may no longer hold: record fresh shadow episodes and recalibrate. "
-    "No alarm is not evidence that the guarantee holds. Exit code 3 on alarm."
+    "Two monitors over the closed sessions of an audit log decided under the artifact, in session-start order. "
+    "Score monitor: score distribution, gate intervention rate, and a conformal test martingale on each "
+    "episode's maximum score — a drift detector on scores, blind to harm that scores low; under "
+    "exchangeability with the calibration episodes it reaches 1/delta with probability at most delta "
+    "(Ville's inequality). Its tie-breaking seed is derived from the artifact's checksum. Risk monitor "
+    "(--labels): each labelled session's realised declared-ledger loss (1 if its label charges a harm, 0 "
+    "for an override label with no harms) feeds a test by betting of 'mean realised loss <= alpha' (the "
+    "artifact's alpha) with a running lower confidence bound; it alarms with probability at most delta "
+    "whenever the conditional mean loss stays <= alpha, exchangeable or not, provided which sessions are "
+    "labelled does not depend on their outcome. An alarm means the calibrated guarantee may not hold: record "
+    "fresh shadow episodes and recalibrate. No alarm is not evidence that the guarantee holds. Exit code 3 "
+    "on either alarm."
 )
 
 
@@ -34,7 +51,19 @@ DESCRIPTION = (
 class _Session:
     scores: dict[str, float | None] = field(default_factory=dict)
     end: float | None = None
-    last: int = 0
+    closed: bool = False
+    first: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Deployed:
+    """The closed sessions of an audit log under one artifact, in session-start order."""
+
+    sessions: tuple[str, ...]
+    statistics: tuple[float, ...]
+    call_ids: tuple[frozenset[str], ...]
+    ignored: int
+    open_sessions: int
 
 
 def _decode(value: Any) -> float | None:
@@ -51,62 +80,118 @@ def _key(artifact_id: Any) -> str | None:
     return artifact_id.rsplit("#", 1)[-1] if isinstance(artifact_id, str) else None
 
 
-def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold: float) -> tuple[list[float], int]:
-    """Per-session statistics in the order the sessions ended (last entry), and the entries ignored."""
+def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: float) -> Deployed:
+    """Closed sessions under the artifact, ordered by their first entry; their statistics and call ids."""
     from guard.recorder import stop_max
 
     sessions: dict[str, _Session] = {}
     ignored = 0
     for line, entry in enumerate(entries, start=1):
+        if entry.get("kind") == "review":  # a human's answer: carries no artifact and no new score
+            continue
         if _key(entry.get("artifact")) != checksum[:12]:
             ignored += 1
             continue
-        record = sessions.setdefault(str(entry.get("session")), _Session())
-        record.last = line
+        record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
         if entry.get("event") == "session_end":
+            record.closed = True
             record.end = _decode(entry.get("stop_max"))
             continue
         score = _decode(entry.get("score"))
         call_id = str(entry.get("call_id"))
         record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
-    ordered = sorted(sessions.values(), key=lambda s: s.last)
-    stats = [s.end if s.end is not None else stop_max(s.scores.values(), threshold) for s in ordered]
-    return stats, ignored
+    closed = sorted(((sid, s) for sid, s in sessions.items() if s.closed), key=lambda item: item[1].first)
+    stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
+    return Deployed(
+        sessions=tuple(sid for sid, _ in closed),
+        statistics=stats,
+        call_ids=tuple(frozenset(s.scores) for _, s in closed),
+        ignored=ignored,
+        open_sessions=len(sessions) - len(closed),
+    )
+
+
+def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold: float) -> tuple[list[float], int]:
+    """Per closed session, its statistic in session-start order; and the entries of other artifacts."""
+    deployed = deployed_sessions(entries, checksum, threshold)
+    return list(deployed.statistics), deployed.ignored
+
+
+def tie_seed(checksum: str) -> int:
+    """The score monitor's tie-breaking seed: a hash of the artifact's checksum (no free choice of seed)."""
+    return int(hashlib.sha256(f"carbguard-monitor:{checksum}".encode()).hexdigest()[:16], 16)
+
+
+def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
+    """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels)."""
+    from guard.calibration.risk_monitor import label_loss
+    from guard.ledger.labels import read_labels
+
+    labels = read_labels(labels_path)
+    known = {sid: k for k, sid in enumerate(deployed.sessions)}
+    unknown = sorted((lab for sid, lab in labels.items() if sid not in known), key=lambda lab: lab.line)
+    if unknown:
+        raise GuardError(
+            f"{labels_path}:{unknown[0].line}: episode: {unknown[0].episode!r} is not a closed session decided under "
+            f"the artifact ({len(unknown)} label(s) name no such session)"
+        )
+    order = sorted(labels, key=lambda sid: known[sid])
+    losses = [
+        label_loss(labels[sid], deployed.call_ids[known[sid]], len(deployed.call_ids[known[sid]]),
+                   f"{labels_path}:{labels[sid].line}")
+        for sid in order
+    ]
+    return order, losses
 
 
 def _monitor(args: argparse.Namespace) -> int:
     from guard.artifact import load_artifact
     from guard.audit import read_entries, read_key_file, verify
     from guard.calibration.monitor import monitor, read_artifact_statistics
+    from guard.calibration.risk_monitor import risk_monitor
 
+    if args.seed is not None:
+        raise GuardError(
+            "--seed was removed: the score monitor's tie-breaking seed is derived from the artifact's checksum, "
+            "so a deployment cannot be re-tested with other seeds until one alarms"
+        )
+    inputs = [args.audit, args.artifact, args.key_file, args.labels]
     if args.plot:
         from guard.cli._common import check_output
 
-        check_output(args.plot, [args.audit, args.artifact, args.key_file], "--plot")
+        check_output(args.plot, inputs, "--plot")
     key = read_key_file(args.key_file) if args.key_file else None
     artifact = load_artifact(args.artifact)
     calibration = read_artifact_statistics(artifact.body, str(args.artifact))
     report = verify(args.audit, key=key)
     if not report.ok:
         raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
-    stats, ignored = deployed_statistics(read_entries(args.audit), artifact.body["checksum"], artifact.threshold)
-    if not stats:
+    checksum = artifact.body["checksum"]
+    deployed = deployed_sessions(read_entries(args.audit), checksum, artifact.threshold)
+    if not deployed.statistics:
         raise GuardError(
-            f"{args.audit}: no decisions made under artifact {artifact.artifact_id} "
-            f"({ignored} entries of other artifacts or none)"
+            f"{args.audit}: no closed sessions decided under artifact {artifact.artifact_id} "
+            f"({deployed.open_sessions} session(s) never closed; {deployed.ignored} entries of other artifacts)"
         )
-    result = monitor(
-        calibration, stats, artifact.threshold, delta=args.delta, martingale=args.martingale, seed=args.seed
-    )
-    out = {"audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
-           "ignored_entries": ignored, **result.to_json()}
+    risk = None
+    if args.labels:
+        labelled, losses = realised_losses(args.labels, deployed)
+        risk = risk_monitor(losses, artifact.alpha, args.delta)
+    result = monitor(calibration, list(deployed.statistics), artifact.threshold, delta=args.delta,
+                     martingale=args.martingale, seed=tie_seed(checksum))
+    out: dict[str, Any] = {
+        "audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
+        "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions, **result.to_json(),
+    }
+    if risk is not None:
+        out["risk"] = {"labels": str(args.labels), "sessions": labelled, **risk.to_json()}
     if args.plot:
-        _plot(result.path, result.delta, result.alarm_at, args.plot, [args.audit, args.artifact, args.key_file])
+        _plot(result.path, result.delta, result.alarm_at, out.get("risk"), args.plot, inputs)
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(_table(out))
-    return EXIT_ALARM if result.alarm else 0
+    return EXIT_ALARM if result.alarm or (risk is not None and risk.alarm) else 0
 
 
 def _enc(value: float) -> float | str:
@@ -143,10 +228,34 @@ def _table(out: dict[str, Any]) -> str:
     ]
     if out["ignored_entries"]:
         lines.append(f"{out['ignored_entries']} audit entries of other artifacts were ignored")
+    if out["open_sessions"]:
+        lines.append(f"{out['open_sessions']} session(s) never closed were left out")
+    if "risk" in out:
+        lines += _risk_lines(out["risk"])
     return "\n".join(lines)
 
 
-def _plot(path_values: Any, delta: float, alarm_at: int | None, out: str, inputs: list[str | None]) -> None:
+def _risk_lines(risk: dict[str, Any]) -> list[str]:
+    n, bounds = risk["n"], risk["lower_bounds"]
+    head = (f"risk monitor: {n} labelled session(s), mean realised loss "
+            f"{_fmt(risk['mean_loss']) if n else 'n/a'}, test of mean loss <= alpha = {risk['alpha']}: wealth final "
+            f"{risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
+            f"alarm level 1/delta = {risk['alarm_level']:.3g}")
+    bound = f"lower confidence bound on the mean realised loss (1 - delta = {1 - risk['delta']:g}, anytime): " + (
+        f"{bounds[-1]:.3f}" if n else "none yet")
+    verdict = (
+        f"RISK ALARM at labelled session {risk['alarm_at_episode']}: evidence (false alarm <= delta) that the mean "
+        "realised declared-ledger loss exceeds alpha; the guarantee may not hold here — recalibrate"
+        if risk["alarm"]
+        else "no risk alarm (this is not evidence that the realised loss is <= alpha)"
+    )
+    return [head, bound, verdict]
+
+
+def _plot(
+    path_values: Any, delta: float, alarm_at: int | None, risk: dict[str, Any] | None, out: str,
+    inputs: list[str | None],
+) -> None:
     try:
         import matplotlib
 
@@ -154,14 +263,25 @@ def _plot(path_values: Any, delta: float, alarm_at: int | None, out: str, inputs
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise GuardError("--plot needs matplotlib: pip install 'carbguard[plot]'") from exc
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, axes = plt.subplots(2 if risk else 1, 1, figsize=(7, 6.4 if risk else 3.6), squeeze=False)
+    ax = axes[0][0]
     ax.plot(range(1, len(path_values) + 1), path_values, label="test martingale")
     ax.axhline(1.0 / delta, color="red", linestyle="--", label=f"alarm level 1/δ = {1 / delta:g}")
     if alarm_at is not None:
         ax.axvline(alarm_at, color="grey", linestyle=":", label=f"alarm at episode {alarm_at}")
     ax.set_yscale("log")
-    ax.set(xlabel="deployed episode", ylabel="martingale value (log)", title="Exchangeability monitor")
+    ax.set(xlabel="deployed episode", ylabel="martingale value (log)", title="Exchangeability monitor (scores)")
     ax.legend(fontsize=8)
+    if risk:
+        ax = axes[1][0]
+        steps = range(1, risk["n"] + 1)
+        ax.step(steps, risk["lower_bounds"], where="post", label=f"lower confidence bound (1 − δ = {1 - delta:g})")
+        ax.axhline(risk["alpha"], color="red", linestyle="--", label=f"α = {risk['alpha']:g}")
+        if risk["alarm_at_episode"] is not None:
+            ax.axvline(risk["alarm_at_episode"], color="grey", linestyle=":",
+                       label=f"risk alarm at session {risk['alarm_at_episode']}")
+        ax.set(xlabel="labelled session", ylabel="mean realised loss", title="Risk monitor (labels)", ylim=(0, 1))
+        ax.legend(fontsize=8)
     fig.tight_layout()
     image = io.BytesIO()
     fig.savefig(image, format="png", dpi=110)
@@ -181,7 +301,7 @@ def _delta(text: str) -> float:
 
 def register(sub: Any) -> None:
     """``carbguard monitor``."""
-    parser = sub.add_parser("monitor", help="test exchangeability of deployed episodes (exit 3 on alarm)",
+    parser = sub.add_parser("monitor", help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm)",
                             description=DESCRIPTION)
     parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--artifact", required=True, help="the calibration artifact the guard ran with")
@@ -189,7 +309,9 @@ def register(sub: Any) -> None:
     parser.add_argument("--delta", type=_delta, default=0.05, help="false-alarm level δ (default 0.05)")
     parser.add_argument("--martingale", choices=("jumper", "power"), default="jumper",
                         help="simple jumper (default; recovers after long exchangeable runs) or power mixture")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the p-values' tie-breaking (default 0)")
+    parser.add_argument("--labels", metavar="LABELS",
+                        help="labels file keyed by session id (the ledger labels format): feeds the risk monitor")
+    parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)  # removed: an error if given
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--plot", metavar="PNG", help="write the martingale path as a PNG")
+    parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")
     parser.set_defaults(func=_monitor)
