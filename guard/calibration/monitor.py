@@ -23,7 +23,12 @@ independent (they share the set), and Ville's bound would not apply to their pro
   against a shift present from the start, slower to recover after a long exchangeable run.
 
 An alarm says exchangeability is no longer plausible, so the calibrated guarantee may not hold;
-no alarm is not evidence that it holds.
+no alarm is not evidence that it holds.  This is a drift detector on scores: it is blind to harm
+that scores low (a deployment whose scores look like calibration's but whose executed calls do more
+harm never alarms here).  The label-fed :mod:`guard.calibration.risk_monitor` tests the realised
+loss itself.  ``carbguard monitor`` takes the closed sessions in session-start order and derives
+``seed`` from the artifact's checksum (:func:`guard.cli.monitor.tie_seed`), so a log cannot be
+re-tested with other seeds until one alarms.
 """
 
 from __future__ import annotations
