@@ -115,7 +115,7 @@ def test_batches_and_reserved_ids_are_refused() -> None:
 
 
 def test_result_text_reads_every_part_and_structured_content() -> None:
-    """Catches an observer that misses a second text part, an embedded resource, a non-text part or structured content."""
+    """Catches an observer that misses a second text part, an embedded resource, a non-text part, structured content."""
     result = {
         "content": [
             {"type": "text", "text": "a"},
