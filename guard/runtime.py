@@ -20,6 +20,7 @@ from typing import Any
 
 from guard import stages
 from guard.audit import AuditLog
+from guard.breaker import Breaker
 from guard.decision import Decision
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError, PolicyError
@@ -58,6 +59,9 @@ class Guard:
         certifier: Certifier | None = None,
         mode: str = "enforce",
         record: EpisodeRecorder | str | Path | None = None,
+        fallback: float = -math.inf,
+        fallback_id: str | None = None,
+        trip_file: str | Path | None = None,
     ) -> None:
         if threshold is None:
             raise PolicyError(
@@ -77,6 +81,11 @@ class Guard:
         self.scorer = scorer or WeightedScorer(policy)
         self.certifier = certifier or stages.default_certifier(policy)
         self.recorder = EpisodeRecorder(record) if isinstance(record, str | Path) else record
+        self.breaker = Breaker(fallback, fallback_id, trip_file)  # guard.breaker: the switch on an alarm
+
+    def trip(self, reason: str) -> bool:
+        """Switch to the fallback threshold now (thread-safe; audited once); False if already tripped."""
+        return self.breaker.trip(self, reason)
 
     @classmethod
     def from_policy(
@@ -86,8 +95,9 @@ class Guard:
         audit: AuditSink | str | Path | None = None,
         mode: str = "enforce",
         record: EpisodeRecorder | str | Path | None = None,
+        trip_file: str | Path | None = None,
     ) -> Guard:
-        """Load a policy and the calibration artifact it names (its threshold and id)."""
+        """Load a policy and the calibration artifact it names (its threshold and id), and its breaker fallback."""
         from guard.artifact import apply_fitted_weights, load_artifact
 
         policy = load_policy(path)
@@ -98,6 +108,12 @@ class Guard:
         artifact = load_artifact(path_, policy)
         if audit is None and policy.audit.path is not None:
             audit = policy.resolve(policy.audit.path)
+        fallback, fallback_id = -math.inf, None
+        if policy.calibration.fallback != "escalate":
+            strict = load_artifact(policy.resolve(policy.calibration.fallback), policy)
+            if strict.threshold > artifact.threshold:
+                raise PolicyError(f"{path}: calibration.fallback's threshold is looser than the artifact's")
+            fallback, fallback_id = strict.threshold, strict.artifact_id
         return cls(
             policy,
             threshold=artifact.threshold,
@@ -105,6 +121,9 @@ class Guard:
             artifact_id=artifact.artifact_id,
             mode=mode,
             record=record,
+            fallback=fallback,
+            fallback_id=fallback_id,
+            trip_file=trip_file,
         )
 
     def session(self, session_id: str) -> Session:
@@ -230,6 +249,7 @@ class Session:
         entry_error: str | None = None
         with self._lock:
             try:
+                self.guard.breaker.poll(self.guard)  # a trip file written since the last decision: switch now
                 decision = stages.run_pipeline(self, tool, args, call_id)
                 if not isinstance(decision, Decision):
                     raise TypeError(f"pipeline returned {type(decision).__name__}, expected Decision")

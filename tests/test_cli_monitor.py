@@ -285,3 +285,39 @@ def test_keyed_log_needs_and_takes_key_file(
     assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(key_file),
                  "--plot", str(audit)]) == 2
     assert "is the input" in capsys.readouterr().err and audit.read_bytes() == before
+
+
+def test_trip_file_on_alarm_trips_a_running_guard(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`monitor --trip FILE` writes the trip file on an alarm only, and a running guard of that artifact then
+    escalates at its very next decision with one breaker entry audited (which the monitor itself skips).
+
+    Catches: a trip file written without an alarm, none written on a risk alarm (planted: written on the score
+    alarm only), and breaker entries counted as entries of other artifacts."""
+    episodes = load_episodes(EPISODES, policy)
+    ids = [e.episode_id for e in episodes] * 3
+    audit, trip = tmp_path / "audit.jsonl", tmp_path / "trip.json"
+    _deploy(policy, artifact, audit, ids)
+    quiet = _labels(tmp_path / "quiet.jsonl", [(f"{name}#{k}", [], "override") for k, name in enumerate(ids)])
+    assert main(["monitor", str(audit), "--artifact", str(artifact), "--labels", str(quiet), "--trip", str(trip)]) == 0
+    assert not trip.exists()
+    art = load_artifact(artifact, policy)
+    running = Guard(policy, threshold=float("inf"), artifact_id=art.artifact_id,
+                    audit=AuditLog(audit, fsync=False), trip_file=trip)
+    session = running.session("live")
+    feed(session, episodes[0])
+    assert all(d.allowed for d in session.decisions.values())
+    harmed = _labels(tmp_path / "harm.jsonl", [(f"{name}#{k}", HARM, "add") for k, name in enumerate(ids)])
+    argv = ["monitor", str(audit), "--artifact", str(artifact), "--labels", str(harmed), "--trip", str(trip)]
+    assert main(argv) == 3
+    assert json.loads(trip.read_text())["artifact"] == art.artifact_id
+    tool = next(d for d in session.decisions.values()).tool
+    assert session.decide(tool, dict(next(d for d in session.decisions.values()).args or {}), "after").verdict.value \
+        == "escalate"
+    entries = read_entries(audit)
+    assert [e["reason"] for e in entries if e.get("kind") == "breaker"] == [
+        f"trip file {trip}: carbguard monitor: risk alarm on {audit}"]
+    capsys.readouterr()
+    assert main([*argv, "--json"]) == 3
+    assert json.loads(capsys.readouterr().out)["ignored_entries"] == 0

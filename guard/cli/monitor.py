@@ -87,7 +87,7 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
     sessions: dict[str, _Session] = {}
     ignored = 0
     for line, entry in enumerate(entries, start=1):
-        if entry.get("kind") == "review":  # a human's answer: carries no artifact and no new score
+        if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
             continue
         if _key(entry.get("artifact")) != checksum[:12]:
             ignored += 1
@@ -187,11 +187,17 @@ def _monitor(args: argparse.Namespace) -> int:
         out["risk"] = {"labels": str(args.labels), "sessions": labelled, **risk.to_json()}
     if args.plot:
         _plot(result.path, result.delta, result.alarm_at, out.get("risk"), args.plot, inputs)
+    alarm = result.alarm or (risk is not None and risk.alarm)
+    if alarm and args.trip:
+        from guard.breaker import write_trip_file
+
+        which = "risk" if risk is not None and risk.alarm else "score"
+        write_trip_file(args.trip, artifact.artifact_id, f"carbguard monitor: {which} alarm on {args.audit}")
     if args.json:
         print(json.dumps(out, indent=1))
     else:
         print(_table(out))
-    return EXIT_ALARM if result.alarm or (risk is not None and risk.alarm) else 0
+    return EXIT_ALARM if alarm else 0
 
 
 def _enc(value: float) -> float | str:
@@ -311,6 +317,9 @@ def register(sub: Any) -> None:
                         help="simple jumper (default; recovers after long exchangeable runs) or power mixture")
     parser.add_argument("--labels", metavar="LABELS",
                         help="labels file keyed by session id (the ledger labels format): feeds the risk monitor")
+    parser.add_argument("--trip", metavar="FILE",
+                        help="on an alarm, write this trip file: a guard run with trip_file=FILE switches to its "
+                        "fallback at its next decision (guard.breaker)")
     parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)  # removed: an error if given
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")

@@ -232,6 +232,12 @@ class CalibrationSpec(_Strict):
     """Where the calibrated threshold comes from."""
 
     artifact: str | None = Field(default=None, description="Artifact path, relative to the policy file.")
+    fallback: str = Field(
+        default="escalate",
+        min_length=1,
+        description="What the circuit breaker switches to on an alarm: 'escalate' (every scored call escalates) "
+        "or a stricter artifact's path, relative to the policy file.",
+    )
 
 
 class AuditSpec(_Strict):
