@@ -108,7 +108,6 @@ def build_artifact(
         "alpha": alpha,
         "n": n,
         "threshold": _encode_float(threshold),
-        "calibration_risk": calibration_risk,
         "grid": [_encode_float(g) for g in grid],
         "selector": policies[0].selector.model_dump(mode="json"),
         "pipelines": {
@@ -116,14 +115,64 @@ def build_artifact(
         },
         "calibration_set": {"fingerprint": calibration_fingerprint, "size": n},
         "command": command,
-        "guarantee": (
-            "For exchangeable episodes and this frozen pipeline, E[declared-ledger loss of a new episode] <= alpha, "
-            "in expectation over calibration and the new episode; the declared ledger only."
-        ),
+        **rule_fields(rule, alpha=alpha, n=n, calibration_risk=calibration_risk),
         **(extra or {}),
     }
     body["checksum"] = content_checksum(body)
     return body
+
+
+CRC_GUARANTEE = (
+    "For exchangeable episodes and this frozen pipeline, E[declared-ledger loss of a new episode] <= alpha, "
+    "in expectation over calibration and the new episode; the declared ledger only."
+)
+
+
+def ltt_guarantee(alpha: float, delta: float) -> str:
+    """The guarantee an LTT artifact states: high probability over the calibration draw, with its δ."""
+    return (
+        f"For i.i.d. episodes and this frozen pipeline, P(R(lambda_hat) <= alpha) >= 1 - delta with alpha={alpha}, "
+        f"delta={delta}: with probability at least {1 - delta:.6g} over the calibration draw, the expected "
+        "declared-ledger loss R of a new episode at the chosen threshold is at most alpha; the declared ledger only."
+    )
+
+
+def rule_fields(rule: str, *, alpha: float, n: int, calibration_risk: float) -> dict[str, Any]:
+    """The risk figure and guarantee an artifact records, by rule.
+
+    CRC (``carb``): ``calibration_risk`` is the corrected risk ``(k + 1) / (n + 1)`` and the guarantee is
+    in expectation.  LTT (``ltt(delta=...)``): ``calibration_risk`` is the empirical ``k / n``, recorded as
+    ``empirical_calibration_risk`` with LTT's p-value ``P(Bin(n, alpha) <= k)`` (at most δ), and the
+    guarantee is the high-probability one with its δ.
+    """
+    from guard.calibration import ltt
+
+    delta = ltt.rule_delta(rule)
+    if delta is None:
+        return {"calibration_risk": calibration_risk, "guarantee": CRC_GUARANTEE}
+    charged = round(calibration_risk * n)
+    return {
+        "empirical_calibration_risk": calibration_risk,
+        "ltt": {
+            "delta": delta,
+            "charged": charged,
+            "max_rejected_count": ltt.max_rejected_count(n, alpha, delta),
+            "p_value": ltt.ltt_p_value(charged, n, alpha),
+        },
+        "guarantee": ltt_guarantee(alpha, delta),
+    }
+
+
+def risk_summary(body: dict[str, Any]) -> str:
+    """The artifact's risk figure and guarantee as ``carbguard calibrate`` prints them, named by rule."""
+    fields = body.get("ltt")
+    if isinstance(fields, dict):
+        return (
+            f"empirical calibration risk={body['empirical_calibration_risk']:.4f} "
+            f"(k={fields['charged']} of n={body['n']}; LTT p-value P(Bin(n, alpha) <= k)={fields['p_value']:.4g} "
+            f"<= delta={fields['delta']})\nguarantee: {body['guarantee']}"
+        )
+    return f"calibration risk (corrected)={body['calibration_risk']:.4f}\nguarantee: {body['guarantee']}"
 
 
 def artifact_text(body: dict[str, Any]) -> str:

@@ -76,7 +76,84 @@ def ltt_threshold_index(losses: npt.ArrayLike, alpha: float | Fraction, delta: f
     return first_kept - 1
 
 
-__all__ = ["binomial_cdf", "ltt_threshold_index", "max_rejected_count"]
+def rule_name(rule: str, delta: float) -> str:
+    """The rule as an artifact records it: ``carb``, or ``ltt(delta=<delta>)``."""
+    return rule if rule == "carb" else f"ltt(delta={delta})"
+
+
+def rule_delta(recorded: str) -> float | None:
+    """δ of a recorded LTT rule (``ltt(delta=0.1)`` -> ``0.1``); ``None`` for any other rule."""
+    if recorded.startswith("ltt(delta=") and recorded.endswith(")"):
+        try:
+            return float(recorded[len("ltt(delta="):-1])
+        except ValueError:
+            return None
+    return None
+
+
+def ltt_p_value(k: int, n: int, alpha: float | Fraction) -> float:
+    """LTT's p-value at a column charging ``k`` of ``n`` episodes: ``P(Bin(n, alpha) <= k)``, exact then rounded."""
+    return float(binomial_cdf(k, n, alpha_fraction(alpha)))
+
+
+def allowed_count(rule: str, n: int, alpha: float | Fraction, delta: float | Fraction) -> int:
+    """Most calibration episodes the rule lets λ̂'s column charge: CRC's budget, or LTT's largest rejected count."""
+    if rule == "carb":
+        return crc.max_harmful_allowed(n, alpha)
+    return max_rejected_count(n, alpha, delta)
+
+
+def prob_realised_risk_exceeds(n: int, allowed: int, level: float | Fraction) -> float:
+    """``P(R(λ̂) > level)`` over calibration draws, in the idealised model (0/1 losses, no ties in harm levels).
+
+    With continuous harm levels and a rule that charges at most ``allowed`` of ``n`` episodes,
+    λ̂ sits just below the ``(allowed + 1)``-th smallest harm level, so ``R(λ̂)`` is that order
+    statistic of ``n`` uniforms: ``Beta(allowed + 1, n - allowed)``.  Its tail is a binomial CDF,
+    ``P(Beta > x) = P(Bin(n, x) <= allowed)``, computed exactly.  Ties and discrete scores change
+    the figure; it describes the spread of a rule, not a given corpus.
+    """
+    x = Fraction(repr(float(level))) if not isinstance(level, Fraction) else level
+    if x >= 1:
+        return 0.0
+    if allowed < 0:
+        return 0.0
+    return float(binomial_cdf(allowed, n, x))
+
+
+#: below this many calibration episodes ``carbguard calibrate`` warns about the spread of R(λ̂).
+SMALL_N = 100
+
+
+def small_n_warning(rule: str, n: int, alpha: float, delta: float) -> str | None:
+    """The stderr warning of ``carbguard calibrate`` at ``n < SMALL_N`` (``None`` otherwise)."""
+    if n >= SMALL_N:
+        return None
+    allowed = allowed_count(rule, n, alpha, delta)
+    p_alpha = prob_realised_risk_exceeds(n, allowed, alpha)
+    p_twice = prob_realised_risk_exceeds(n, allowed, 2 * alpha)
+    name = "CRC" if rule == "carb" else f"LTT (delta={delta})"
+    return (
+        f"warning: only n={n} calibration episodes. The realised risk R(lambda_hat) of the chosen threshold "
+        f"varies from one calibration draw to the next: for {name} at alpha={alpha} it is about "
+        f"Beta({allowed + 1}, {n - allowed}) (0/1 losses, no ties, a dense score grid), "
+        f"so P(R(lambda_hat) > alpha) = {p_alpha:.3f} "
+        f"and P(R(lambda_hat) > 2*alpha) = {p_twice:.3f}. Collect more episodes"
+        + (", or use --rule ltt if one bad calibration draw matters." if rule == "carb" else ".")
+    )
+
+
+__all__ = [
+    "SMALL_N",
+    "allowed_count",
+    "binomial_cdf",
+    "ltt_p_value",
+    "ltt_threshold_index",
+    "max_rejected_count",
+    "prob_realised_risk_exceeds",
+    "rule_delta",
+    "rule_name",
+    "small_n_warning",
+]
 
 
 class RuleThreshold(NamedTuple):
@@ -100,6 +177,7 @@ def threshold_by_rule(
         column = ltt_threshold_index(losses, alpha, delta)
     else:
         raise CalibrationError(f"unknown rule {rule!r}; use carb or ltt")
-    risk = (int(losses[:, column].sum()) + 1) / (harm_level.size + 1)
-    name = rule if rule == "carb" else f"ltt(delta={delta})"
-    return RuleThreshold(float(grid[column]), risk, [float(g) for g in grid], name)
+    charged = int(losses[:, column].sum())
+    # CRC records its corrected risk (k + 1) / (n + 1); LTT the empirical k / n (its artifact names it so).
+    risk = (charged + 1) / (harm_level.size + 1) if rule == "carb" else charged / harm_level.size
+    return RuleThreshold(float(grid[column]), risk, [float(g) for g in grid], rule_name(rule, delta))

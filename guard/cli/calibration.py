@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,12 +37,39 @@ def _episodes_corpus(args: argparse.Namespace) -> Any:
     return load_episodes_corpus([load_policy(p) for p in args.policy], args.episodes, args.labels)
 
 
+#: α values and attack shares s of :func:`alpha_table`.
+TABLE_ALPHAS = (0.01, 0.05, 0.10, 0.20)
+TABLE_SHARES = (1.0, 0.5, 0.2, 0.1, 0.05)
+
+
+def alpha_table(alphas: Sequence[float] = TABLE_ALPHAS, shares: Sequence[float] = TABLE_SHARES) -> str:
+    """α against the bound it implies per attacked episode, ``α / s``, for attack shares ``s`` (a Markdown table).
+
+    α bounds the expected declared-ledger loss per episode over ALL traffic.  If a share ``s`` of
+    episodes is attacked and only attacked episodes can be harmed, the expected loss per attacked
+    episode is at most ``α / s``; at ``α / s >= 1`` there is no bound at all.
+    """
+    head = "| α (all traffic) | " + " | ".join(f"s = {s:g}" for s in shares) + " |"
+    rule = "|---|" + "---|" * len(shares)
+    rows = [
+        f"| {a:g} | " + " | ".join(f"{a / s:.2f}" if a / s < 1 else "none (≥ 1)" for s in shares) + " |"
+        for a in alphas
+    ]
+    return "\n".join([head, rule, *rows])
+
+
 def _calibrate(args: argparse.Namespace) -> int:
-    from guard.artifact import artifact_text
+    from guard.artifact import artifact_text, risk_summary
     from guard.calibration import crc
     from guard.calibration.jobs import calibrate
     from guard.cli._common import check_output, write_output
 
+    if args.alpha_table:
+        print(alpha_table())
+        return 0
+    missing = [flag for flag, value in (("--alpha", args.alpha), ("--out", args.out)) if value is None]
+    if missing:
+        args.parser.error(f"the following arguments are required: {', '.join(missing)}")
     crc.alpha_fraction(args.alpha)
     inputs = [*(args.policy or []), args.episodes, args.labels, args.runs]
     out = check_output(args.out, inputs, "--out")
@@ -64,16 +92,26 @@ def _calibrate(args: argparse.Namespace) -> int:
         )
         write_output(out, artifact_text(body), inputs, "--out")
         print(f"wrote {out}: alpha={body['alpha']} n={body['n']} (+{body['fit']['n_dev']} development episodes) "
-              f"threshold={body['threshold']} calibration risk (corrected)={body['calibration_risk']:.4f}")
+              f"threshold={body['threshold']} {risk_summary(body)}")
+        _warn_small_n(args, body)
         return 0
     body = calibrate(
         corpus, alpha=args.alpha, selector=args.selector or _policy_selector(corpus), rule=args.rule, delta=args.delta,
         command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
     )
     write_output(out, artifact_text(body), inputs, "--out")
-    print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} "
-          f"calibration risk (corrected)={body['calibration_risk']:.4f}")
+    print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} {risk_summary(body)}")
+    _warn_small_n(args, body)
     return 0
+
+
+def _warn_small_n(args: argparse.Namespace, body: dict[str, Any]) -> None:
+    """At few calibration episodes, say on stderr how far R(λ̂) spreads over calibration draws."""
+    from guard.calibration import ltt
+
+    warning = ltt.small_n_warning(args.rule, int(body["n"]), args.alpha, args.delta)
+    if warning is not None:
+        print(warning, file=sys.stderr)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -245,13 +283,22 @@ def _policy_selector(corpus: Any) -> SelectorName:
 def _add_calibrate(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="calibrate the threshold (CARB) and write an artifact", epilog=SCOPE)
     _add_corpus_args(cal)
-    cal.add_argument("--alpha", type=float, required=True, help="risk level in (0, 1)")
+    cal.add_argument(
+        "--alpha", type=float,
+        help="risk level in (0, 1), required: it bounds the expected declared-ledger loss per episode over ALL "
+        "traffic, not a per-attack rate. If a share s of episodes is attacked and only those can be harmed, the "
+        "bound per attacked episode is alpha/s (see --alpha-table). --rule carb holds in expectation over "
+        "calibration draws; use --rule ltt where one bad calibration draw matters",
+    )
+    cal.add_argument("--alpha-table", action="store_true",
+                     help="print alpha against the implied bound alpha/s per attacked episode, then exit")
     cal.add_argument("--selector", default=None,
                      choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"],
                      help="default: the policy's own selector with --policy, else gcarb")
-    cal.add_argument("--rule", default="carb", choices=["carb", "ltt"], help="carb (in expectation) or ltt")
+    cal.add_argument("--rule", default="carb", choices=["carb", "ltt"],
+                     help="carb: E[loss] <= alpha in expectation (CRC); ltt: P(R(lambda_hat) <= alpha) >= 1 - delta")
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
-    cal.add_argument("--out", required=True, help="artifact file to write")
+    cal.add_argument("--out", help="artifact file to write (required)")
     cal.add_argument("--exclude-model", action="append", default=[],
                      help="leave a model's runs out (repeatable; AgentDojo corpora)")
     cal.add_argument("--fit-scorer", action="store_true",
@@ -260,7 +307,7 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--dev-fraction", type=float, default=0.30, help="--fit-scorer: development share (default .30)")
     cal.add_argument("--seed", type=int, default=0, help="--fit-scorer: seed of the development split")
     _add_scale_args(cal)
-    cal.set_defaults(func=_calibrate)
+    cal.set_defaults(func=_calibrate, parser=cal)
 
 
 def _add_evaluate(sub: Any) -> None:
