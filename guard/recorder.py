@@ -63,6 +63,9 @@ class _Guard(Protocol):
     audit: AuditSink | None
     recorder: EpisodeRecorder | None
 
+    @property
+    def review(self) -> Any: ...  # a guard.review.ReviewSampler, or None without review sampling
+
 
 class Session(Protocol):
     """What the recorder reads of a :class:`guard.runtime.Session` (it never imports the runtime)."""
@@ -199,13 +202,14 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     """The ``session_end`` audit entry: what monitoring needs, no raw values.
 
     ``stop_max`` is :func:`stop_max` of the session's latest decision per call id, in order;
-    ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring).
+    ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
+    ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`).
     """
     guard = session.guard
     scores = [d.score for d in session.decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
-    return {
+    entry = {
         "event": "session_end",
         "session": session.session_id,
         "mode": guard.mode,
@@ -221,6 +225,9 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
         "recorded": None if guard.recorder is None else session.record_error is None and session.recorded,
         "late_records": len(session.graph.records) - session.recorded_records if session.recorded else 0,
     }
+    if guard.review is not None:  # the keyed review pick and its rate: the risk monitor weights by 1/p
+        entry["review"] = guard.review.entry(session.session_id)
+    return entry
 
 
 def _encode(value: float) -> float | str:

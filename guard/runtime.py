@@ -30,6 +30,7 @@ from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
 from guard.records import Record, canonical_args, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
+from guard.review import ReviewSampler, review_key
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
@@ -81,6 +82,9 @@ class Guard:
         self.scorer = scorer or WeightedScorer(policy)
         self.certifier = certifier or stages.default_certifier(policy)
         self.recorder = EpisodeRecorder(record) if isinstance(record, str | Path) else record
+        self.review = None if policy.review is None else ReviewSampler(
+            review_key(policy.review, policy.resolve), policy.review.rate
+        )  # guard.review: keyed pick of sessions for labelling
         self.breaker = Breaker(fallback, fallback_id, trip_file)  # guard.breaker: the switch on an alarm
 
     def trip(self, reason: str) -> bool:

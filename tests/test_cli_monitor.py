@@ -18,6 +18,7 @@ from guard.calibration.risk_monitor import log_wealth
 from guard.cli import main
 from guard.cli.monitor import deployed_sessions, deployed_statistics, tie_seed
 from guard.corpora.episodes import load_episodes
+from guard.errors import GuardError
 from guard.policy import Policy, load_policy
 from guard.recorder import stop_max
 from guard.runtime import Guard
@@ -321,3 +322,26 @@ def test_trip_file_on_alarm_trips_a_running_guard(
     capsys.readouterr()
     assert main([*argv, "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["ignored_entries"] == 0
+
+
+def test_from_policy_fallback_artifact(policy: Policy, artifact: Path, tmp_path: Path) -> None:
+    """`calibration.fallback: STRICT.json` trips to the stricter artifact's threshold, and a looser fallback is
+    refused at load.  Catches: the fallback artifact ignored (planted: always -inf) or a looser one accepted."""
+    import yaml
+
+    strict = tmp_path / "strict.json"
+    assert main(["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.15",
+                 "--out", str(strict)]) == 0
+    data = yaml.safe_load(POLICY.read_text())
+    for name, main_art, fallback in (("ok", artifact, strict), ("loose", strict, artifact)):
+        data["calibration"] = {"artifact": str(main_art), "fallback": str(fallback)}
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump(data))
+    guard = Guard.from_policy(tmp_path / "ok.yaml", audit=tmp_path / "a.jsonl")
+    main_t, strict_t = load_artifact(artifact, policy).threshold, load_artifact(strict, policy).threshold
+    assert strict_t < main_t and guard.threshold == main_t
+    guard.trip("alarm")
+    assert guard.threshold == strict_t
+    (entry,) = [e for e in read_entries(tmp_path / "a.jsonl") if e.get("kind") == "breaker"]
+    assert entry["to"]["artifact"] == load_artifact(strict, policy).artifact_id
+    with pytest.raises(GuardError, match="looser"):
+        Guard.from_policy(tmp_path / "loose.yaml")

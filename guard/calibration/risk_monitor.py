@@ -148,15 +148,24 @@ class RiskResult:
         }
 
 
-def risk_monitor(losses: Sequence[float] | np.ndarray, alpha: float, delta: float = 0.05) -> RiskResult:
-    """Run the test of ``mean loss ≤ α`` and the lower confidence sequence on ``losses`` (each in [0, 1])."""
+def risk_monitor(
+    losses: Sequence[float] | np.ndarray, alpha: float, delta: float = 0.05, upper: float = 1.0
+) -> RiskResult:
+    """Run the test of ``mean loss ≤ α`` and the lower confidence sequence on ``losses`` (each in [0, upper]).
+
+    ``upper > 1`` takes inverse-propensity terms ``X = (picked/p)·L ∈ [0, 1/p]`` of review sampling
+    (:mod:`guard.review`): with ``E[X | past] = E[L | past]`` the test is the same, and since
+    ``X ≥ 0`` the bet cap ``λ ≤ c/α`` still keeps every factor ``1 + λ(X − α) ≥ 1 − c > 0``.
+    """
     values = np.asarray(losses, dtype=np.float64)
     if not 0.0 < alpha < 1.0 or math.isnan(alpha):
         raise CalibrationError(f"alpha must lie in (0, 1), got {alpha}")
     if not 0.0 < delta < 1.0 or math.isnan(delta):
         raise CalibrationError(f"delta must lie in (0, 1), got {delta}")
-    if values.ndim != 1 or not np.all((values >= 0.0) & (values <= 1.0)):
-        raise CalibrationError("realised losses must be a sequence of numbers in [0, 1]")
+    if not upper >= 1.0 or math.isinf(upper):
+        raise CalibrationError(f"upper must be a finite number >= 1, got {upper}")
+    if values.ndim != 1 or not np.all((values >= 0.0) & (values <= upper)):
+        raise CalibrationError(f"realised losses must be a sequence of numbers in [0, {upper:g}]")
     log_k = log_wealth(values, alpha)
     at = int(first_crossing(log_k, delta))
     return RiskResult(alpha, delta, values, log_k, lower_confidence_sequence(values, delta), at or None)
@@ -169,12 +178,19 @@ def detection_table(
     streams: int = 2000,
     horizon: int = 1000,
     seed: int = 0,
+    rate: float = 1.0,
 ) -> list[dict[str, float]]:
-    """Seeded Monte Carlo: per mean risk ``k·α``, the alarm rate within ``horizon`` and the delay quantiles."""
+    """Seeded Monte Carlo: per mean risk ``k·α``, the alarm rate within ``horizon`` and the delay quantiles.
+
+    ``rate = p < 1``: review sampling — each session is picked with probability p and its term is
+    ``(picked/p)·L`` (:mod:`guard.review`); delays count closed sessions, reviewed or not.
+    """
     rng = np.random.default_rng(seed)
     rows = []
     for k in multipliers:
         losses = (rng.random((streams, horizon)) < k * alpha).astype(np.float64)
+        if rate < 1.0:
+            losses = losses * (rng.random((streams, horizon)) < rate) / rate
         at = first_crossing(log_wealth(losses, alpha), delta)
         delays = np.sort(np.where(at > 0, at, np.inf))  # no alarm within the horizon: an infinite delay
         rows.append({"mean_risk": k * alpha, "alarm_rate": float(np.mean(at > 0)),
@@ -183,7 +199,18 @@ def detection_table(
     return rows
 
 
-def _main() -> None:  # python -m guard.calibration.risk_monitor: the README's detection-delay table
+REVIEW_RATES = (1.0, 0.5, 0.2, 0.1)
+
+
+def _main(argv: Sequence[str] = ()) -> None:  # python -m guard.calibration.risk_monitor [--review]: README tables
+    if "--review" in argv:  # detection delay under review sampling at rate p, mean risk 2α
+        print("alpha 0.1, delta 0.05, mean risk 0.2, sessions reviewed at rate p (terms (picked/p)*L),")
+        print("2000 seeded streams of 5000 closed sessions (seed 0); delays in closed sessions")
+        print(f"{'p':>6}{'alarm rate':>12}{'median delay':>14}{'90% delay':>11}")
+        for p in REVIEW_RATES:
+            row = detection_table(multipliers=(2.0,), horizon=5000, rate=p)[0]
+            print(f"{p:>6g}{row['alarm_rate']:>12.3f}{row['median_delay']:>14g}{row['p90_delay']:>11g}")
+        return
     print("alpha 0.1, delta 0.05, Bernoulli losses, 2000 seeded streams of 1000 episodes (seed 0)")
     print(f"{'mean risk':>10}{'alarm rate':>12}{'median delay':>14}{'90% delay':>11}")
     for row in detection_table():
@@ -191,7 +218,9 @@ def _main() -> None:  # python -m guard.calibration.risk_monitor: the README's d
 
 
 if __name__ == "__main__":
-    _main()
+    import sys
+
+    _main(sys.argv[1:])
 
 
 __all__ = [

@@ -6,11 +6,24 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from guard.cli import agentdojo, audit, bench, calibration, episodes, ledger, mcp, monitor, policy, report, studies
+from guard.cli import (
+    agentdojo,
+    audit,
+    bench,
+    calibration,
+    episodes,
+    ledger,
+    mcp,
+    monitor,
+    policy,
+    report,
+    review,
+    studies,
+)
 from guard.cli._common import SCOPE
 from guard.errors import GuardError
 
-GROUPS = (policy, audit, calibration, episodes, ledger, monitor, report, bench, studies, agentdojo, mcp)
+GROUPS = (policy, audit, calibration, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

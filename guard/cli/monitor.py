@@ -53,6 +53,7 @@ class _Session:
     end: float | None = None
     closed: bool = False
     first: int = 0
+    review: tuple[bool, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,7 @@ class Deployed:
     call_ids: tuple[frozenset[str], ...]
     ignored: int
     open_sessions: int
+    reviews: tuple[tuple[bool, float] | None, ...] = ()
 
 
 def _decode(value: Any) -> float | None:
@@ -96,6 +98,7 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         if entry.get("event") == "session_end":
             record.closed = True
             record.end = _decode(entry.get("stop_max"))
+            record.review = _review(entry.get("review"))
             continue
         score = _decode(entry.get("score"))
         call_id = str(entry.get("call_id"))
@@ -108,7 +111,53 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         call_ids=tuple(frozenset(s.scores) for _, s in closed),
         ignored=ignored,
         open_sessions=len(sessions) - len(closed),
+        reviews=tuple(s.review for _, s in closed),
     )
+
+
+def _review(value: Any) -> tuple[bool, float] | None:
+    """A ``session_end`` entry's ``review`` member (guard.review); GuardError if malformed."""
+    if value is None:
+        return None
+    picked, p = (value.get("picked"), value.get("p")) if isinstance(value, dict) else (None, None)
+    if not isinstance(picked, bool) or isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+        raise GuardError(f"audit session_end review {value!r}: expected {{'picked': bool, 'p': p in (0, 1]}}")
+    return picked, float(p)
+
+
+def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float], float, int]:
+    """Inverse-propensity terms under review sampling: ``(picked/p)·L`` per closed session in session order.
+
+    Unpicked sessions are 0 terms; the stream stops before the first picked session without a label
+    (returned: how many picked sessions wait for one).  A label of an unpicked session, or a log
+    mixing sampled and unsampled sessions, is refused (fail closed: either would bias the test).
+    """
+    from guard.calibration.risk_monitor import label_loss
+    from guard.ledger.labels import read_labels
+
+    if any(r is None for r in deployed.reviews):
+        raise GuardError("audit log mixes sessions with and without review sampling; monitor them separately")
+    labels = read_labels(labels_path)
+    picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
+    stray = sorted((lab for sid, lab in labels.items() if sid not in picked), key=lambda lab: lab.line)
+    if stray:
+        raise GuardError(
+            f"{labels_path}:{stray[0].line}: episode: {stray[0].episode!r} is not a closed session picked for "
+            f"review ({len(stray)} such label(s)); labels of unpicked sessions would bias the risk monitor"
+        )
+    order: list[str] = []
+    terms: list[float] = []
+    upper = 1.0
+    for k, (sid, review) in enumerate(zip(deployed.sessions, deployed.reviews, strict=True)):
+        assert review is not None
+        if review[0] and sid not in labels:
+            return order, terms, upper, sum(1 for s in deployed.sessions[k:] if s in picked)
+        upper = max(upper, 1.0 / review[1])
+        loss = label_loss(labels[sid], deployed.call_ids[k], len(deployed.call_ids[k]),
+                          f"{labels_path}:{labels[sid].line}") if review[0] else 0.0
+        order.append(sid)
+        terms.append(loss / review[1] if review[0] else 0.0)
+    return order, terms, upper, 0
 
 
 def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold: float) -> tuple[list[float], int]:
@@ -174,7 +223,12 @@ def _monitor(args: argparse.Namespace) -> int:
             f"({deployed.open_sessions} session(s) never closed; {deployed.ignored} entries of other artifacts)"
         )
     risk = None
-    if args.labels:
+    sampled: dict[str, Any] = {}
+    if args.labels and any(r is not None for r in deployed.reviews):
+        labelled, losses, upper, pending = sampled_terms(args.labels, deployed)
+        risk = risk_monitor(losses, artifact.alpha, args.delta, upper=upper)
+        sampled = {"review_sampling": {"weighting": "inverse propensity (picked/p)*L", "pending_reviews": pending}}
+    elif args.labels:
         labelled, losses = realised_losses(args.labels, deployed)
         risk = risk_monitor(losses, artifact.alpha, args.delta)
     result = monitor(calibration, list(deployed.statistics), artifact.threshold, delta=args.delta,
@@ -184,7 +238,7 @@ def _monitor(args: argparse.Namespace) -> int:
         "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions, **result.to_json(),
     }
     if risk is not None:
-        out["risk"] = {"labels": str(args.labels), "sessions": labelled, **risk.to_json()}
+        out["risk"] = {"labels": str(args.labels), "sessions": labelled, **sampled, **risk.to_json()}
     if args.plot:
         _plot(result.path, result.delta, result.alarm_at, out.get("risk"), args.plot, inputs)
     alarm = result.alarm or (risk is not None and risk.alarm)

@@ -240,6 +240,20 @@ class CalibrationSpec(_Strict):
     )
 
 
+class ReviewSpec(_Strict):
+    """Review sampling (guard.review): sessions picked for labelling by a keyed hash, at rate p."""
+
+    rate: float = Field(gt=0.0, le=1.0, description="Probability p in (0, 1] that a session is picked for review.")
+    key_env: str | None = Field(default=None, min_length=1, description="Environment variable holding the key.")
+    key_file: str | None = Field(default=None, min_length=1, description="Key file, relative to the policy file.")
+
+    @model_validator(mode="after")
+    def _one_key(self) -> ReviewSpec:
+        if (self.key_env is None) == (self.key_file is None):
+            raise ValueError("review: give exactly one of key_env and key_file")
+        return self
+
+
 class AuditSpec(_Strict):
     """Audit log settings."""
 
@@ -263,6 +277,7 @@ class Policy(_Strict):
     )
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Where λ̂ comes from.")
     audit: AuditSpec = Field(default_factory=AuditSpec, description="Where the audit log goes, what it may log raw.")
+    review: ReviewSpec | None = Field(default=None, description="Review sampling for the risk monitor; absent = none.")
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     ledger: LedgerSpec | None = Field(
         default=None,
