@@ -99,8 +99,9 @@ def build_artifact(
     calibration_fingerprint: str,
     command: str,
     extra: dict[str, Any] | None = None,
+    risk_fields: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON body of an artifact, checksummed."""
+    """The JSON body of an artifact, checksummed (``risk_fields``: the rule's, from ``ltt.rule_fields``)."""
     body: dict[str, Any] = {
         "format": FORMAT,
         "policies": sorted(p.name for p in policies),
@@ -115,7 +116,7 @@ def build_artifact(
         },
         "calibration_set": {"fingerprint": calibration_fingerprint, "size": n},
         "command": command,
-        **rule_fields(rule, alpha=alpha, n=n, calibration_risk=calibration_risk),
+        **(risk_fields if risk_fields is not None else crc_fields(rule, calibration_risk)),
         **(extra or {}),
     }
     body["checksum"] = content_checksum(body)
@@ -137,30 +138,11 @@ def ltt_guarantee(alpha: float, delta: float) -> str:
     )
 
 
-def rule_fields(rule: str, *, alpha: float, n: int, calibration_risk: float) -> dict[str, Any]:
-    """The risk figure and guarantee an artifact records, by rule.
-
-    CRC (``carb``): ``calibration_risk`` is the corrected risk ``(k + 1) / (n + 1)`` and the guarantee is
-    in expectation.  LTT (``ltt(delta=...)``): ``calibration_risk`` is the empirical ``k / n``, recorded as
-    ``empirical_calibration_risk`` with LTT's p-value ``P(Bin(n, alpha) <= k)`` (at most δ), and the
-    guarantee is the high-probability one with its δ.
-    """
-    from guard.calibration import ltt
-
-    delta = ltt.rule_delta(rule)
-    if delta is None:
-        return {"calibration_risk": calibration_risk, "guarantee": CRC_GUARANTEE}
-    charged = round(calibration_risk * n)
-    return {
-        "empirical_calibration_risk": calibration_risk,
-        "ltt": {
-            "delta": delta,
-            "charged": charged,
-            "max_rejected_count": ltt.max_rejected_count(n, alpha, delta),
-            "p_value": ltt.ltt_p_value(charged, n, alpha),
-        },
-        "guarantee": ltt_guarantee(alpha, delta),
-    }
+def crc_fields(rule: str, calibration_risk: float) -> dict[str, Any]:
+    """The risk figure and guarantee of a CRC artifact; an LTT artifact's come from ``guard.calibration.ltt``."""
+    if rule.startswith("ltt"):
+        raise ValueError(f"rule {rule!r}: pass its risk_fields (guard.calibration.ltt.rule_fields)")
+    return {"calibration_risk": calibration_risk, "guarantee": CRC_GUARANTEE}
 
 
 def risk_summary(body: dict[str, Any]) -> str:

@@ -130,6 +130,7 @@ def calibrate_fitted(
     return build_artifact(
         policies, alpha=alpha, n=int(calib.size), threshold=chosen.threshold,
         calibration_risk=chosen.risk, grid=chosen.grid, rule=chosen.rule,
+        risk_fields=ltt.rule_fields(chosen.rule, alpha=alpha, n=int(calib.size), calibration_risk=chosen.risk),
         calibration_fingerprint=_fingerprint(ids, rescored.harm_level[calib]),
         command=shlex.join(["carbguard", *command]),
         extra={

@@ -219,6 +219,7 @@ def calibrate(
         calibration_risk=chosen.risk,
         grid=chosen.grid,
         rule=chosen.rule,
+        risk_fields=ltt.rule_fields(chosen.rule, alpha=alpha, n=data.n, calibration_risk=chosen.risk),
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
         extra={

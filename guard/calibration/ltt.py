@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from guard.artifact import CRC_GUARANTEE, ltt_guarantee
 from guard.calibration import crc
 from guard.calibration.crc import alpha_fraction
 from guard.errors import CalibrationError
@@ -142,6 +143,30 @@ def small_n_warning(rule: str, n: int, alpha: float, delta: float) -> str | None
     )
 
 
+def rule_fields(rule: str, *, alpha: float, n: int, calibration_risk: float) -> dict[str, Any]:
+    """The risk figure and guarantee an artifact records, by rule.
+
+    CRC (``carb``): ``calibration_risk`` is the corrected risk ``(k + 1) / (n + 1)`` and the guarantee is
+    in expectation.  LTT (``ltt(delta=...)``): ``calibration_risk`` is the empirical ``k / n``, recorded as
+    ``empirical_calibration_risk`` with LTT's p-value ``P(Bin(n, alpha) <= k)`` (at most δ), and the
+    guarantee is the high-probability one with its δ.
+    """
+    delta = rule_delta(rule)
+    if delta is None:
+        return {"calibration_risk": calibration_risk, "guarantee": CRC_GUARANTEE}
+    charged = round(calibration_risk * n)
+    return {
+        "empirical_calibration_risk": calibration_risk,
+        "ltt": {
+            "delta": delta,
+            "charged": charged,
+            "max_rejected_count": max_rejected_count(n, alpha, delta),
+            "p_value": ltt_p_value(charged, n, alpha),
+        },
+        "guarantee": ltt_guarantee(alpha, delta),
+    }
+
+
 __all__ = [
     "SMALL_N",
     "allowed_count",
@@ -151,6 +176,7 @@ __all__ = [
     "max_rejected_count",
     "prob_realised_risk_exceeds",
     "rule_delta",
+    "rule_fields",
     "rule_name",
     "small_n_warning",
 ]

@@ -31,6 +31,7 @@ def _artifact(policy: Policy, chosen: ltt.RuleThreshold) -> dict[str, object]:
     return build_artifact(
         [policy], alpha=0.2, n=200, threshold=chosen.threshold, calibration_risk=chosen.risk, grid=chosen.grid,
         rule=chosen.rule, calibration_fingerprint="abc", command="carbguard calibrate ...",
+        risk_fields=ltt.rule_fields(chosen.rule, alpha=0.2, n=200, calibration_risk=chosen.risk),
     )
 
 
