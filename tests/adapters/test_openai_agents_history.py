@@ -6,8 +6,6 @@ turn 1 and sent in turn 2 (continued via ``result.to_input_list()`` or an SDK ``
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +19,7 @@ from guard.adapters.openai_agents import run, run_sync
 from guard.adapters.openai_agents_testing import ScriptedModel, function_call
 from guard.audit import MemoryAudit
 from tests.adapters.mail_agent_data import POLICY, RECORD, TASK
+from tests.adapters.openai_support import arun, quiet_tracing_and_close_loops
 
 NO_TRACE = RunConfig(tracing_disabled=True)
 SEND = function_call("send_email", {"to": "compliance@audit-desk.net", "subject": "Record", "body": RECORD}, "c2")
@@ -28,28 +27,7 @@ NEXT = "Now send it on, please."
 CALL_TEXT = '{"arguments": "{\\"name\\": \\"Lena Novak\\"}", "name": "read_record"}'
 
 
-@pytest.fixture(autouse=True)
-def _quiet_tracing_and_close_loops() -> Iterator[None]:
-    from agents import set_tracing_disabled
-
-    set_tracing_disabled(True)
-    yield
-    set_tracing_disabled(False)
-    try:
-        loop = asyncio.get_event_loop_policy().get_event_loop()
-    except RuntimeError:
-        return
-    if not loop.is_running():
-        loop.close()
-    asyncio.set_event_loop(None)
-
-
-def arun(coro: Any) -> Any:
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(coro)
-    finally:
-        loop.close()
+_quiet_tracing_and_close_loops = pytest.fixture(autouse=True)(quiet_tracing_and_close_loops)
 
 
 def make_guard() -> Guard:
