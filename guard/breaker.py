@@ -25,6 +25,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from guard.errors import GuardError
+from guard.jsonio import loads_strict
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
@@ -89,10 +91,10 @@ class Breaker:
             return
         self._seen = seen
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = loads_strict(path.read_text(encoding="utf-8"), str(path))
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, GuardError) as exc:
             self.trip(guard, f"trip file {path} unreadable: {type(exc).__name__}")
             return
         named = data.get("artifact")
@@ -100,12 +102,9 @@ class Breaker:
             self.trip(guard, f"trip file {path}: {str(data.get('reason', 'alarm'))[:400]}")
 
 
-def write_trip_file(path: str | Path, artifact_id: str, reason: str) -> None:
-    """Write a trip file atomically (a temporary file renamed over ``path``)."""
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"artifact": artifact_id, "reason": reason}) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+def trip_text(artifact_id: str, reason: str) -> str:
+    """The content of a trip file naming ``artifact_id`` (the CLI writes it with its atomic output helper)."""
+    return json.dumps({"artifact": artifact_id, "reason": reason}) + "\n"
 
 
-__all__ = ["Breaker", "write_trip_file"]
+__all__ = ["Breaker", "trip_text"]

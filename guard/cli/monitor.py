@@ -243,10 +243,11 @@ def _monitor(args: argparse.Namespace) -> int:
         _plot(result.path, result.delta, result.alarm_at, out.get("risk"), args.plot, inputs)
     alarm = result.alarm or (risk is not None and risk.alarm)
     if alarm and args.trip:
-        from guard.breaker import write_trip_file
+        from guard.breaker import trip_text
 
         which = "risk" if risk is not None and risk.alarm else "score"
-        write_trip_file(args.trip, artifact.artifact_id, f"carbguard monitor: {which} alarm on {args.audit}")
+        reason = f"carbguard monitor: {which} alarm on {args.audit}"
+        write_output(args.trip, trip_text(artifact.artifact_id, reason), inputs, "--trip")
     if args.json:
         print(json.dumps(out, indent=1))
     else:

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from guard.audit import AuditLog, MemoryAudit, read_entries, verify
-from guard.breaker import write_trip_file
+from guard.breaker import trip_text
 from guard.decision import Verdict
 from guard.policy import Policy
 from guard.runtime import Guard
@@ -45,7 +45,7 @@ def test_trip_file_is_consulted_at_each_decision(small_policy: Policy, tmp_path:
     guard = Guard(small_policy, threshold=0.5, audit=AuditLog(log), artifact_id="art#abc", trip_file=trip)
     session = guard.session("s")
     assert session.decide(*READ, "c1").verdict is Verdict.EXECUTE
-    write_trip_file(trip, "art#abc", "RISK ALARM at labelled session 7")
+    trip.write_text(trip_text("art#abc", "RISK ALARM at labelled session 7"), encoding="utf-8")
     assert session.decide("read_document", {"path": "b.md"}, "c2").verdict is Verdict.ESCALATE
     assert guard.threshold == -math.inf
     entries = read_entries(log)
@@ -60,7 +60,7 @@ def test_trip_file_of_another_artifact_is_ignored_and_garbage_trips(small_policy
     Catches: the artifact check dropped (a recalibrated guard stuck tripped) or a bad file failing open.
     """
     trip = tmp_path / "trip.json"
-    write_trip_file(trip, "old#111", "alarm")
+    trip.write_text(trip_text("old#111", "alarm"), encoding="utf-8")
     fresh = Guard(small_policy, threshold=0.5, artifact_id="new#222", trip_file=trip)
     assert fresh.session("s").decide(*READ, "c1").verdict is Verdict.EXECUTE
     trip.write_text("{not json", encoding="utf-8")
