@@ -115,10 +115,11 @@ def test_seed_is_derived_from_the_artifact(
     art = load_artifact(artifact, policy)
     stats, _ = deployed_statistics(read_entries(audit), art.body["checksum"], art.threshold)
     cal = read_artifact_statistics(art.body, "a")
-    seeded = monitor(cal, stats, art.threshold, seed=tie_seed(art.body["checksum"]))
+    seeded = monitor(cal, stats, art.threshold, seed=tie_seed(art.body))
     assert out["path"] == [round(float(v), 6) for v in seeded.path]
     assert out["path"] != [round(float(v), 6) for v in monitor(cal, stats, art.threshold, seed=0).path]
-    assert tie_seed(art.body["checksum"]) != tie_seed("0" * 64)
+    assert tie_seed(art.body) != tie_seed({**art.body, "threshold": 0.123})
+    assert tie_seed(art.body) == tie_seed({**art.body, "command": "elsewhere"})
 
 
 def _labels(path: Path, rows: list[tuple[str, list[dict[str, object]], str]]) -> Path:

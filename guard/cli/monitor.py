@@ -166,9 +166,15 @@ def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold:
     return list(deployed.statistics), deployed.ignored
 
 
-def tie_seed(checksum: str) -> int:
-    """The score monitor's tie-breaking seed: a hash of the artifact's checksum (no free choice of seed)."""
-    return int(hashlib.sha256(f"carbguard-monitor:{checksum}".encode()).hexdigest()[:16], 16)
+def tie_seed(body: dict[str, Any]) -> int:
+    """The score monitor's tie-breaking seed: a hash of the artifact's calibration (no free choice of seed).
+
+    Everything of the artifact body but ``command`` and ``checksum``: the command names paths, and the
+    seed must not depend on where the calibration was run from.
+    """
+    kept = {k: v for k, v in body.items() if k not in ("command", "checksum")}
+    text = json.dumps(kept, sort_keys=True, ensure_ascii=False)
+    return int(hashlib.sha256(f"carbguard-monitor:{text}".encode()).hexdigest()[:16], 16)
 
 
 def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
@@ -232,7 +238,7 @@ def _monitor(args: argparse.Namespace) -> int:
         labelled, losses = realised_losses(args.labels, deployed)
         risk = risk_monitor(losses, artifact.alpha, args.delta)
     result = monitor(calibration, list(deployed.statistics), artifact.threshold, delta=args.delta,
-                     martingale=args.martingale, seed=tie_seed(checksum))
+                     martingale=args.martingale, seed=tie_seed(artifact.body))
     out: dict[str, Any] = {
         "audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
         "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions, **result.to_json(),
