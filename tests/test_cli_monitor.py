@@ -16,7 +16,8 @@ from guard.calibration.monitor import monitor, read_artifact_statistics
 from guard.calibration.replay import feed
 from guard.calibration.risk_monitor import log_wealth
 from guard.cli import main
-from guard.cli.monitor import deployed_sessions, deployed_statistics, tie_seed
+from guard.cli.deployed import deployed_sessions, deployed_statistics
+from guard.cli.monitor import tie_seed
 from guard.corpora.episodes import load_episodes
 from guard.errors import GuardError
 from guard.policy import Policy, load_policy

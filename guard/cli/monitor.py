@@ -1,7 +1,8 @@
 """``carbguard monitor AUDIT --artifact ART [--labels LABELS]``: two monitors over a deployment's audit log.
 
-Reads the (hash-verified) audit log and takes the sessions decided under the artifact that were
-closed (a ``session_end`` entry), in the order they started (their first entry).
+Reads the (hash-verified) audit log and takes the sessions decided under the artifact in the order
+they started (their first entry), up to the first one not yet closed (a ``session_end`` entry;
+:mod:`guard.cli.deployed`).
 
 - Score monitor (always): each closed session's statistic (the ``session_end`` entry's ``stop_max``:
   the maximum score up to the gate's first stop at λ̂) goes through a conformal test martingale
@@ -13,6 +14,9 @@ closed (a ``session_end`` entry), in the order they started (their first entry).
   "mean realised loss ≤ α" (α of the artifact), with a running lower confidence sequence for it
   (:mod:`guard.calibration.risk_monitor`).
 
+``carbguard monitor --delay-table`` prints the risk monitor's false-alarm rates and detection delays
+by seeded Monte Carlo (:mod:`guard.calibration.risk_delays`) instead.
+
 Exit code 0: no alarm; 3: an alarm of either monitor (1/δ reached); 2: bad input.
 """
 
@@ -23,16 +27,22 @@ import hashlib
 import io
 import json
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 from guard.cli._common import write_output
+from guard.cli.deployed import (
+    Deployed,
+    deployed_sessions,
+    realised_losses,
+    sampled_terms,
+)
 from guard.errors import GuardError
 
 EXIT_ALARM = 3
 
 DESCRIPTION = (
-    "Two monitors over the closed sessions of an audit log decided under the artifact, in session-start order. "
+    "Two monitors over the sessions of an audit log decided under the artifact, in session-start order, up to "
+    "the first session not yet closed. "
     "Score monitor: score distribution, gate intervention rate, and a conformal test martingale on each "
     "episode's maximum score — a drift detector on scores, blind to harm that scores low; under "
     "exchangeability with the calibration episodes it reaches 1/delta with probability at most delta "
@@ -43,127 +53,9 @@ DESCRIPTION = (
     "whenever the conditional mean loss stays <= alpha, exchangeable or not, provided which sessions are "
     "labelled does not depend on their outcome. An alarm means the calibrated guarantee may not hold: record "
     "fresh shadow episodes and recalibrate. No alarm is not evidence that the guarantee holds. Exit code 3 "
-    "on either alarm."
+    "on either alarm. --delay-table prints the risk monitor's false-alarm rates and detection delays "
+    "(seeded Monte Carlo) instead."
 )
-
-
-@dataclass
-class _Session:
-    scores: dict[str, float | None] = field(default_factory=dict)
-    end: float | None = None
-    closed: bool = False
-    first: int = 0
-    review: tuple[bool, float] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Deployed:
-    """The closed sessions of an audit log under one artifact, in session-start order."""
-
-    sessions: tuple[str, ...]
-    statistics: tuple[float, ...]
-    call_ids: tuple[frozenset[str], ...]
-    ignored: int
-    open_sessions: int
-    reviews: tuple[tuple[bool, float] | None, ...] = ()
-
-
-def _decode(value: Any) -> float | None:
-    if value is None:
-        return None
-    if value in ("inf", "-inf"):
-        return float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise GuardError(f"audit score {value!r} is not a number")
-
-
-def _key(artifact_id: Any) -> str | None:
-    return artifact_id.rsplit("#", 1)[-1] if isinstance(artifact_id, str) else None
-
-
-def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: float) -> Deployed:
-    """Closed sessions under the artifact, ordered by their first entry; their statistics and call ids."""
-    from guard.recorder import stop_max
-
-    sessions: dict[str, _Session] = {}
-    ignored = 0
-    for line, entry in enumerate(entries, start=1):
-        if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
-            continue
-        if _key(entry.get("artifact")) != checksum[:12]:
-            ignored += 1
-            continue
-        record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
-        if entry.get("event") == "session_end":
-            record.closed = True
-            record.end = _decode(entry.get("stop_max"))
-            record.review = _review(entry.get("review"))
-            continue
-        score = _decode(entry.get("score"))
-        call_id = str(entry.get("call_id"))
-        record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
-    closed = sorted(((sid, s) for sid, s in sessions.items() if s.closed), key=lambda item: item[1].first)
-    stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
-    return Deployed(
-        sessions=tuple(sid for sid, _ in closed),
-        statistics=stats,
-        call_ids=tuple(frozenset(s.scores) for _, s in closed),
-        ignored=ignored,
-        open_sessions=len(sessions) - len(closed),
-        reviews=tuple(s.review for _, s in closed),
-    )
-
-
-def _review(value: Any) -> tuple[bool, float] | None:
-    """A ``session_end`` entry's ``review`` member (guard.review); GuardError if malformed."""
-    if value is None:
-        return None
-    picked, p = (value.get("picked"), value.get("p")) if isinstance(value, dict) else (None, None)
-    if not isinstance(picked, bool) or isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
-        raise GuardError(f"audit session_end review {value!r}: expected {{'picked': bool, 'p': p in (0, 1]}}")
-    return picked, float(p)
-
-
-def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float], float, int]:
-    """Inverse-propensity terms under review sampling: ``(picked/p)·L`` per closed session in session order.
-
-    Unpicked sessions are 0 terms; the stream stops before the first picked session without a label
-    (returned: how many picked sessions wait for one).  A label of an unpicked session, or a log
-    mixing sampled and unsampled sessions, is refused (fail closed: either would bias the test).
-    """
-    from guard.calibration.risk_monitor import label_loss
-    from guard.ledger.labels import read_labels
-
-    if any(r is None for r in deployed.reviews):
-        raise GuardError("audit log mixes sessions with and without review sampling; monitor them separately")
-    labels = read_labels(labels_path)
-    picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
-    stray = sorted((lab for sid, lab in labels.items() if sid not in picked), key=lambda lab: lab.line)
-    if stray:
-        raise GuardError(
-            f"{labels_path}:{stray[0].line}: episode: {stray[0].episode!r} is not a closed session picked for "
-            f"review ({len(stray)} such label(s)); labels of unpicked sessions would bias the risk monitor"
-        )
-    order: list[str] = []
-    terms: list[float] = []
-    upper = 1.0
-    for k, (sid, review) in enumerate(zip(deployed.sessions, deployed.reviews, strict=True)):
-        assert review is not None
-        if review[0] and sid not in labels:
-            return order, terms, upper, sum(1 for s in deployed.sessions[k:] if s in picked)
-        upper = max(upper, 1.0 / review[1])
-        loss = label_loss(labels[sid], deployed.call_ids[k], len(deployed.call_ids[k]),
-                          f"{labels_path}:{labels[sid].line}") if review[0] else 0.0
-        order.append(sid)
-        terms.append(loss / review[1] if review[0] else 0.0)
-    return order, terms, upper, 0
-
-
-def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold: float) -> tuple[list[float], int]:
-    """Per closed session, its statistic in session-start order; and the entries of other artifacts."""
-    deployed = deployed_sessions(entries, checksum, threshold)
-    return list(deployed.statistics), deployed.ignored
 
 
 def tie_seed(body: dict[str, Any]) -> int:
@@ -177,57 +69,63 @@ def tie_seed(body: dict[str, Any]) -> int:
     return int(hashlib.sha256(f"carbguard-monitor:{text}".encode()).hexdigest()[:16], 16)
 
 
-def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
-    """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels)."""
-    from guard.calibration.risk_monitor import label_loss
-    from guard.ledger.labels import read_labels
-
-    labels = read_labels(labels_path)
-    known = {sid: k for k, sid in enumerate(deployed.sessions)}
-    unknown = sorted((lab for sid, lab in labels.items() if sid not in known), key=lambda lab: lab.line)
-    if unknown:
-        raise GuardError(
-            f"{labels_path}:{unknown[0].line}: episode: {unknown[0].episode!r} is not a closed session decided under "
-            f"the artifact ({len(unknown)} label(s) name no such session)"
-        )
-    order = sorted(labels, key=lambda sid: known[sid])
-    losses = [
-        label_loss(labels[sid], deployed.call_ids[known[sid]], len(deployed.call_ids[known[sid]]),
-                   f"{labels_path}:{labels[sid].line}")
-        for sid in order
-    ]
-    return order, losses
-
-
 def _monitor(args: argparse.Namespace) -> int:
-    from guard.artifact import load_artifact
-    from guard.audit import read_entries, read_key_file, verify
-    from guard.calibration.monitor import monitor, read_artifact_statistics
-    from guard.calibration.risk_monitor import risk_monitor
-
     if args.seed is not None:
         raise GuardError(
             "--seed was removed: the score monitor's tie-breaking seed is derived from the artifact's checksum, "
             "so a deployment cannot be re-tested with other seeds until one alarms"
         )
+    if args.delay_table:
+        return _delay_table(args)
+    if args.alpha is not None or args.streams is not None:
+        raise GuardError("--alpha and --streams go with --delay-table only (the audit's alpha is the artifact's)")
+    missing = [name for name, value in (("AUDIT", args.audit), ("--artifact", args.artifact)) if value is None]
+    if missing:
+        raise GuardError(f"the following arguments are required: {', '.join(missing)} (or use --delay-table)")
     inputs = [args.audit, args.artifact, args.key_file, args.labels]
     if args.plot:
         from guard.cli._common import check_output
 
         check_output(args.plot, inputs, "--plot")
+    out, alarm, which = _run(args)
+    if args.plot:
+        risk = out.get("risk")
+        _plot(out["path"], args.delta, out["alarm_at_episode"], risk, args.plot, inputs)
+    if alarm and args.trip:
+        from guard.breaker import trip_text
+
+        reason = f"carbguard monitor: {which} alarm on {args.audit}"
+        write_output(args.trip, trip_text(out["artifact"], reason), inputs, "--trip")
+    print(json.dumps(out, indent=1) if args.json else _table(out))
+    return EXIT_ALARM if alarm else 0
+
+
+def _deployed(args: argparse.Namespace, checksum: str, threshold: float, artifact_id: str) -> Deployed:
+    from guard.audit import read_entries, read_key_file, verify
+
     key = read_key_file(args.key_file) if args.key_file else None
-    artifact = load_artifact(args.artifact)
-    calibration = read_artifact_statistics(artifact.body, str(args.artifact))
     report = verify(args.audit, key=key)
     if not report.ok:
         raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
-    checksum = artifact.body["checksum"]
-    deployed = deployed_sessions(read_entries(args.audit), checksum, artifact.threshold)
+    deployed = deployed_sessions(read_entries(args.audit), checksum, threshold)
     if not deployed.statistics:
+        blocked = f"; the first session, {deployed.blocked_by!r}, is not closed" if deployed.blocked_by else ""
         raise GuardError(
-            f"{args.audit}: no closed sessions decided under artifact {artifact.artifact_id} "
-            f"({deployed.open_sessions} session(s) never closed; {deployed.ignored} entries of other artifacts)"
+            f"{args.audit}: no closed sessions decided under artifact {artifact_id} "
+            f"({deployed.open_sessions} session(s) not closed{blocked}; {deployed.ignored} entries of other artifacts)"
         )
+    return deployed
+
+
+def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
+    """Both monitors on the audit log: the output object, whether either alarmed, and which one."""
+    from guard.artifact import load_artifact
+    from guard.calibration.monitor import monitor, read_artifact_statistics
+    from guard.calibration.risk_monitor import risk_monitor
+
+    artifact = load_artifact(args.artifact)
+    calibration = read_artifact_statistics(artifact.body, str(args.artifact))
+    deployed = _deployed(args, artifact.body["checksum"], artifact.threshold, artifact.artifact_id)
     risk = None
     sampled: dict[str, Any] = {}
     if args.labels and any(r is not None for r in deployed.reviews):
@@ -241,24 +139,29 @@ def _monitor(args: argparse.Namespace) -> int:
                      martingale=args.martingale, seed=tie_seed(artifact.body))
     out: dict[str, Any] = {
         "audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
-        "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions, **result.to_json(),
+        "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions,
+        "waiting_sessions": deployed.waiting, "first_open_session": deployed.blocked_by, **result.to_json(),
     }
     if risk is not None:
         out["risk"] = {"labels": str(args.labels), "sessions": labelled, **sampled, **risk.to_json()}
-    if args.plot:
-        _plot(result.path, result.delta, result.alarm_at, out.get("risk"), args.plot, inputs)
-    alarm = result.alarm or (risk is not None and risk.alarm)
-    if alarm and args.trip:
-        from guard.breaker import trip_text
+    which = "risk" if risk is not None and risk.alarm else "score"
+    return out, result.alarm or (risk is not None and risk.alarm), which
 
-        which = "risk" if risk is not None and risk.alarm else "score"
-        reason = f"carbguard monitor: {which} alarm on {args.audit}"
-        write_output(args.trip, trip_text(artifact.artifact_id, reason), inputs, "--trip")
+
+def _delay_table(args: argparse.Namespace) -> int:
+    from guard.calibration.risk_delays import delay_table, format_table
+
+    if args.audit is not None or args.artifact is not None or args.labels or args.trip or args.plot:
+        raise GuardError("--delay-table takes no audit log, --artifact, --labels, --trip or --plot")
+    alpha = 0.1 if args.alpha is None else args.alpha
+    streams = 2000 if args.streams is None else args.streams
+    cells = delay_table(alpha, args.delta, streams=streams)
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json.dumps({"alpha": alpha, "delta": args.delta, "streams": streams, "seed": 0,
+                          "rows": [c.to_json() for c in cells]}, indent=1))
     else:
-        print(_table(out))
-    return EXIT_ALARM if alarm else 0
+        print(format_table(cells, alpha, args.delta, streams, 0))
+    return 0
 
 
 def _enc(value: float) -> float | str:
@@ -295,8 +198,11 @@ def _table(out: dict[str, Any]) -> str:
     ]
     if out["ignored_entries"]:
         lines.append(f"{out['ignored_entries']} audit entries of other artifacts were ignored")
-    if out["open_sessions"]:
-        lines.append(f"{out['open_sessions']} session(s) never closed were left out")
+    if out["first_open_session"] is not None:
+        lines.append(
+            f"{out['open_sessions']} session(s) not closed; the stream stops before the first of them, "
+            f"{out['first_open_session']!r} ({out['waiting_sessions']} closed session(s) after it wait for it)"
+        )
     if "risk" in out:
         lines += _risk_lines(out["risk"])
     return "\n".join(lines)
@@ -366,12 +272,32 @@ def _delta(text: str) -> float:
     return value
 
 
+def _unit(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 10 <= value <= 100_000:
+        raise argparse.ArgumentTypeError(f"must lie in [10, 100000], got {text}")
+    return value
+
+
 def register(sub: Any) -> None:
     """``carbguard monitor``."""
     parser = sub.add_parser("monitor", help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm)",
                             description=DESCRIPTION)
-    parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
-    parser.add_argument("--artifact", required=True, help="the calibration artifact the guard ran with")
+    parser.add_argument("audit", nargs="?", help="the deployment's audit log (JSON lines, hash-chained)")
+    parser.add_argument("--artifact", help="the calibration artifact the guard ran with (required with AUDIT)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
     parser.add_argument("--delta", type=_delta, default=0.05, help="false-alarm level δ (default 0.05)")
     parser.add_argument("--martingale", choices=("jumper", "power"), default="jumper",
@@ -383,5 +309,11 @@ def register(sub: Any) -> None:
                         "fallback at its next decision (guard.breaker)")
     parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)  # removed: an error if given
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--delay-table", action="store_true",
+                        help="print the risk monitor's false-alarm rates and detection delays at mean risk 1.5, 2 "
+                        "and 3 alpha, at review rates 1 and 0.25 (seeded Monte Carlo, seed 0) and exit")
+    parser.add_argument("--alpha", type=_unit, default=None, help="with --delay-table: alpha (default 0.1)")
+    parser.add_argument("--streams", type=_count, default=None,
+                        help="with --delay-table: streams per row (default 2000)")
     parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")
     parser.set_defaults(func=_monitor)

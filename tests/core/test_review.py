@@ -11,7 +11,7 @@ import pytest
 from guard.audit import AuditLog, read_entries
 from guard.calibration.risk_monitor import risk_monitor
 from guard.cli import main
-from guard.cli.monitor import Deployed, sampled_terms
+from guard.cli.deployed import Deployed, sampled_terms
 from guard.errors import CalibrationError, GuardError, PolicyError
 from guard.ledger.labels import read_labels
 from guard.policy import Policy, parse_policy

@@ -1,0 +1,183 @@
+"""The deployed sessions of an audit log, as both monitors of ``carbguard monitor`` take them.
+
+A session starts at its first audit entry (its first decided call) and ends at its ``session_end``
+entry.  The monitors take the sessions decided under one artifact in start order, up to the first
+session not yet closed (:func:`deployed_sessions`): a session's length or outcome never decides its
+place, and each run's stream is a prefix of the next run's.  With labels, each session's realised
+loss (:func:`realised_losses`), or under review sampling its inverse-propensity term
+(:func:`sampled_terms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from guard.errors import GuardError
+
+
+@dataclass
+class _Session:
+    scores: dict[str, float | None] = field(default_factory=dict)
+    end: float | None = None
+    closed: bool = False
+    first: int = 0
+    review: tuple[bool, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Deployed:
+    """The sessions of an audit log under one artifact, in start order, up to the first one not yet closed."""
+
+    sessions: tuple[str, ...]
+    statistics: tuple[float, ...]
+    call_ids: tuple[frozenset[str], ...]
+    ignored: int
+    open_sessions: int
+    reviews: tuple[tuple[bool, float] | None, ...] = ()
+    waiting: int = 0
+    """Closed sessions that started after the first open one: left out until it closes."""
+    blocked_by: str | None = None
+    """The first session (in start order) not yet closed, if any."""
+
+
+def _decode(value: Any) -> float | None:
+    if value is None:
+        return None
+    if value in ("inf", "-inf"):
+        return float(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise GuardError(f"audit score {value!r} is not a number")
+
+
+def _key(artifact_id: Any) -> str | None:
+    return artifact_id.rsplit("#", 1)[-1] if isinstance(artifact_id, str) else None
+
+
+def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: float) -> Deployed:
+    """The sessions under the artifact in start order (their first entry), up to the first one not yet closed.
+
+    Every session that started before the first open one is closed, so the stream is a prefix of the
+    start-ordered sequence of all sessions: a later run of the monitor extends it and never inserts a
+    session into it.  Skipping the open sessions instead would drop the longest-running ones, and when
+    a session's length depends on its outcome that drop is not random.
+    """
+    from guard.recorder import stop_max
+
+    sessions: dict[str, _Session] = {}
+    ignored = 0
+    for line, entry in enumerate(entries, start=1):
+        if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
+            continue
+        if _key(entry.get("artifact")) != checksum[:12]:
+            ignored += 1
+            continue
+        record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
+        if entry.get("event") == "session_end":
+            record.closed = True
+            record.end = _decode(entry.get("stop_max"))
+            record.review = _review(entry.get("review"))
+            continue
+        score = _decode(entry.get("score"))
+        call_id = str(entry.get("call_id"))
+        record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
+    started = sorted(sessions.items(), key=lambda item: item[1].first)
+    cut = next((k for k, (_, s) in enumerate(started) if not s.closed), len(started))
+    closed = started[:cut]
+    stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
+    return Deployed(
+        sessions=tuple(sid for sid, _ in closed),
+        statistics=stats,
+        call_ids=tuple(frozenset(s.scores) for _, s in closed),
+        ignored=ignored,
+        open_sessions=sum(1 for _, s in started if not s.closed),
+        reviews=tuple(s.review for _, s in closed),
+        waiting=sum(1 for _, s in started[cut:] if s.closed),
+        blocked_by=started[cut][0] if cut < len(started) else None,
+    )
+
+
+def _review(value: Any) -> tuple[bool, float] | None:
+    """A ``session_end`` entry's ``review`` member (guard.review); GuardError if malformed."""
+    if value is None:
+        return None
+    picked, p = (value.get("picked"), value.get("p")) if isinstance(value, dict) else (None, None)
+    if not isinstance(picked, bool) or isinstance(p, bool) or not isinstance(p, int | float) or not 0 < p <= 1:
+        raise GuardError(f"audit session_end review {value!r}: expected {{'picked': bool, 'p': p in (0, 1]}}")
+    return picked, float(p)
+
+
+def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float], float, int]:
+    """Inverse-propensity terms under review sampling: ``(picked/p)·L`` per closed session in session order.
+
+    Unpicked sessions are 0 terms; the stream stops before the first picked session without a label
+    (returned: how many picked sessions wait for one).  A label of an unpicked session, or a log
+    mixing sampled and unsampled sessions, is refused (fail closed: either would bias the test).
+    """
+    from guard.calibration.risk_monitor import label_loss
+    from guard.ledger.labels import read_labels
+
+    if any(r is None for r in deployed.reviews):
+        raise GuardError("audit log mixes sessions with and without review sampling; monitor them separately")
+    labels = read_labels(labels_path)
+    picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
+    stray = sorted((lab for sid, lab in labels.items() if sid not in picked), key=lambda lab: lab.line)
+    if stray:
+        raise GuardError(
+            f"{labels_path}:{stray[0].line}: episode: {stray[0].episode!r} is not a closed session picked for "
+            f"review ({len(stray)} such label(s)); labels of unpicked sessions would bias the risk monitor"
+        )
+    order: list[str] = []
+    terms: list[float] = []
+    upper = 1.0
+    for k, (sid, review) in enumerate(zip(deployed.sessions, deployed.reviews, strict=True)):
+        assert review is not None
+        if review[0] and sid not in labels:
+            return order, terms, upper, sum(1 for s in deployed.sessions[k:] if s in picked)
+        upper = max(upper, 1.0 / review[1])
+        loss = (
+            label_loss(
+                labels[sid], deployed.call_ids[k], len(deployed.call_ids[k]), f"{labels_path}:{labels[sid].line}"
+            )
+            if review[0]
+            else 0.0
+        )
+        order.append(sid)
+        terms.append(loss / review[1] if review[0] else 0.0)
+    return order, terms, upper, 0
+
+
+def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold: float) -> tuple[list[float], int]:
+    """Per closed session, its statistic in session-start order; and the entries of other artifacts."""
+    deployed = deployed_sessions(entries, checksum, threshold)
+    return list(deployed.statistics), deployed.ignored
+
+
+def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
+    """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels)."""
+    from guard.calibration.risk_monitor import label_loss
+    from guard.ledger.labels import read_labels
+
+    labels = read_labels(labels_path)
+    known = {sid: k for k, sid in enumerate(deployed.sessions)}
+    unknown = sorted((lab for sid, lab in labels.items() if sid not in known), key=lambda lab: lab.line)
+    if unknown:
+        raise GuardError(
+            f"{labels_path}:{unknown[0].line}: episode: {unknown[0].episode!r} is not a closed session decided under "
+            f"the artifact ({len(unknown)} label(s) name no such session)"
+        )
+    order = sorted(labels, key=lambda sid: known[sid])
+    losses = [
+        label_loss(
+            labels[sid],
+            deployed.call_ids[known[sid]],
+            len(deployed.call_ids[known[sid]]),
+            f"{labels_path}:{labels[sid].line}",
+        )
+        for sid in order
+    ]
+    return order, losses
+
+
+__all__ = ["Deployed", "deployed_sessions", "deployed_statistics", "realised_losses", "sampled_terms"]
