@@ -1,4 +1,4 @@
-"""The worked deployment's steps: ``python -m examples.own_deployment.run record|demo|deploy|figures``.
+"""The worked deployment's steps: ``python -m examples.own_deployment.run record|demo|deploy|figures|label|breaker``.
 
 - ``record``: a few hundred scripted episodes (benign and injected, honeytokens planted) through a
   **shadow-mode** guard that records them to ``episodes.jsonl``; the red-team script's labels of the
@@ -6,9 +6,14 @@
 - ``demo``: with the calibrated artifact, enforcing: an injected exfiltration of a honeytoken file is
   refused, the user-requested send of the same file is allowed (exit 1 if either does not hold).
 - ``deploy``: an enforcing deployment whose audit log the monitor reads; ``--shift-after K`` switches
-  from the calibration distribution to an attack campaign after K episodes.
+  from the calibration distribution to an attack campaign after K episodes (``--campaign loud``, the
+  default: marked injections, mostly refused; ``quiet``: marker-free injections whose harm scores in
+  the benign range).  ``--review-rate p --review-key-file KEY`` adds the policy's ``review``
+  section; ``--truth FILE`` writes the harm each session did (what a reviewer would find).
 - ``figures``: the monitor's false-alarm rate and detection delay on this deployment's own score
   distribution (seeded; streams are permutations of fresh episodes, so exactly exchangeable).
+- ``label``: the scripted reviewer fills in the sheet of ``carbguard review`` (:mod:`.after`).
+- ``breaker``: a running guard switched to its fallback by ``carbguard monitor --trip`` (:mod:`.after`).
 """
 
 from __future__ import annotations
@@ -23,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from examples.own_deployment.world import CALM, CAMPAIGN, Mix, Outcome, make_world, run_episode, tools
+from examples.own_deployment.after import breaker_demo, fill_sheet, truth_line
+from examples.own_deployment.world import CALM, CAMPAIGN, CAMPAIGNS, Mix, Outcome, make_world, run_episode, tools
 from guard import Guard
 from guard.artifact import load_artifact
 from guard.calibration.monitor import conformal_pvalues, first_alarm, martingale_path
 from guard.errors import BindingError
-from guard.policy import Policy, load_policy
+from guard.policy import Policy, load_policy, parse_policy
 
 HERE = Path(__file__).resolve().parent
 POLICY = HERE / "policy.yaml"
@@ -40,8 +46,12 @@ def _policy() -> Policy:
     return load_policy(POLICY)
 
 
-def _guard(artifact: str | None, **kwargs: Any) -> Guard:
+def _guard(artifact: str | None, review: tuple[float, Path] | None = None, **kwargs: Any) -> Guard:
     policy = _policy()
+    if review is not None:  # the policy's review section: sessions picked by a keyed hash at rate p
+        data = policy.model_dump(mode="json")
+        data["review"] = {"rate": review[0], "key_file": str(review[1].resolve())}
+        policy = parse_policy(data, source=f"{POLICY} + review rate {review[0]:g}")
     if artifact is None:
         return Guard(policy, threshold=math.inf, **kwargs)
     art = load_artifact(artifact, policy)
@@ -106,16 +116,24 @@ def demo(artifact: str) -> int:
     return 0 if ok else 1
 
 
-def deploy(artifact: str, audit: Path, episodes: int, shift_after: int | None, seed: int) -> None:
+def deploy(artifact: str, audit: Path, episodes: int, shift_after: int | None, seed: int, campaign: str = "loud",
+           review: tuple[float, Path] | None = None, truth: Path | None = None) -> None:
     """An enforcing deployment writing its audit log; after ``shift_after`` episodes, an attack campaign."""
     audit.unlink(missing_ok=True)
-    guard = _guard(artifact, audit=audit)
+    guard = _guard(artifact, review, audit=audit)
     rng = random.Random(seed)
+    rows, harmed = [], 0
     for k in range(episodes):
-        mix = CAMPAIGN if shift_after is not None and k >= shift_after else CALM
-        run_episode(guard, f"deployed-{seed}-{k:04d}", rng, mix)
-    shift = f", attack campaign from episode {shift_after + 1}" if shift_after is not None else ""
-    print(f"deployed {episodes} episodes (enforcing){shift}; audit log {audit}")
+        mix = CAMPAIGNS[campaign] if shift_after is not None and k >= shift_after else CALM
+        outcome = run_episode(guard, f"deployed-{seed}-{k:04d}", rng, mix)
+        rows.append(truth_line(outcome, mix.quiet))
+        harmed += outcome.harmed
+    if truth is not None:
+        truth.write_text("".join(row + "\n" for row in rows), encoding="utf-8")
+    shift = f", {campaign} attack campaign from episode {shift_after + 1}" if shift_after is not None else ""
+    rate = f", review rate {review[0]:g}" if review is not None else ""
+    told = f"; {harmed} sessions did a declared harm ({harmed / episodes:.3f}), written to {truth}" if truth else ""
+    print(f"deployed {episodes} episodes (enforcing){shift}{rate}; audit log {audit}{told}")
 
 
 def _pool(guard: Guard, mix: Mix, n: int, seed: int) -> np.ndarray:
@@ -176,18 +194,42 @@ def main(argv: list[str] | None = None) -> int:
     dep.add_argument("--episodes", type=int, default=200)
     dep.add_argument("--shift-after", type=int, default=None)
     dep.add_argument("--seed", type=int, default=1)
+    dep.add_argument("--campaign", choices=sorted(CAMPAIGNS), default="loud")
+    dep.add_argument("--review-rate", type=float, default=None, help="adds the policy's review section (rate p)")
+    dep.add_argument("--review-key-file", type=Path, default=None, help="the review key (with --review-rate)")
+    dep.add_argument("--truth", type=Path, default=None)
     fig = sub.add_parser("figures", help="the monitor's false-alarm rate and detection delay here")
     fig.add_argument("--artifact", required=True)
     fig.add_argument("--streams", type=int, default=200)
     fig.add_argument("--seed", type=int, default=2)
     fig.add_argument("--delta", type=float, default=0.05)
+    lab = sub.add_parser("label", help="the scripted reviewer fills in the sheet of `carbguard review`")
+    lab.add_argument("--sheet", type=Path, required=True)
+    lab.add_argument("--truth", type=Path, required=True)
+    lab.add_argument("--out", type=Path, required=True)
+    brk = sub.add_parser("breaker", help="a running guard switched by `carbguard monitor --trip`")
+    brk.add_argument("--artifact", required=True)
+    brk.add_argument("--audit", type=Path, required=True, help="the deployment's audit log the monitor reads")
+    brk.add_argument("--labels", type=Path, required=True)
+    brk.add_argument("--trip", type=Path, required=True)
+    brk.add_argument("--agent-audit", type=Path, required=True, help="the running guard's own audit log")
+    brk.add_argument("--new-artifact", default=None)
     args = parser.parse_args(argv)
-    if args.step == "record":
+    if args.step == "label":
+        labelled, harmed = fill_sheet(args.sheet, args.truth, args.out)
+        print(f"labelled {labelled} reviewed session(s), {harmed} with a declared harm, to {args.out}")
+    elif args.step == "breaker":
+        monitor = ["monitor", str(args.audit), "--artifact", args.artifact, "--labels", str(args.labels)]
+        return breaker_demo(_guard, args.artifact, monitor, args.trip, args.agent_audit, args.new_artifact)
+    elif args.step == "record":
         record(args.out, args.episodes, args.seed)
     elif args.step == "demo":
         return demo(args.artifact)
     elif args.step == "deploy":
-        deploy(args.artifact, args.audit, args.episodes, args.shift_after, args.seed)
+        if (args.review_rate is None) != (args.review_key_file is None):
+            parser.error("--review-rate and --review-key-file go together")
+        review = None if args.review_rate is None else (args.review_rate, args.review_key_file)
+        deploy(args.artifact, args.audit, args.episodes, args.shift_after, args.seed, args.campaign, review, args.truth)
     else:
         figures(args.artifact, args.streams, args.seed, args.delta)
     return 0
