@@ -122,7 +122,8 @@ def test_breaker_switches_a_running_guard(loop: dict[str, str]) -> None:
 
 def test_exchangeable_stream_stays_quiet(loop: dict[str, str]) -> None:
     """The same commands on a stream without a campaign (the calibration distribution, seed 2): the risk monitor
-    does not alarm.  Catches a monitor that alarms on traffic whose realised loss is about α."""
+    does not alarm.  Catches a monitor that alarms on traffic whose realised loss is below α (planted: α and δ
+    swapped in the sampled risk test -> alarm at level 0.05)."""
     where, env = Path(loop["_dir"]), {**os.environ, "PYTHONPATH": str(ROOT)}
     commands = [
         ".venv/bin/python -m examples.own_deployment.run deploy --artifact od/artifact.json --audit od/calm.jsonl "
