@@ -1,10 +1,16 @@
-"""The circuit breaker: on a monitor's alarm a running guard switches to its fallback threshold, audited.
+"""The circuit breaker: on a monitor's alarm a running guard switches to its fallback, audited.
 
-:meth:`guard.runtime.Guard.trip` (thread-safe, idempotent) switches the guard's threshold to the
-fallback — a stricter artifact's threshold, or ``-inf`` (policy ``calibration.fallback: escalate``,
-the default): every scored call escalates — and writes one audit entry
-``{"event": "breaker", "kind": "breaker", "reason", "from", "to"}`` *before* the switch is reported;
-if that write fails the guard trips anyway (fail closed) and the failure is logged.
+:meth:`guard.runtime.Guard.trip` (thread-safe, idempotent) switches the guard to its fallback and
+writes one audit entry ``{"event": "breaker", "kind": "breaker", "reason", "from", "to"}`` *before*
+the switch is reported; if that write fails the guard trips anyway (fail closed) and the failure is
+logged.  The fallback is one of:
+
+- ``escalate`` (policy ``calibration.fallback: escalate``, the default; ``fallback=-inf``): every
+  call of a sink or of a tool with a side effect (every call the ledger can charge; a tool the policy
+  does not know counts as one) escalates, :meth:`Breaker.escalates`; reads keep the calibrated
+  threshold, so the agent can still look things up while a human decides each action.  ``to`` is
+  ``{"threshold": <unchanged>, "artifact": null, "escalate": "sinks and side effects"}``;
+- a stricter artifact's threshold, which replaces the guard's (never a looser one).
 
 A running process trips on an alarm without a restart through a *trip file*: ``carbguard monitor
 ... --trip FILE`` writes ``{"artifact": ID, "reason": ...}`` there on an alarm, and a guard built with
@@ -27,6 +33,7 @@ from typing import Any
 
 from guard.errors import GuardError
 from guard.jsonio import loads_strict
+from guard.policy import Effect, ToolKind, ToolSpec
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
@@ -46,6 +53,7 @@ class Breaker:
         self.fallback_id = fallback_id
         self.trip_file = None if trip_file is None else Path(trip_file)
         self.tripped = False
+        self.escalate_actions = False
         self.reason: str | None = None
         self._seen: tuple[int, int] | None = None
         self._lock = threading.Lock()
@@ -56,14 +64,20 @@ class Breaker:
             if self.tripped:
                 return False
             text = str(reason)[:500]
+            actions = math.isinf(self.fallback) and self.fallback < 0
+            after = guard.threshold if actions else min(self.fallback, guard.threshold)  # never looser
+            to: dict[str, Any] = {"threshold": _enc(after), "artifact": self.fallback_id}
+            if actions:
+                to["escalate"] = "sinks and side effects"
             entry: dict[str, Any] = {
                 "event": "breaker",
                 "kind": "breaker",
                 "reason": text,
                 "from": {"threshold": _enc(guard.threshold), "artifact": guard.artifact_id},
-                "to": {"threshold": _enc(min(self.fallback, guard.threshold)), "artifact": self.fallback_id},
+                "to": to,
             }
-            guard.threshold = min(self.fallback, guard.threshold)  # never looser than what ran
+            guard.threshold = after
+            self.escalate_actions = actions
             self.tripped = True
             self.reason = text
             sink: AuditSink | None = guard.audit
@@ -73,6 +87,13 @@ class Breaker:
                 except Exception as exc:  # noqa: BLE001 - tripped anyway: the stricter side
                     LOG.error("breaker entry not written: %s", exc)
             return True
+
+    def escalates(self, spec: ToolSpec | None) -> bool:
+        """Whether the tripped ``escalate`` fallback escalates a call of this tool (a sink or a side effect;
+        a tool the policy does not know counts as one)."""
+        if not self.escalate_actions:
+            return False
+        return spec is None or spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE
 
     def poll(self, guard: Any) -> None:
         """Trip ``guard`` if its trip file (changed since the last look) names its artifact; never raises."""

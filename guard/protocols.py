@@ -60,6 +60,12 @@ class Certifier(Protocol):
         ...
 
 
+class Escalation(Protocol):
+    """The circuit breaker as the gate sees it (:class:`guard.breaker.Breaker`)."""
+
+    def escalates(self, spec: ToolSpec | None) -> bool: ...
+
+
 class GuardConfig(Protocol):
     """What the stages of one decision read from the guard that owns the session."""
 
@@ -77,6 +83,8 @@ class GuardConfig(Protocol):
     def certifier(self) -> Certifier: ...
     @property
     def mode(self) -> str: ...
+    @property
+    def breaker(self) -> Escalation: ...
 
 
 class SessionState(Protocol):

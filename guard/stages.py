@@ -122,6 +122,11 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
             reason=Reason.RISK_BUDGET,
             message=f"risk score {score:.3f} exceeds the calibrated threshold {guard.threshold:.3f}",
         )
+    if guard.breaker.escalates(guard.policy.tool(tool)):  # guard.breaker: after an alarm, a human decides actions
+        return dataclasses.replace(
+            base, verdict=Verdict.ESCALATE, reason=Reason.RISK_BUDGET,
+            message="circuit breaker tripped: every sink and side-effectful call escalates until recalibration",
+        )
     return certify(session, node, base)
 
 

@@ -294,7 +294,8 @@ def test_trip_file_on_alarm_trips_a_running_guard(
     policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`monitor --trip FILE` writes the trip file on an alarm only, and a running guard of that artifact then
-    escalates at its very next decision with one breaker entry audited (which the monitor itself skips).
+    escalates its very next sink call (a read still executes) with one breaker entry audited (which the monitor
+    itself skips).
 
     Catches: a trip file written without an alarm, none written on a risk alarm (planted: written on the score
     alarm only), and breaker entries counted as entries of other artifacts."""
@@ -315,9 +316,8 @@ def test_trip_file_on_alarm_trips_a_running_guard(
     argv = ["monitor", str(audit), "--artifact", str(artifact), "--labels", str(harmed), "--trip", str(trip)]
     assert main(argv) == 3
     assert json.loads(trip.read_text())["artifact"] == art.artifact_id
-    tool = next(d for d in session.decisions.values()).tool
-    assert session.decide(tool, dict(next(d for d in session.decisions.values()).args or {}), "after").verdict.value \
-        == "escalate"
+    assert session.decide("post_to_slack", {"channel": "#general", "text": "hi"}, "after").verdict.value == "escalate"
+    assert session.decide("read_inbox", {}, "read-after").verdict.value == "execute"  # reads keep the threshold
     entries = read_entries(audit)
     assert [e["reason"] for e in entries if e.get("kind") == "breaker"] == [
         f"trip file {trip}: carbguard monitor: risk alarm on {audit}"]

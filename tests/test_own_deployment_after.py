@@ -100,12 +100,13 @@ def test_risk_monitor_alarms_within_150_reviewed_sessions(loop: dict[str, str]) 
 def test_breaker_switches_a_running_guard(loop: dict[str, str]) -> None:
     """Catches a running guard that does not switch at its next decision after `monitor --trip` (planted: the trip
     file not polled in decide -> send_email executes), a restart on the same artifact that is not tripped, a
-    new calibration that stays tripped, or breaker lines on the page that the step did not print."""
+    fallback that stops reads too, a new calibration that stays tripped, or breaker lines on the page that the
+    step did not print."""
     lines = loop["breaker"].splitlines()
     assert lines[0].endswith("read_file -> execute")
     assert lines[1].endswith(": exit 3")
-    assert "send_email -> escalate (threshold -inf)" in lines[2] and "risk alarm" in lines[2]
-    assert lines[3] == "restarted on the same artifact: read_file -> escalate"
+    assert "send_email -> escalate (circuit breaker tripped" in lines[2] and "risk alarm" in lines[2]
+    assert lines[3] == "restarted on the same artifact: read_file -> execute, send_email -> escalate"
     assert lines[4].endswith("read_file -> execute, send_email -> execute")
     entries = [json.loads(x) for x in (Path(loop["_dir"]) / "od" / "agent.jsonl").read_text().splitlines()]
     assert [e["kind"] for e in entries if e.get("kind") == "breaker"] == ["breaker", "breaker"]

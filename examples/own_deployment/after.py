@@ -8,8 +8,9 @@
   ``mode: override`` and the harms found (``[]``: reviewed, no harm).
 - :func:`breaker_demo` (``run breaker``): a running guard with a trip file; while it serves a session,
   the periodic monitoring job runs ``carbguard monitor ... --labels ... --trip FILE``; the guard's very
-  next decision is under the fallback, with a ``breaker`` audit entry.  A guard restarted on the same
-  artifact is tripped at its first decision; one loaded with a new calibration is not.
+  next decision is under the fallback (the policy's default, ``escalate``: every sink call escalates,
+  reads still run), with a ``breaker`` audit entry.  A guard restarted on the same artifact is tripped
+  at its first decision; one loaded with a new calibration is not.
 """
 
 from __future__ import annotations
@@ -119,13 +120,13 @@ def breaker_demo(
     session.close()
     entry = next((e for e in read_entries(audit) if e.get("kind") == "breaker"), None)
     print(
-        f"same session, next decision: send_email -> {after.verdict.value} (threshold {guard.threshold:g}); "
+        f"same session, next decision: send_email -> {after.verdict.value} ({after.message}); "
         f"breaker audit entry: {None if entry is None else entry['reason']}"
     )
     restarted = _send_plan(guard_for(artifact, audit=audit, trip_file=trip), "live-1")
     print(f"restarted on the same artifact: {', '.join(restarted)}")
     ok = done.returncode == 3 and after.verdict.value == "escalate" and entry is not None
-    ok = ok and restarted[0].endswith("escalate")
+    ok = ok and restarted == ["read_file -> execute", "send_email -> escalate"]
     if new_artifact is not None:
         fresh = _send_plan(guard_for(new_artifact, audit=audit, trip_file=trip), "live-2")
         print(f"new calibration {guard_for(new_artifact).artifact_id}: {', '.join(fresh)}")

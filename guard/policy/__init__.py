@@ -235,7 +235,8 @@ class CalibrationSpec(_Strict):
     fallback: str = Field(
         default="escalate",
         min_length=1,
-        description="What the circuit breaker switches to on an alarm: 'escalate' (every scored call escalates) "
+        description="What the circuit breaker switches to on an alarm: 'escalate' (every call of a sink or of a "
+        "side-effectful tool escalates; reads keep the threshold) "
         "or a stricter artifact's path, relative to the policy file.",
     )
 
