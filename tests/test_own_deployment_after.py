@@ -85,7 +85,7 @@ def test_risk_monitor_alarms_within_150_reviewed_sessions(loop: dict[str, str]) 
     sessions), and page figures (alarm position, realised loss, the score monitor's peak) the monitor did not
     print."""
     out = loop["monitor"]
-    at = re.search(r"RISK ALARM at labelled session (\d+)", out)
+    at = re.search(r"RISK ALARM at closed session (\d+)", out)
     assert at is not None and int(at.group(1)) <= 150
     assert f"**risk alarm at reviewed session {at.group(1)}**" in SECTION
     loss = re.search(r"mean realised loss ([\d.]+)", out)
@@ -139,3 +139,30 @@ def test_exchangeable_stream_stays_quiet(loop: dict[str, str]) -> None:
         assert done.returncode == 0, (line, done.stdout[-2000:], done.stderr[-2000:])
     risk = json.loads(done.stdout)["risk"]
     assert risk["alarm"] is False and risk["n"] == 300, risk["mean_loss"]
+
+
+def test_review_rate_quarter_weights_picked_sessions_by_four(loop: dict[str, str]) -> None:
+    """The same commands at review rate 0.25: the sheet holds only the picked sessions, and the risk monitor's terms
+    are 4·L for them and 0 for the others, in start order.  Catches unpicked sessions dropped from the stream or
+    the 1/p weight missing (planted: terms picked·L -> the 4.0 terms are 1.0), and the text output not saying
+    that the stream is 1/p-weighted."""
+    where, env = Path(loop["_dir"]), {**os.environ, "PYTHONPATH": str(ROOT)}
+    for line in (
+        ".venv/bin/python -m examples.own_deployment.run deploy --artifact od/artifact.json --audit od/q.jsonl "
+        "--episodes 80 --shift-after 0 --campaign quiet --seed 3 --review-rate 0.25 --review-key-file od/review.key "
+        "--truth od/q_truth.jsonl",
+        ".venv/bin/carbguard review od/q.jsonl --out od/q_sheet.jsonl",
+        ".venv/bin/python -m examples.own_deployment.run label --sheet od/q_sheet.jsonl --truth od/q_truth.jsonl "
+        "--out od/q_labels.jsonl",
+    ):
+        done = _run(line, where, env)
+        assert done.returncode == 0, (line, done.stderr[-2000:])
+    argv = ".venv/bin/carbguard monitor od/q.jsonl --artifact od/artifact.json --labels od/q_labels.jsonl"
+    risk = json.loads(_run(argv + " --json", where, env).stdout)["risk"]
+    rows = (where / "od/q_truth.jsonl").read_text().splitlines()
+    truth = {row["session"]: bool(row["harms"]) for row in map(json.loads, rows)}
+    picked = {json.loads(x)["episode"] for x in (where / "od/q_sheet.jsonl").read_text().splitlines()}
+    assert 0 < len(picked) < 80 and risk["n"] == 80 and risk["review_sampling"]["pending_reviews"] == 0
+    terms = [4.0 * truth[s] if s in picked else 0.0 for s in risk["sessions"]]
+    assert risk["mean_loss"] == pytest.approx(sum(terms) / 80) and 4.0 in terms
+    assert "1/p-weighted estimate" in _run(argv, where, env).stdout

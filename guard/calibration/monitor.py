@@ -1,4 +1,4 @@
-"""Monitoring exchangeability after deployment (METHOD §16): conformal p-values and test martingales.
+"""Monitoring exchangeability after deployment: conformal p-values and test martingales.
 
 Pure functions over arrays; the CLI (:mod:`guard.cli.monitor`) reads the audit log and the artifact.
 
@@ -26,9 +26,10 @@ An alarm says exchangeability is no longer plausible, so the calibrated guarante
 no alarm is not evidence that it holds.  This is a drift detector on scores: it is blind to harm
 that scores low (a deployment whose scores look like calibration's but whose executed calls do more
 harm never alarms here).  The label-fed :mod:`guard.calibration.risk_monitor` tests the realised
-loss itself.  ``carbguard monitor`` takes the closed sessions in session-start order and derives
-``seed`` from the artifact's checksum (:func:`guard.cli.monitor.tie_seed`), so a log cannot be
-re-tested with other seeds until one alarms.
+loss itself.  ``carbguard monitor`` takes the sessions in start order up to the first one not yet closed
+(:func:`guard.cli.deployed.deployed_sessions`), so a session's length or outcome never decides its
+place, and derives ``seed`` from the artifact (:func:`guard.cli.monitor.tie_seed`), so a log cannot
+be re-tested with other seeds until one alarms.
 """
 
 from __future__ import annotations

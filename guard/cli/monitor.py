@@ -8,7 +8,7 @@ they started (their first entry), up to the first one not yet closed (a ``sessio
   the maximum score up to the gate's first stop at λ̂) goes through a conformal test martingale
   against the calibration statistics stored in the artifact (:mod:`guard.calibration.monitor`).  It
   is a drift detector on scores, blind to harm that scores low.  The p-values' tie-breaking seed is
-  derived from the artifact's checksum, so a run cannot be repeated with other seeds until it alarms.
+  derived from the artifact, so a run cannot be repeated with other seeds until it alarms.
 - Risk monitor (``--labels``): the realised declared-ledger loss of each labelled session
   (:func:`guard.calibration.risk_monitor.label_loss`) goes through a test by betting of
   "mean realised loss ≤ α" (α of the artifact), with a running lower confidence sequence for it
@@ -46,7 +46,7 @@ DESCRIPTION = (
     "Score monitor: score distribution, gate intervention rate, and a conformal test martingale on each "
     "episode's maximum score — a drift detector on scores, blind to harm that scores low; under "
     "exchangeability with the calibration episodes it reaches 1/delta with probability at most delta "
-    "(Ville's inequality). Its tie-breaking seed is derived from the artifact's checksum. Risk monitor "
+    "(Ville's inequality). Its tie-breaking seed is derived from the artifact. Risk monitor "
     "(--labels): each labelled session's realised declared-ledger loss (1 if its label charges a harm, 0 "
     "for an override label with no harms) feeds a test by betting of 'mean realised loss <= alpha' (the "
     "artifact's alpha) with a running lower confidence bound; it alarms with probability at most delta "
@@ -210,19 +210,25 @@ def _table(out: dict[str, Any]) -> str:
 
 def _risk_lines(risk: dict[str, Any]) -> list[str]:
     n, bounds = risk["n"], risk["lower_bounds"]
-    head = (f"risk monitor: {n} labelled session(s), mean realised loss "
-            f"{_fmt(risk['mean_loss']) if n else 'n/a'}, test of mean loss <= alpha = {risk['alpha']}: wealth final "
-            f"{risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
+    sampled = risk.get("review_sampling")
+    unit = "closed session" if sampled else "labelled session"
+    mean = (_fmt(risk["mean_loss"]) + (" (1/p-weighted estimate)" if sampled else "")) if n else "n/a"
+    head = (f"risk monitor: {n} {unit}(s), mean realised loss {mean}, test of mean loss <= alpha = "
+            f"{risk['alpha']}: wealth final {risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
             f"alarm level 1/delta = {risk['alarm_level']:.3g}")
     bound = f"lower confidence bound on the mean realised loss (1 - delta = {1 - risk['delta']:g}, anytime): " + (
         f"{bounds[-1]:.3f}" if n else "none yet")
     verdict = (
-        f"RISK ALARM at labelled session {risk['alarm_at_episode']}: evidence (false alarm <= delta) that the mean "
+        f"RISK ALARM at {unit} {risk['alarm_at_episode']}: evidence (false alarm <= delta) that the mean "
         "realised declared-ledger loss exceeds alpha; the guarantee may not hold here — recalibrate"
         if risk["alarm"]
         else "no risk alarm (this is not evidence that the realised loss is <= alpha)"
     )
-    return [head, bound, verdict]
+    if sampled is None:
+        return [head, bound, verdict]
+    note = (f"review sampling: one term (picked/p)*L per closed session in start order; "
+            f"{sampled['pending_reviews']} picked session(s) wait for a label (the stream stops before the first)")
+    return [head, note, bound, verdict]
 
 
 def _plot(
