@@ -8,14 +8,17 @@ skipped, it does not (the two negative controls)."""
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from guard.calibration.monitor import monitor
-from guard.cli.deployed import deployed_sessions
+from guard.cli.deployed import deployed_sessions, realised_losses, sampled_terms
+from guard.errors import GuardError
 from tests.monitor_support import max_alarms
 
 CHECKSUM = "c" * 64
@@ -119,3 +122,42 @@ def test_stream_stops_before_the_first_open_session() -> None:
     assert running.open_sessions == 1
     done = deployed_sessions([decide[0], decide[1], ends[0], ends[1]], CHECKSUM, 1.0)
     assert done.sessions == ("A", "B") and done.statistics == (0.9, 0.2) and done.blocked_by is None
+
+
+def _label_file(path: Path, rows: list[tuple[str, bool]]) -> str:
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "episode": s,
+                    "harms": [{"category": "privacy_flow"}] if h else [],
+                    "mode": "override",
+                    "by": "t",
+                    "why": "t",
+                }
+            )
+            + "\n"
+            for s, h in rows
+        )
+    )
+    return str(path)
+
+
+def test_labels_of_waiting_sessions_are_kept_for_later(tmp_path: Path) -> None:
+    """A is open, B closed behind it: B's label is neither refused nor read; once A closes, both enter in start
+    order.  Under review sampling a waiting session's label is refused all the same if it was not picked.
+    Catches labels of waiting sessions refused as unknown (planted: the waiting check removed -> GuardError)."""
+    decide = [{"session": s, "artifact": ARTIFACT, "call_id": "c0", "score": 0.1} for s in ("A", "B")]
+    end = {s: {"event": "session_end", "session": s, "artifact": ARTIFACT, "stop_max": 0.1} for s in ("A", "B")}
+    labels = _label_file(tmp_path / "l.jsonl", [("B", True)])
+    assert realised_losses(labels, deployed_sessions([*decide, end["B"]], CHECKSUM, 1.0)) == ([], [])
+    both = _label_file(tmp_path / "both.jsonl", [("B", True), ("A", False)])
+    assert realised_losses(both, deployed_sessions([*decide, end["B"], end["A"]], CHECKSUM, 1.0)) == (
+        ["A", "B"],
+        [0.0, 1.0],
+    )
+    sampled = {s: {**e, "review": {"picked": s == "A", "p": 0.5}} for s, e in end.items()}
+    running = deployed_sessions([*decide, sampled["B"]], CHECKSUM, 1.0)
+    assert running.waiting_ids == {"B"} and running.waiting_picked == frozenset()
+    with pytest.raises(GuardError, match="not a closed session picked"):
+        sampled_terms(labels, running)

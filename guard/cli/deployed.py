@@ -39,6 +39,10 @@ class Deployed:
     """Closed sessions that started after the first open one: left out until it closes."""
     blocked_by: str | None = None
     """The first session (in start order) not yet closed, if any."""
+    waiting_ids: frozenset[str] = frozenset()
+    """The closed sessions that wait behind it; their labels are kept for later, not read now."""
+    waiting_picked: frozenset[str] = frozenset()
+    """Those of them that review sampling picked."""
 
 
 def _decode(value: Any) -> float | None:
@@ -95,6 +99,8 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         reviews=tuple(s.review for _, s in closed),
         waiting=sum(1 for _, s in started[cut:] if s.closed),
         blocked_by=started[cut][0] if cut < len(started) else None,
+        waiting_ids=frozenset(sid for sid, s in started[cut:] if s.closed),
+        waiting_picked=frozenset(sid for sid, s in started[cut:] if s.closed and s.review and s.review[0]),
     )
 
 
@@ -114,6 +120,7 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
     Unpicked sessions are 0 terms; the stream stops before the first picked session without a label
     (returned: how many picked sessions wait for one).  A label of an unpicked session, or a log
     mixing sampled and unsampled sessions, is refused (fail closed: either would bias the test).
+    Labels of picked sessions that wait behind an open one are kept for a later run, not read now.
     """
     from guard.calibration.risk_monitor import label_loss
     from guard.ledger.labels import read_labels
@@ -122,7 +129,10 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
         raise GuardError("audit log mixes sessions with and without review sampling; monitor them separately")
     labels = read_labels(labels_path)
     picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
-    stray = sorted((lab for sid, lab in labels.items() if sid not in picked), key=lambda lab: lab.line)
+    stray = sorted(
+        (lab for sid, lab in labels.items() if sid not in picked and sid not in deployed.waiting_picked),
+        key=lambda lab: lab.line,
+    )
     if stray:
         raise GuardError(
             f"{labels_path}:{stray[0].line}: episode: {stray[0].episode!r} is not a closed session picked for "
@@ -155,19 +165,25 @@ def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold:
 
 
 def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
-    """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels)."""
+    """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels).
+
+    Labels of closed sessions that wait behind an open one are kept for a later run, not read now.
+    """
     from guard.calibration.risk_monitor import label_loss
     from guard.ledger.labels import read_labels
 
     labels = read_labels(labels_path)
     known = {sid: k for k, sid in enumerate(deployed.sessions)}
-    unknown = sorted((lab for sid, lab in labels.items() if sid not in known), key=lambda lab: lab.line)
+    unknown = sorted(
+        (lab for sid, lab in labels.items() if sid not in known and sid not in deployed.waiting_ids),
+        key=lambda lab: lab.line,
+    )
     if unknown:
         raise GuardError(
             f"{labels_path}:{unknown[0].line}: episode: {unknown[0].episode!r} is not a closed session decided under "
             f"the artifact ({len(unknown)} label(s) name no such session)"
         )
-    order = sorted(labels, key=lambda sid: known[sid])
+    order = sorted((sid for sid in labels if sid in known), key=lambda sid: known[sid])
     losses = [
         label_loss(
             labels[sid],
