@@ -73,11 +73,11 @@ def test_at_most_ten_commands() -> None:
 def test_quiet_campaign_is_about_two_and_a_half_alpha(loop: dict[str, str]) -> None:
     """Catches a campaign that is not the one the page describes: its realised loss must lie within 3 standard
     errors of 2.5α over the deployed sessions, and the page quotes what deploy printed."""
-    printed = re.search(r"(\d+) sessions did a declared harm \(([\d.]+)\)", loop["deploy"])
+    printed = re.search(r"deployed (\d+) episodes.* (\d+) sessions did a declared harm \(([\d.]+)\)", loop["deploy"])
     assert printed is not None
-    share, n = float(printed.group(2)), int(re.search(r"deployed (\d+) episodes", loop["deploy"]).group(1))  # type: ignore[union-attr]
+    n, harmed, share = int(printed.group(1)), printed.group(2), float(printed.group(3))
     assert abs(share - 0.25) <= 3 * (0.25 * 0.75 / n) ** 0.5, share
-    assert f"{printed.group(1)} of the {n} sessions did a declared harm ({printed.group(2)})" in SECTION
+    assert f"{harmed} of the {n} sessions did a declared harm ({printed.group(3)})" in SECTION
 
 
 def test_risk_monitor_alarms_within_150_reviewed_sessions(loop: dict[str, str]) -> None:
