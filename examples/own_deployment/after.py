@@ -19,6 +19,7 @@ import json
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +99,18 @@ def _send_plan(guard: Guard, sid: str) -> list[str]:
 
 
 def breaker_demo(
-    guard_for: Any, artifact: str, monitor_argv: list[str], trip: Path, audit: Path, new_artifact: str | None
+    guard_for: Callable[..., Guard],
+    artifact: str,
+    monitor_argv: list[str],
+    trip: Path,
+    audit: Path,
+    new_artifact: str | None,
 ) -> int:
     """The breaker in a running process (see the module); 0 if every step behaved as described, else 1."""
     if trip.exists():
         raise SystemExit(f"{trip} exists already; remove it to watch the monitor write it")
-    guard: Guard = guard_for(artifact, audit=audit, trip_file=trip)
+    audit.unlink(missing_ok=True)
+    guard = guard_for(artifact, audit=audit, trip_file=trip)
     session = guard.session("live-0")
     session.observe_user("Please send docs/plan.md to bob@corp.example.")
     world = make_world(random.Random(7), None)
