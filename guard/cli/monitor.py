@@ -135,12 +135,23 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
     elif args.labels:
         labelled, losses = realised_losses(args.labels, deployed)
         risk = risk_monitor(losses, artifact.alpha, args.delta)
-    result = monitor(calibration, list(deployed.statistics), artifact.threshold, delta=args.delta,
-                     martingale=args.martingale, seed=tie_seed(artifact.body))
+    result = monitor(
+        calibration,
+        list(deployed.statistics),
+        artifact.threshold,
+        delta=args.delta,
+        martingale=args.martingale,
+        seed=tie_seed(artifact.body),
+    )
     out: dict[str, Any] = {
-        "audit": str(args.audit), "artifact": artifact.artifact_id, "threshold": _enc(artifact.threshold),
-        "ignored_entries": deployed.ignored, "open_sessions": deployed.open_sessions,
-        "waiting_sessions": deployed.waiting, "first_open_session": deployed.blocked_by, **result.to_json(),
+        "audit": str(args.audit),
+        "artifact": artifact.artifact_id,
+        "threshold": _enc(artifact.threshold),
+        "ignored_entries": deployed.ignored,
+        "open_sessions": deployed.open_sessions,
+        "waiting_sessions": deployed.waiting,
+        "first_open_session": deployed.blocked_by,
+        **result.to_json(),
     }
     if risk is not None:
         out["risk"] = {"labels": str(args.labels), "sessions": labelled, **sampled, **risk.to_json()}
@@ -157,8 +168,18 @@ def _delay_table(args: argparse.Namespace) -> int:
     streams = 2000 if args.streams is None else args.streams
     cells = delay_table(alpha, args.delta, streams=streams)
     if args.json:
-        print(json.dumps({"alpha": alpha, "delta": args.delta, "streams": streams, "seed": 0,
-                          "rows": [c.to_json() for c in cells]}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "alpha": alpha,
+                    "delta": args.delta,
+                    "streams": streams,
+                    "seed": 0,
+                    "rows": [c.to_json() for c in cells],
+                },
+                indent=1,
+            )
+        )
     else:
         print(format_table(cells, alpha, args.delta, streams, 0))
     return 0
@@ -181,8 +202,10 @@ def _table(out: dict[str, Any]) -> str:
         ("max score, 90th percentile", "p90"),
         ("max score, mean (finite)", "mean_finite"),
     ]
-    lines = [f"monitor {out['audit']} against {out['artifact']} (threshold {_fmt(out['threshold'])})",
-             f"{'':28}{'calibration':>14}{'deployed':>14}"]
+    lines = [
+        f"monitor {out['audit']} against {out['artifact']} (threshold {_fmt(out['threshold'])})",
+        f"{'':28}{'calibration':>14}{'deployed':>14}",
+    ]
     lines += [f"{label:28}{_fmt(cal[key]):>14}{_fmt(dep[key]):>14}" for label, key in rows]
     verdict = (
         f"ALARM at deployed episode {out['alarm_at_episode']}: exchangeability is not plausible; the calibrated "
@@ -213,11 +236,14 @@ def _risk_lines(risk: dict[str, Any]) -> list[str]:
     sampled = risk.get("review_sampling")
     unit = "closed session" if sampled else "labelled session"
     mean = (_fmt(risk["mean_loss"]) + (" (1/p-weighted estimate)" if sampled else "")) if n else "n/a"
-    head = (f"risk monitor: {n} {unit}(s), mean realised loss {mean}, test of mean loss <= alpha = "
-            f"{risk['alpha']}: wealth final {risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
-            f"alarm level 1/delta = {risk['alarm_level']:.3g}")
+    head = (
+        f"risk monitor: {n} {unit}(s), mean realised loss {mean}, test of mean loss <= alpha = "
+        f"{risk['alpha']}: wealth final {risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
+        f"alarm level 1/delta = {risk['alarm_level']:.3g}"
+    )
     bound = f"lower confidence bound on the mean realised loss (1 - delta = {1 - risk['delta']:g}, anytime): " + (
-        f"{bounds[-1]:.3f}" if n else "none yet")
+        f"{bounds[-1]:.3f}" if n else "none yet"
+    )
     verdict = (
         f"RISK ALARM at {unit} {risk['alarm_at_episode']}: evidence (false alarm <= delta) that the mean "
         "realised declared-ledger loss exceeds alpha; the guarantee may not hold here — recalibrate"
@@ -226,13 +252,19 @@ def _risk_lines(risk: dict[str, Any]) -> list[str]:
     )
     if sampled is None:
         return [head, bound, verdict]
-    note = (f"review sampling: one term (picked/p)*L per closed session in start order; "
-            f"{sampled['pending_reviews']} picked session(s) wait for a label (the stream stops before the first)")
+    note = (
+        f"review sampling: one term (picked/p)*L per closed session in start order; "
+        f"{sampled['pending_reviews']} picked session(s) wait for a label (the stream stops before the first)"
+    )
     return [head, note, bound, verdict]
 
 
 def _plot(
-    path_values: Any, delta: float, alarm_at: int | None, risk: dict[str, Any] | None, out: str,
+    path_values: Any,
+    delta: float,
+    alarm_at: int | None,
+    risk: dict[str, Any] | None,
+    out: str,
     inputs: list[str | None],
 ) -> None:
     try:
@@ -257,8 +289,12 @@ def _plot(
         ax.step(steps, risk["lower_bounds"], where="post", label=f"lower confidence bound (1 − δ = {1 - delta:g})")
         ax.axhline(risk["alpha"], color="red", linestyle="--", label=f"α = {risk['alpha']:g}")
         if risk["alarm_at_episode"] is not None:
-            ax.axvline(risk["alarm_at_episode"], color="grey", linestyle=":",
-                       label=f"risk alarm at session {risk['alarm_at_episode']}")
+            ax.axvline(
+                risk["alarm_at_episode"],
+                color="grey",
+                linestyle=":",
+                label=f"risk alarm at session {risk['alarm_at_episode']}",
+            )
         ax.set(xlabel="labelled session", ylabel="mean realised loss", title="Risk monitor (labels)", ylim=(0, 1))
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -300,26 +336,43 @@ def _count(text: str) -> int:
 
 def register(sub: Any) -> None:
     """``carbguard monitor``."""
-    parser = sub.add_parser("monitor", help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm)",
-                            description=DESCRIPTION)
+    parser = sub.add_parser(
+        "monitor",
+        help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm)",
+        description=DESCRIPTION,
+    )
     parser.add_argument("audit", nargs="?", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--artifact", help="the calibration artifact the guard ran with (required with AUDIT)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
     parser.add_argument("--delta", type=_delta, default=0.05, help="false-alarm level δ (default 0.05)")
-    parser.add_argument("--martingale", choices=("jumper", "power"), default="jumper",
-                        help="simple jumper (default; recovers after long exchangeable runs) or power mixture")
-    parser.add_argument("--labels", metavar="LABELS",
-                        help="labels file keyed by session id (the ledger labels format): feeds the risk monitor")
-    parser.add_argument("--trip", metavar="FILE",
-                        help="on an alarm, write this trip file: a guard run with trip_file=FILE switches to its "
-                        "fallback at its next decision (guard.breaker)")
+    parser.add_argument(
+        "--martingale",
+        choices=("jumper", "power"),
+        default="jumper",
+        help="simple jumper (default; recovers after long exchangeable runs) or power mixture",
+    )
+    parser.add_argument(
+        "--labels",
+        metavar="LABELS",
+        help="labels file keyed by session id (the ledger labels format): feeds the risk monitor",
+    )
+    parser.add_argument(
+        "--trip",
+        metavar="FILE",
+        help="on an alarm, write this trip file: a guard run with trip_file=FILE switches to its "
+        "fallback at its next decision (guard.breaker)",
+    )
     parser.add_argument("--seed", type=int, default=None, help=argparse.SUPPRESS)  # removed: an error if given
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--delay-table", action="store_true",
-                        help="print the risk monitor's false-alarm rates and detection delays at mean risk 1.5, 2 "
-                        "and 3 alpha, at review rates 1 and 0.25 (seeded Monte Carlo, seed 0) and exit")
+    parser.add_argument(
+        "--delay-table",
+        action="store_true",
+        help="print the risk monitor's false-alarm rates and detection delays at mean risk 1.5, 2 "
+        "and 3 alpha, at review rates 1 and 0.25 (seeded Monte Carlo, seed 0) and exit",
+    )
     parser.add_argument("--alpha", type=_unit, default=None, help="with --delay-table: alpha (default 0.1)")
-    parser.add_argument("--streams", type=_count, default=None,
-                        help="with --delay-table: streams per row (default 2000)")
+    parser.add_argument(
+        "--streams", type=_count, default=None, help="with --delay-table: streams per row (default 2000)"
+    )
     parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")
     parser.set_defaults(func=_monitor)
