@@ -161,3 +161,21 @@ def test_labels_of_waiting_sessions_are_kept_for_later(tmp_path: Path) -> None:
     assert running.waiting_ids == {"B"} and running.waiting_picked == frozenset()
     with pytest.raises(GuardError, match="not a closed session picked"):
         sampled_terms(labels, running)
+
+
+def test_labels_of_other_artifacts_sessions_are_not_read(tmp_path: Path) -> None:
+    """One audit log, two calibrations: a labelling sheet covers the sessions of both, and the monitor of one artifact
+    reads only its own sessions' labels.  Catches those labels refused (planted: the other-artifact check removed
+    -> GuardError) or counted in this artifact's stream."""
+    old = {"session": "O", "artifact": "assistant#000000000000", "call_id": "c0", "score": 0.1}
+    old_end = {"event": "session_end", "session": "O", "artifact": old["artifact"], "stop_max": 0.1}
+    new = [
+        {"session": "N", "artifact": ARTIFACT, "call_id": "c0", "score": 0.1},
+        {"event": "session_end", "session": "N", "artifact": ARTIFACT, "stop_max": 0.1},
+    ]
+    deployed = deployed_sessions([old, old_end, *new], CHECKSUM, 1.0)
+    assert deployed.sessions == ("N",) and deployed.other_ids == {"O"}
+    labels = _label_file(tmp_path / "l.jsonl", [("O", True), ("N", False)])
+    assert realised_losses(labels, deployed) == (["N"], [0.0])
+    with pytest.raises(GuardError, match="not a closed session decided under"):
+        realised_losses(_label_file(tmp_path / "x.jsonl", [("X", True)]), deployed)

@@ -43,6 +43,8 @@ class Deployed:
     """The closed sessions that wait behind it; their labels are kept for later, not read now."""
     waiting_picked: frozenset[str] = frozenset()
     """Those of them that review sampling picked."""
+    other_ids: frozenset[str] = frozenset()
+    """Sessions decided under other artifacts: their labels belong to another stream and are not read."""
 
 
 def _decode(value: Any) -> float | None:
@@ -70,12 +72,14 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
     from guard.recorder import stop_max
 
     sessions: dict[str, _Session] = {}
+    others: set[str] = set()
     ignored = 0
     for line, entry in enumerate(entries, start=1):
         if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
             continue
         if _key(entry.get("artifact")) != checksum[:12]:
             ignored += 1
+            others.add(str(entry.get("session")))
             continue
         record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
         if entry.get("event") == "session_end":
@@ -101,6 +105,7 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         blocked_by=started[cut][0] if cut < len(started) else None,
         waiting_ids=frozenset(sid for sid, s in started[cut:] if s.closed),
         waiting_picked=frozenset(sid for sid, s in started[cut:] if s.closed and s.review and s.review[0]),
+        other_ids=frozenset(others - sessions.keys()),
     )
 
 
@@ -120,7 +125,8 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
     Unpicked sessions are 0 terms; the stream stops before the first picked session without a label
     (returned: how many picked sessions wait for one).  A label of an unpicked session, or a log
     mixing sampled and unsampled sessions, is refused (fail closed: either would bias the test).
-    Labels of picked sessions that wait behind an open one are kept for a later run, not read now.
+    Labels of picked sessions that wait behind an open one are kept for a later run, not read now, and
+    labels of sessions decided under other artifacts belong to their own streams.
     """
     from guard.calibration.risk_monitor import label_loss
     from guard.ledger.labels import read_labels
@@ -130,7 +136,7 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
     labels = read_labels(labels_path)
     picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
     stray = sorted(
-        (lab for sid, lab in labels.items() if sid not in picked and sid not in deployed.waiting_picked),
+        (lab for sid, lab in labels.items() if sid not in picked | deployed.waiting_picked | deployed.other_ids),
         key=lambda lab: lab.line,
     )
     if stray:
@@ -167,7 +173,8 @@ def deployed_statistics(entries: list[dict[str, Any]], checksum: str, threshold:
 def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], list[float]]:
     """The labelled closed sessions in session-start order and each one's realised loss (GuardError on bad labels).
 
-    Labels of closed sessions that wait behind an open one are kept for a later run, not read now.
+    Labels of closed sessions that wait behind an open one are kept for a later run, not read now, and
+    labels of sessions decided under other artifacts belong to their own streams.
     """
     from guard.calibration.risk_monitor import label_loss
     from guard.ledger.labels import read_labels
@@ -175,7 +182,11 @@ def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], li
     labels = read_labels(labels_path)
     known = {sid: k for k, sid in enumerate(deployed.sessions)}
     unknown = sorted(
-        (lab for sid, lab in labels.items() if sid not in known and sid not in deployed.waiting_ids),
+        (
+            lab
+            for sid, lab in labels.items()
+            if sid not in known and sid not in deployed.waiting_ids | deployed.other_ids
+        ),
         key=lambda lab: lab.line,
     )
     if unknown:
