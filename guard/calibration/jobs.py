@@ -59,7 +59,7 @@ class Corpus:
     def policies(self, selector: SelectorName) -> list[Policy]:
         """The distinct policies of the corpus, switched to ``selector``, by name."""
         if self.policy_of is None:
-            return [_suite_policy(s, selector) for s in sorted({e.meta.suite for e in self.episodes})]
+            return [suite_policy(s, selector) for s in sorted({e.meta.suite for e in self.episodes})]
         by_name = {p.name: p for p in self.policy_of.values()}
         return [by_name[name].with_selector(selector) for name in sorted(by_name)]
 
@@ -102,7 +102,7 @@ def load_corpus(
 
 
 @lru_cache(maxsize=64)
-def _suite_policy(suite: str, selector: SelectorName) -> Policy:
+def suite_policy(suite: str, selector: SelectorName) -> Policy:
     from guard.corpora import agentdojo
 
     return agentdojo.load_suite_policy(suite).with_selector(selector)
@@ -160,7 +160,7 @@ def corpus_functions(
 
 def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
     """The suite policy of an episode, switched to ``selector``."""
-    return lambda episode: _suite_policy(episode.meta.suite, selector)
+    return lambda episode: suite_policy(episode.meta.suite, selector)
 
 
 def score_selectors(

@@ -92,7 +92,7 @@ def _policy_schema(args: argparse.Namespace) -> int:
 
 def _policy_init(args: argparse.Namespace) -> int:
     from guard.policy import parse_policy
-    from guard.policy.loader import _read_yaml
+    from guard.policy.loader import read_yaml
     from guard.policy.skeleton import skeleton_yaml
 
     sources = [s for s in (args.from_langchain, args.from_openai_tools) if s] + (["mcp"] if args.from_mcp else [])
@@ -108,7 +108,7 @@ def _policy_init(args: argparse.Namespace) -> int:
         raise GuardError("a server command after -- needs --from-mcp")
     schemas, label = _read_tools(source, args.command)
     text = skeleton_yaml(schemas, args.name, label)  # already read back with the strict loader
-    policy = parse_policy(_read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
+    policy = parse_policy(read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
     left_out = [s.name for s in schemas if s.name not in policy.tools]
     if args.out is None:
         sys.stdout.write(text)

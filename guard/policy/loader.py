@@ -35,7 +35,7 @@ def read_policy_mapping(path: Path) -> tuple[Any, KeyLines]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".yaml", ".yml"):
-            return _read_yaml(text, path)
+            return read_yaml(text, path)
         if suffix == ".toml":
             return _read_toml(text, path), {}
         if suffix == ".json":
@@ -61,7 +61,7 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
+def read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
     try:
         node = yaml.compose(text, Loader=_NoAliasLoader)
         data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass

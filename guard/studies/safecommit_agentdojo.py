@@ -39,6 +39,7 @@ from guard.calibration.kappa import Case, calibration_episodes, collect_cases, k
 from guard.calibration.replay import EpisodeScores, assemble, feed
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import CalibrationError, GuardError
+from guard.jsonio import encode_float
 from guard.ledger import CATEGORIES, Ledger
 from guard.progress import Progress
 from guard.records import Episode, Record
@@ -211,7 +212,7 @@ def safecommit_replay_study(
         out["alphas"].append(
             {
                 "alpha": alpha,
-                "kappa": {m: (k if math.isfinite(k) else "+inf") for m, k in kappa.items()},
+                "kappa": {m: encode_float(k) for m, k in kappa.items()},
                 "kappa_cases": n_cases,
                 "counts": {k: counts.get(k, 0) for k in STOPS},
                 "counts_per_suite": {s: {k: by_suite.get((s, k), 0) for k in STOPS} for s in sorted(guards)},

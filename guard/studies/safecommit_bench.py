@@ -54,15 +54,15 @@ from guard.errors import CorpusError
 from guard.safecommit.certificate import certified_actions, choose_action
 from guard.safecommit.conformal import conformal_threshold, retained_mask
 from guard.safecommit.probes import best_blocked_action, expected_shrinkage, filter_by_outcome, select_probe
-from guard.studies._safecommit_bench_data import (
-    _IDENTITY,
-    _rng,
-)
 from guard.studies._safecommit_bench_data import ACTION_NAMES as ACTION_NAMES
 from guard.studies._safecommit_bench_data import BASE_SEED as BASE_SEED
 from guard.studies._safecommit_bench_data import DATA_DIR as DATA_DIR
 from guard.studies._safecommit_bench_data import DEFAULT_ETA as DEFAULT_ETA
 from guard.studies._safecommit_bench_data import FAMILIES as FAMILIES
+from guard.studies._safecommit_bench_data import (
+    IDENTITY,
+    stream_rng,
+)
 from guard.studies._safecommit_bench_data import MAX_WORLDS as MAX_WORLDS
 from guard.studies._safecommit_bench_data import METHODS as METHODS
 from guard.studies._safecommit_bench_data import PENALTY as PENALTY
@@ -168,12 +168,12 @@ def safecommit(eps: Episodes, kappa: float, budget: int, eta: float = DEFAULT_ET
     for _ in range(budget):
         active &= choose_action(certified_actions(eps.gamma, retained), UTILITY) < 0
         blocked = best_blocked_action(eps.gamma, retained, eps.weights, UTILITY)
-        shrink = expected_shrinkage(eps.gamma, retained, eps.weights, _IDENTITY, blocked)
+        shrink = expected_shrinkage(eps.gamma, retained, eps.weights, IDENTITY, blocked)
         probe = select_probe(shrink, costs, eta)
         active &= probe >= 0
         if not active.any():
             break
-        seen = filter_by_outcome(retained, _IDENTITY, np.maximum(probe, 0), (probe == eps.true).astype(np.intp))
+        seen = filter_by_outcome(retained, IDENTITY, np.maximum(probe, 0), (probe == eps.true).astype(np.intp))
         retained = np.where(active[:, None], seen, retained)
         used += active
     return _outcome(eps, choose_action(certified_actions(eps.gamma, retained), UTILITY), used)
@@ -247,7 +247,8 @@ def _seed_outcomes(seed: int, pr: Protocol) -> tuple[IntArray, dict[tuple[str, A
     margin = conflict_margin(split_episodes("train", pr.n_train, seed=seed, base_seed=pr.base_seed))
     q = cal.scores[np.arange(len(cal)), cal.true]
     kappa = {a: conformal_threshold(q, a) for a in {pr.alpha, *pr.alphas}}
-    probe_rng, miss_rng = _rng(pr.base_seed, seed, "generic_probe"), _rng(pr.base_seed, seed, "support_miss")
+    probe_rng = stream_rng(pr.base_seed, seed, "generic_probe")
+    miss_rng = stream_rng(pr.base_seed, seed, "support_miss")
     out: dict[tuple[str, Any], Outcome] = {}
     for name, res in _methods(test, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
         out["main", name] = res
