@@ -20,6 +20,7 @@ import bisect
 import json
 import math
 import re
+import reprlib
 from collections.abc import Iterator
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
@@ -195,9 +196,15 @@ def decode_float(value: Any, where: str, error: type[Exception] = CorpusError) -
     """
     if isinstance(value, str) and value in _INF_READ:
         return _INF_READ[value]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise error(f'{where} must be a finite number, "inf" or "-inf", got {value!r}')
-    return float(value)
+    number = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer too large for a float
+            pass
+    if not math.isfinite(number):
+        raise error(f'{where} must be a finite number, "inf" or "-inf", got {reprlib.repr(value)}')
+    return number
 
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from guard.cli._common import add_out
 from guard.errors import GuardError
 
 
@@ -19,7 +20,7 @@ def register(sub: Any) -> None:
     rep.add_argument("--policy", help="policy file (audit mode: for feature weights)")
     rep.add_argument("--plot", help="a frontier PNG from `evaluate --plot` to embed")
     rep.add_argument("--key-file", help="audit mode: the deployment key of a keyed log (verifies its MACs)")
-    rep.add_argument("-o", "--out", required=True, help="HTML file to write (never one of the inputs)")
+    add_out(rep, "HTML file to write (never one of the inputs)", required=True)
     rep.set_defaults(func=_report)
 
 

@@ -30,7 +30,7 @@ action is in Γ(true world); task success = safe commit.  Nothing here is tuned 
 number: the constants below were written down from the family descriptions, once.
 
 **Frozen splits** (``guard/data/safecommit_bench/{train,validation,calibration,test}.jsonl.gz``,
-protocol seed 0; ``python -m guard.studies.safecommit_bench --write DIR`` regenerates them byte
+protocol seed 0; ``carbguard data safecommit-bench --write DIR`` regenerates them byte
 for byte).  One JSON object per line: ``id``, ``family``, ``actions`` (name, reward,
 severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weight), ``safe``
 (world -> safe action names), ``probes`` (name ``is_w<slot>``, cost, outcomes world -> yes/no),
@@ -40,10 +40,6 @@ severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weigh
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -251,7 +247,7 @@ def _seed_outcomes(seed: int, pr: Protocol) -> tuple[IntArray, dict[tuple[str, A
     miss_rng = stream_rng(pr.base_seed, seed, "support_miss")
     out: dict[tuple[str, Any], Outcome] = {}
     for name, res in _methods(test, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
-        out["main", name] = res
+        out[name] = res
     for b in pr.budgets:
         out["budget", b] = safecommit(test, kappa[pr.alpha], b, pr.eta)
     for a in pr.alphas:
@@ -291,9 +287,9 @@ def run_bench(
     fam = np.concatenate([f for f, _ in runs])
     out = {key: _concat([o[key] for _, o in runs]) for key in runs[0][1]}
     return {
-        "main": [{"method": m, **metrics(out["main", m])} for m in METHODS],
+        "main": [{"method": m, **metrics(out[m])} for m in METHODS],
         "families": [
-            {"family": f, "method": m, **metrics(out["main", m], fam == i)}
+            {"family": f, "method": m, **metrics(out[m], fam == i)}
             for i, f in enumerate(FAMILIES)
             for m in METHODS
         ],
@@ -330,26 +326,6 @@ def format_tables(result: Mapping[str, Sequence[Row]]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.studies.safecommit_bench [--write DIR] [--seeds N] [--json]``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m guard.studies.safecommit_bench", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--write", metavar="DIR", help="write the frozen JSONL splits into DIR and exit")
-    parser.add_argument("--seeds", type=int, default=10, help="protocol seeds (default 10)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
-    args = parser.parse_args(argv)
-    if args.write:
-        for path in write_splits(args.write):
-            print(f"wrote {path} ({path.stat().st_size} bytes)")
-        return 0
-    start = time.perf_counter()
-    result = run_bench(args.seeds)
-    print(json.dumps(result, indent=1) if args.json else format_tables(result))
-    print(f"\n{args.seeds} seeds in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    return 0
-
-
 __all__ = [
     "BASE_SEED",
     "DATA_DIR",
@@ -368,7 +344,6 @@ __all__ = [
     "format_tables",
     "generate",
     "generic_one_probe",
-    "main",
     "metrics",
     "read_split",
     "run_bench",
@@ -378,7 +353,3 @@ __all__ = [
     "split_episodes",
     "write_splits",
 ]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

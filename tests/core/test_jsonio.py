@@ -149,7 +149,7 @@ def test_float_codec_writes_inf_as_text_and_refuses_nan() -> None:
         encode_float(math.nan)
 
 
-@pytest.mark.parametrize("bad", [math.nan, True, None, "nan", "Infinity", "1.0", [1.0]])
+@pytest.mark.parametrize("bad", [math.nan, True, None, "nan", "Infinity", "1.0", [1.0], 10**400])
 def test_float_codec_decoder_names_place_and_value(bad: object) -> None:
     """Catches a decoder that accepts NaN, a bool, null or another text as a float instead of failing closed."""
     with pytest.raises(ArtifactError, match=r"^art\.json: threshold must be a finite number"):
