@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,63 @@ def test_every_parser_lives_under_guard_cli(tmp_path: Path) -> None:
     (tmp_path / "benchmarks").mkdir()
     (tmp_path / "guard" / "study.py").write_text("import argparse\n", encoding="utf-8")
     assert _argparse_users(tmp_path, ("guard", "benchmarks")) == ["guard/study.py"]
+
+
+FIXTURE_RUNS = ROOT / "tests" / "fixtures" / "agentdojo_runs"
+
+
+def test_progress_lines_name_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches progress lines on stderr that do not say which corpus is being loaded and scored."""
+    out = tmp_path / "a.json"
+    assert main(["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"{FIXTURE_RUNS}: loading AgentDojo runs: " in err
+    assert f"{FIXTURE_RUNS}: scoring episodes: " in err
+
+
+def test_agentdojo_run_prints_each_row_as_its_suite_completes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches ``agentdojo run`` holding every row back until the last suite is done."""
+    import guard.adapters.agentdojo as adapter
+    from guard.corpora import agentdojo
+
+    seen_before: dict[str, str] = {}
+
+    def fake_run_suite(loaded: object, suite: str, **kwargs: object) -> dict[str, object]:
+        seen_before[suite] = capsys.readouterr().out
+        rates = {"utility": 0.5, "attack_success": 0.25}
+        return {"suite": suite, "episodes": 2, "without_guard": rates, "with_guard": rates,
+                "decisions_equal": 1, "decisions_compared": 1}
+
+    monkeypatch.setattr(agentdojo, "load_embedded", lambda name: object())
+    monkeypatch.setattr(adapter, "run_suite", fake_run_suite)
+    assert main(["agentdojo", "run", "--suite", "banking", "--suite", "slack"]) == 0
+    assert "corpus gpt-4o-2024-05-13" in seen_before["banking"]
+    assert "banking" in seen_before["slack"] and "slack" not in seen_before["slack"]
+    assert capsys.readouterr().out.startswith("slack")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["ledger", "check"], "needs --policy P --episodes E"),
+        (["ledger", "check", "--corpus", "all", "--episodes", "e.jsonl"], "cannot be combined"),
+        (["ledger", "check", "--episodes", "e.jsonl"], "needs --policy P --episodes E"),
+        (["data", "constructed"], "needs --write DIR or --check"),
+    ],
+)
+def test_merged_commands_refuse_bad_combinations(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches ``ledger check``/``data`` running (or crashing) on an incomplete or mixed set of sources."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("carbguard: error: ") and needle in err and err.count("\n") == 1
+
+
+def test_ledger_check_corpus_is_the_agentdojo_agreement(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches ``ledger check --corpus`` not running the AgentDojo agreement check that ``ledger-check`` ran."""
+    assert main(["ledger", "check", "--corpus", "command-r-plus", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["corpus"] == "command-r-plus" and result["attacked"] > 0

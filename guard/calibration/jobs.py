@@ -186,7 +186,8 @@ def score_selectors(
     else:
         policy_fn, labels_fn = policy_for(selectors[0]), agentdojo.episode_ledger_labels
     start = time.perf_counter()
-    with Progress(len(episodes), "scoring episodes", enabled=progress) as tick:
+    label = f"{corpus.name}: scoring episodes" if corpus is not None else "scoring episodes"
+    with Progress(len(episodes), label, enabled=progress) as tick:
         out = score_selectors_parallel(
             episodes,
             policy_fn,
@@ -250,7 +251,7 @@ def evaluate(
         corpus=corpus,
     )
     start = time.perf_counter()
-    with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
+    with Progress(len(alphas), f"{corpus.name}: calibrating (all methods)", enabled=progress or None) as tick:
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
     fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {
