@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import re
@@ -198,10 +199,8 @@ def decode_float(value: Any, where: str, error: type[Exception] = CorpusError) -
         return _INF_READ[value]
     number = math.nan
     if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
+        with contextlib.suppress(OverflowError):  # an integer too large for a float stays NaN: refused
             number = float(value)
-        except OverflowError:  # an integer too large for a float
-            pass
     if not math.isfinite(number):
         raise error(f'{where} must be a finite number, "inf" or "-inf", got {reprlib.repr(value)}')
     return number

@@ -247,7 +247,7 @@ def _seed_outcomes(seed: int, pr: Protocol) -> tuple[IntArray, dict[tuple[str, A
     miss_rng = stream_rng(pr.base_seed, seed, "support_miss")
     out: dict[tuple[str, Any], Outcome] = {}
     for name, res in _methods(test, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
-        out[name] = res
+        out["main", name] = res
     for b in pr.budgets:
         out["budget", b] = safecommit(test, kappa[pr.alpha], b, pr.eta)
     for a in pr.alphas:
@@ -287,9 +287,9 @@ def run_bench(
     fam = np.concatenate([f for f, _ in runs])
     out = {key: _concat([o[key] for _, o in runs]) for key in runs[0][1]}
     return {
-        "main": [{"method": m, **metrics(out[m])} for m in METHODS],
+        "main": [{"method": m, **metrics(out["main", m])} for m in METHODS],
         "families": [
-            {"family": f, "method": m, **metrics(out[m], fam == i)}
+            {"family": f, "method": m, **metrics(out["main", m], fam == i)}
             for i, f in enumerate(FAMILIES)
             for m in METHODS
         ],
