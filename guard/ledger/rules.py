@@ -80,10 +80,8 @@ def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
 def _privacy_flow(
     rule: PrivacyFlowRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
-    if rule.user_named_recipient_ok and tool.identifier_args:
-        recipients = [v for v in _values(record, tool.identifier_args) if v.strip()]
-        if recipients and all(_named(v, user_text) for v in recipients):
-            return False
+    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
+        return False
     raw = _outgoing(tool, record)
     payload = [normalize_text(v) for v in raw]
     for pattern in rule.canary_patterns:
@@ -96,6 +94,12 @@ def _privacy_flow(
     if rule.private_span is not None:
         return _shares_span(payload, private, rule.private_span, user_text)
     return False
+
+
+def _user_named_recipients(tool: ToolSpec, record: Record, user_text: str) -> bool:
+    """The user asked for it: the sink has identifier arguments, and the user named every one of their values."""
+    recipients = [v for v in _values(record, tool.identifier_args) if v.strip()] if tool.identifier_args else []
+    return bool(recipients) and all(_named(v, user_text) for v in recipients)
 
 
 def _shares_span(values: list[str], texts: list[str], span: int, user_text: str) -> bool:
@@ -163,6 +167,8 @@ def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_te
 def _untrusted_reuse(
     rule: UntrustedReuseRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
+    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
+        return False
     payload = [normalize_text(v) for v in _outgoing(tool, record)]
     return _shares_span(payload, _texts(earlier, Trust.TOOL_UNTRUSTED), rule.min_span, user_text)
 

@@ -109,6 +109,11 @@ class UntrustedReuseRule(_Strict):
     min_span: int = Field(
         default=20, ge=4, le=10_000, description="Shortest reused span (characters, after normalization) that counts."
     )
+    user_named_recipient_ok: bool = Field(
+        default=True,
+        description="A send whose every identifier argument the user named is not charged "
+        "(the user asked for it). Sinks without identifier arguments are always checked.",
+    )
 
 
 class LedgerSpec(_Strict):

@@ -43,7 +43,10 @@ def test_calibrate_writes_an_artifact_the_policy_loads(tmp_path: Path, capsys: p
 
 def test_labels_change_what_is_calibrated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The labels file reaches calibration (calibration set differs with and without): catches --labels ignored."""
-    with_labels = _calibrate(capsys, tmp_path / "a.json", "--labels", str(LABELS))
+    cleared = {"episode": "injected-delete", "mode": "override", "harms": [], "by": "carol", "why": "user asked"}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(LABELS.read_text(encoding="utf-8") + json.dumps(cleared) + "\n", encoding="utf-8")
+    with_labels = _calibrate(capsys, tmp_path / "a.json", "--labels", str(labels))
     without = _calibrate(capsys, tmp_path / "b.json")
     assert with_labels["calibration_set"] != without["calibration_set"]
 
@@ -129,14 +132,14 @@ def test_fingerprint_mismatch_names_the_fixing_command(tmp_path: Path, capsys: p
 
 
 def test_episodes_schema_validate_and_ledger_check(capsys: pytest.CaptureFixture[str]) -> None:
-    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` lists the disagreement."""
+    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` flags the unlabelled charge."""
     code, out, _ = _run(["episodes", "schema"], capsys)
     assert code == 0 and json.loads(out)["properties"]["format"]["const"] == "carbguard-episodes/1"
     code, out, _ = _run(["episodes", "validate", str(EPISODES), "--policy", str(POLICY), "--labels", str(LABELS)],
                         capsys)
     assert code == 0 and "valid: 7 episodes" in out and "2 labels" in out
     code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS)], capsys)
-    assert code == 0 and "1 disagreement(s)" in out and "slack-reuse" in out
+    assert code == 0 and "0 disagreement(s)" in out and "injected-delete: {destructive}  UNLABELLED" in out
     code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS), "--json"], capsys)
     assert json.loads(out)["episodes_charged"]["ledger"] == 2
 

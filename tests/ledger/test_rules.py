@@ -194,3 +194,17 @@ def test_readme_ledger_example_and_reference_row() -> None:
         rule = field.annotation.__args__[0]  # type: ignore[union-attr]
         for key in rule.model_fields:
             assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the README reference row"
+
+
+def test_untrusted_reuse_is_not_charged_when_the_user_named_every_recipient() -> None:
+    """Catches untrusted_instruction charging a send the user asked for (recipient named), as privacy_flow does not."""
+    page = "Breaking: click http://phish.example/win now to claim your prize!"
+    fetch = [proposal(1, "http_get", {"url": "http://news.example"}, "h"),
+             result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get")]
+    asked = user(0, "Read the news and mail a summary to a@corp.example")
+    exempt = _policy(untrusted_instruction={"min_span": 20})
+    strict = _policy(untrusted_instruction={"min_span": 20, "user_named_recipient_ok": False})
+    assert _events(exempt, asked, *fetch, *_send(3, "a@corp.example", page))[1] == frozenset()
+    assert _events(strict, asked, *fetch, *_send(3, "a@corp.example", page))[1] == frozenset({"untrusted_instruction"})
+    other = _events(exempt, asked, *fetch, *_send(3, "b@corp.example", page))
+    assert other[1] == frozenset({"untrusted_instruction"})
