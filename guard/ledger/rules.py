@@ -41,7 +41,7 @@ def _fired(
     privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
     if privacy and _watched(policy, name, privacy.sinks) and _privacy_flow(privacy, tool, record, earlier, user_text):
         yield "privacy_flow"
-    if spec.attacker_directed and _recipient_outside(spec.attacker_directed, policy, tool, record, user_text):
+    if spec.attacker_directed and _recipient_outside(spec, tool, record, user_text):
         yield "attacker_directed"
     if spec.destructive and _protected(spec.destructive, tool, record, user_text):
         yield "destructive"
@@ -137,15 +137,10 @@ def _allowed(value: str, rule: RecipientRule) -> bool:
     return host is not None and any(host == d.lower() or host.endswith("." + d.lower()) for d in rule.allow_domains)
 
 
-def _recipient_outside(rule: RecipientRule, policy: Policy, tool: ToolSpec, record: Record, user_text: str) -> bool:
-    name = record.tool or ""
-    if rule.tools is not None:
-        if name not in rule.tools:
-            return False
-        args: tuple[str, ...] = rule.tools[name] or tool.identifier_args
-    elif tool.kind is ToolKind.SINK and tool.identifier_args:
-        args = tool.identifier_args
-    else:
+def _recipient_outside(spec: LedgerSpec, tool: ToolSpec, record: Record, user_text: str) -> bool:
+    rule = spec.attacker_directed
+    args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.kind is ToolKind.SINK)
+    if rule is None or not args:
         return False
     for value in _values(record, args):
         for token in (t for t in _SPLIT.split(value) if t):

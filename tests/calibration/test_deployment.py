@@ -132,7 +132,7 @@ def test_fingerprint_mismatch_names_the_fixing_command(tmp_path: Path, capsys: p
 
 
 def test_episodes_schema_validate_and_ledger_check(capsys: pytest.CaptureFixture[str]) -> None:
-    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` flags the unlabelled charge."""
+    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` flags an unlabelled charge."""
     code, out, _ = _run(["episodes", "schema"], capsys)
     assert code == 0 and json.loads(out)["properties"]["format"]["const"] == "carbguard-episodes/1"
     code, out, _ = _run(["episodes", "validate", str(EPISODES), "--policy", str(POLICY), "--labels", str(LABELS)],
