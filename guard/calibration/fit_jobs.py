@@ -73,16 +73,21 @@ def cross_model_evaluation(
 
 
 def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> dict[str, Any]:
-    """A fixed artifact (threshold and weights, fingerprint-checked) on every episode of ``corpus``."""
-    from guard.calibration.jobs import score_selectors, suite_policy
+    """A fixed artifact (threshold and weights, fingerprint-checked) on every episode of ``corpus``.
+
+    ``corpus`` is an AgentDojo corpus or your own episodes (``load_episodes_corpus``): the artifact
+    is checked against every policy the corpus uses, and the episodes are scored under them.
+    """
+    from guard.calibration.jobs import score_selectors
 
     artifact = load_artifact(path)
     selector = artifact.selector
     weights = artifact_weights(artifact.body)
-    for suite in _suites(corpus):
-        policy = suite_policy(suite, selector)
+    for policy in corpus.policies(selector):
         load_artifact(path, fit.with_weights(policy, weights) if weights is not None else policy)
-    scored, _ = score_selectors(corpus.episodes, [selector], progress=True, workers=workers)  # type: ignore[list-item]
+    scored, _ = score_selectors(
+        corpus.episodes, [selector], progress=True, workers=workers, corpus=corpus  # type: ignore[list-item]
+    )
     data = scored[selector]
     if weights is not None:
         data = fit.rescore(data, fit.weight_vector(weights))

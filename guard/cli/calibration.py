@@ -127,8 +127,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     if (args.ablation or args.plot_fit) and not args.fit_scorer:
         raise GuardError("--ablation and --plot-fit need --fit-scorer")
     own = args.episodes is not None or bool(args.policy) or args.labels is not None
-    if own and (args.fit_scorer or args.artifact or args.cross_model):
-        raise GuardError("--fit-scorer, --artifact and --cross-model work on AgentDojo corpora only, not --episodes")
+    if own and (args.fit_scorer or args.cross_model):
+        raise GuardError("--fit-scorer and --cross-model work on AgentDojo corpora only, not --episodes")
     names = [args.corpus] if (args.runs or args.corpus or args.episodes or args.policy) else list(EACH)
     if args.artifact or args.cross_model:
         return _evaluate_fixed_or_transfer(args, names, alphas)
@@ -204,7 +204,8 @@ def _evaluate_fixed_or_transfer(args: argparse.Namespace, names: list[str | None
     if args.artifact and args.cross_model:
         raise GuardError("--artifact and --cross-model are separate evaluations; give one")
     name = names[0] if len(names) == 1 else "all"
-    corpus = load_corpus(args.runs, name, progress=not args.json)
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    corpus = _corpus(args) if own else load_corpus(args.runs, name, progress=not args.json)
     if args.artifact:
         out: Any = artifact_evaluation(corpus, args.artifact, workers=args.workers)
         if not args.json:
