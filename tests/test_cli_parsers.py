@@ -135,8 +135,14 @@ def test_agentdojo_run_prints_each_row_as_its_suite_completes(
     def fake_run_suite(loaded: object, suite: str, **kwargs: object) -> dict[str, object]:
         seen_before[suite] = capsys.readouterr().out
         rates = {"utility": 0.5, "attack_success": 0.25}
-        return {"suite": suite, "episodes": 2, "without_guard": rates, "with_guard": rates,
-                "decisions_equal": 1, "decisions_compared": 1}
+        return {
+            "suite": suite,
+            "episodes": 2,
+            "without_guard": rates,
+            "with_guard": rates,
+            "decisions_equal": 1,
+            "decisions_compared": 1,
+        }
 
     monkeypatch.setattr(agentdojo, "load_embedded", lambda name: object())
     monkeypatch.setattr(adapter, "run_suite", fake_run_suite)

@@ -24,7 +24,9 @@ def register(sub: Any) -> None:
     source.add_argument("--corpus", help="an embedded model name (default gpt-4o-2024-05-13)")
     run.add_argument("--suite", action="append", choices=SUITES, help="a suite to run (repeatable; default all four)")
     run.add_argument(
-        "--mode", choices=["abort", "deny"], default="abort",
+        "--mode",
+        choices=["abort", "deny"],
+        default="abort",
         help="abort: a refused call ends the episode (default); deny: refuse it and let the agent go on",
     )
     run.add_argument("--artifact", help="calibration artifact for the threshold (default: the suite policy's)")
@@ -54,14 +56,16 @@ def _agentdojo_run(args: argparse.Namespace) -> int:
         print("\n".join(HEADER), flush=True)
     results = []
     for suite in args.suite or SUITES:
-        row = run_suite(loaded, suite, guard_factory=make_guard, mode=args.mode, limit=args.limit,
-                        progress=not args.json)
+        row = run_suite(
+            loaded, suite, guard_factory=make_guard, mode=args.mode, limit=args.limit, progress=not args.json
+        )
         results.append(row)
         if not args.json:
             print(format_row(row), flush=True)  # each row as soon as its suite is done
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=1))
     return 0
+
 
 _HEAD = (
     f"{'suite':<11}{'episodes':>9}{'utility':>9}{'->':>4}{'guard':>7}"

@@ -45,14 +45,13 @@ def register(sub: Any) -> None:
         "rules charge, charged episodes without a label, and every disagreement between rules and labels. "
         "With --corpus: how the AgentDojo ledger agrees with AgentDojo's own security verdict.",
     )
-    chk.add_argument(
-        "--policy", action="append", default=[], help="policy file with a ledger: section (repeatable)"
-    )
+    chk.add_argument("--policy", action="append", default=[], help="policy file with a ledger: section (repeatable)")
     chk.add_argument("--episodes", help="a carbguard-episodes/1 file")
     chk.add_argument("--labels", help="a labels file (JSON lines)")
     chk.add_argument(
-        "--corpus", help="instead of your episodes: an embedded AgentDojo model name or 'all' (agreement with "
-        "AgentDojo's security flag)"
+        "--corpus",
+        help="instead of your episodes: an embedded AgentDojo model name or 'all' (agreement with "
+        "AgentDojo's security flag)",
     )
     add_json(chk)
     chk.set_defaults(func=_check)

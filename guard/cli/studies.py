@@ -51,7 +51,8 @@ def register(sub: Any) -> None:
     sc = sub.add_parser("safecommit", help="SafeCommit on AgentDojo: replay study, kappa calibration")
     cmds = sc.add_subparsers(dest="safecommit_command", required=True)
     study = cmds.add_parser(
-        "study", help="replay counts and declared-ledger loss of G-CARB with and without SafeCommit",
+        "study",
+        help="replay counts and declared-ledger loss of G-CARB with and without SafeCommit",
         description="SafeCommit on the embedded AgentDojo episodes: replay, kappa per permutation, CARB on top.",
     )
     study.add_argument("--model", default="all", help="embedded model name, or 'all' (default)")
@@ -61,7 +62,8 @@ def register(sub: Any) -> None:
     add_json(study)
     study.set_defaults(func=_study)
     cal = cmds.add_parser(
-        "calibrate", help="kappa from ledger-labelled AgentDojo cases; writes a kappa artifact",
+        "calibrate",
+        help="kappa from ledger-labelled AgentDojo cases; writes a kappa artifact",
         description="Kappa from the ledger-labelled cases of the embedded AgentDojo episodes.",
     )
     cal.add_argument("--alpha", type=float, required=True, help="SafeCommit's miss level in (0, 1)")

@@ -1,4 +1,4 @@
-""""Did you mean": the keys a strict policy model accepts where a validation error found an unknown one.
+""" "Did you mean": the keys a strict policy model accepts where a validation error found an unknown one.
 
 A policy model forbids extra keys (``extra="forbid"``), so a typo such as ``identifer_args`` is an
 error.  :func:`did_you_mean` walks the model along the error's location (through optional values,
