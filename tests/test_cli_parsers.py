@@ -175,3 +175,15 @@ def test_ledger_check_corpus_is_the_agentdojo_agreement(capsys: pytest.CaptureFi
     assert main(["ledger", "check", "--corpus", "command-r-plus", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["corpus"] == "command-r-plus" and result["attacked"] > 0
+
+
+def test_safecommit_calibrate_refuses_to_write_over_its_gate_artifact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches ``safecommit calibrate -o`` overwriting the CARB artifact it reads (nothing may be written)."""
+    gate = tmp_path / "gate.json"
+    gate.write_text("{}", encoding="utf-8")
+    assert main(["safecommit", "calibrate", "--alpha", "0.1", "--gate-artifact", str(gate), "-o", str(gate)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("carbguard: error: ") and "is the input" in err
+    assert gate.read_text(encoding="utf-8") == "{}"
