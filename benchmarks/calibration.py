@@ -213,7 +213,7 @@ def format_calibration(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.calibration [--json] [--quick]``: the same as ``carbguard bench calibration``."""
-    from guard.cli.bench import bench_main
+    from guard.cli import bench_main
 
     return bench_main("calibration", argv)
 

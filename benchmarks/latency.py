@@ -676,7 +676,7 @@ def format_latency(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.latency [--json] [--quick]``: the same as ``carbguard bench latency``."""
-    from guard.cli.bench import bench_main
+    from guard.cli import bench_main
 
     return bench_main("latency", argv)
 

@@ -130,7 +130,7 @@ def render(out: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.mcp_overhead [--json] [--quick]``: the same as ``carbguard bench mcp``."""
-    from guard.cli.bench import bench_main
+    from guard.cli import bench_main
 
     return bench_main("mcp", argv)
 

@@ -305,7 +305,7 @@ def _peer_table(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.peer [--json] [--quick]``: the same as ``carbguard bench peer``."""
-    from guard.cli.bench import bench_main
+    from guard.cli import bench_main
 
     return bench_main("peer", argv)
 

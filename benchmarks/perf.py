@@ -185,7 +185,7 @@ def format_perf(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m benchmarks.perf [--json] [--quick]``: the same as ``carbguard bench perf``."""
-    from guard.cli.bench import bench_main
+    from guard.cli import bench_main
 
     return bench_main("perf", argv)
 

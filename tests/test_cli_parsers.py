@@ -127,8 +127,13 @@ def test_agentdojo_run_prints_each_row_as_its_suite_completes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Catches ``agentdojo run`` holding every row back until the last suite is done."""
-    import guard.adapters.agentdojo as adapter
+    import importlib
+
     from guard.corpora import agentdojo
+
+    # the module object ``from guard.adapters.agentdojo import run_suite`` reads (sys.modules), even when
+    # another test re-imported it and left a different object as the package attribute
+    adapter = importlib.import_module("guard.adapters.agentdojo")
 
     seen_before: dict[str, str] = {}
 
@@ -187,3 +192,14 @@ def test_safecommit_calibrate_refuses_to_write_over_its_gate_artifact(
     err = capsys.readouterr().err
     assert err.startswith("carbguard: error: ") and "is the input" in err
     assert gate.read_text(encoding="utf-8") == "{}"
+
+
+@pytest.mark.parametrize(("module", "name"), [(spec.module, name) for name, spec in BENCHMARKS.items()])
+def test_python_m_benchmarks_is_the_bench_command(module: str, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a ``python -m benchmarks.NAME`` that parses its own options instead of ``carbguard bench NAME``'s."""
+    import importlib
+
+    with pytest.raises(SystemExit) as exit_info:
+        importlib.import_module(f"benchmarks.{module}").main(["--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: carbguard bench {name} [-h] [--quick] [--json]")

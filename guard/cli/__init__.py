@@ -50,4 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_command(func, args)
 
 
-__all__ = ["SCOPE", "build_parser", "main"]
+def bench_main(name: str, argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.NAME [--quick] [--json]``: the same as ``carbguard bench NAME``."""
+    return main(["bench", name, *(sys.argv[1:] if argv is None else argv)])
+
+
+__all__ = ["SCOPE", "bench_main", "build_parser", "main"]

@@ -124,10 +124,3 @@ def _bench_module(args: argparse.Namespace) -> int:
     except errors as exc:
         raise GuardError(f"bench {args.benchmark}: {exc}") from exc
     return emit(out, args.json, getattr(module, spec.formatter))
-
-
-def bench_main(name: str, argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.NAME [--quick] [--json]``: the same as ``carbguard bench NAME``."""
-    from guard.cli import main
-
-    return main(["bench", name, *(sys.argv[1:] if argv is None else argv)])
