@@ -124,3 +124,26 @@ def test_check_without_labels_flags_every_charged_episode() -> None:
     """Catches charged episodes passing silently when no labels file is given at all."""
     result = ledger_check(READ.episodes, READ.policy_of, {}, {})
     assert result["disagreements"] == [] and len(result["charged_unlabelled"]) == 2
+
+
+def test_docs_ledger_page_example_parses_and_its_numbers_are_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches docs/ledger-rules.md drifting: its ledger example must parse and its quoted lines be printed."""
+    import copy
+    import re
+
+    import yaml
+
+    from guard.cli import main
+    from guard.policy import parse_policy
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "ledger-rules.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", page, re.S)
+    assert block is not None
+    data = copy.deepcopy(yaml.safe_load((FIX / "assistant_policy.yaml").read_text(encoding="utf-8")))
+    data.update(yaml.safe_load(block.group(1)))
+    assert parse_policy(data).ledger is not None
+    files = ["--policy", str(FIX / "assistant_policy.yaml"), "--episodes", str(FIX / "assistant.jsonl")]
+    assert main(["ledger", "check", *files, "--labels", str(FIX / "assistant.labels.jsonl")]) == 0
+    out = capsys.readouterr().out
+    for quoted in re.findall(r'prints "([^"]+)" \(`injected-delete`\) and "([^"]+)"', page.replace("\n", " "))[0]:
+        assert " ".join(quoted.split()) in out
