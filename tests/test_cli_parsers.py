@@ -203,3 +203,13 @@ def test_python_m_benchmarks_is_the_bench_command(module: str, name: str, capsys
         importlib.import_module(f"benchmarks.{module}").main(["--help"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: carbguard bench {name} [-h] [--quick] [--json]")
+
+
+def test_out_and_json_are_spelled_the_same_everywhere() -> None:
+    """Catches an output file spelled only ``--out`` or only ``-o``, or a ``--json`` that takes a value."""
+    for path, action in _walk(build_parser()):
+        flags = set(action.option_strings)
+        if flags & {"-o", "--out"}:
+            assert flags == {"-o", "--out"}, path
+        if "--json" in flags:
+            assert isinstance(action, argparse._StoreTrueAction), path
