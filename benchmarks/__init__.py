@@ -1,4 +1,4 @@
-"""Performance benchmarks (not timed tests): ``python -m benchmarks.NAME [--json]``.
+"""Performance benchmarks (not timed tests): ``carbguard bench NAME [--json] [--quick]``.
 
 - :mod:`benchmarks.latency` — per-decision latency against episode length (G-CARB incremental,
   full-prefix, from-scratch rebuild) and scorer-input records per episode;

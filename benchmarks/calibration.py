@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from benchmarks._cli import bench_main
 from guard.calibration import crc
 
 MODEL = "gpt-4o-2024-05-13"
@@ -212,15 +211,11 @@ def format_calibration(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.calibration [--json] [--quick]``."""
-    return bench_main(
-        "calibration",
-        __doc__.splitlines()[0],
-        lambda quick, progress: run(quick, progress=progress),
-        format_calibration,
-        argv,
-    )
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.calibration [--json] [--quick]``: the same as ``carbguard bench calibration``."""
+    from guard.cli import bench_main
+
+    return bench_main("calibration", argv)
 
 
 if __name__ == "__main__":

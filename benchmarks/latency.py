@@ -33,7 +33,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks._cli import bench_main
 from guard.graph import build_graph
 from guard.policy import Policy, parse_policy
 from guard.records import Episode, EpisodeMeta, Record, RecordKind, proposal, result, user
@@ -675,11 +674,11 @@ def format_latency(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.latency [--json] [--quick]``."""
-    return bench_main(
-        "latency", __doc__.splitlines()[0], lambda quick, progress: run(quick, progress=progress), format_latency, argv
-    )
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.latency [--json] [--quick]``: the same as ``carbguard bench latency``."""
+    from guard.cli import bench_main
+
+    return bench_main("latency", argv)
 
 
 if __name__ == "__main__":

@@ -25,8 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._cli import bench_main
-
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = ROOT / "tests" / "fixtures" / "mcp_server.py"
 POLICY = ROOT / "tests" / "fixtures" / "mcp_policy.yaml"
@@ -131,7 +129,10 @@ def render(out: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return bench_main("mcp_overhead", __doc__.splitlines()[0] if __doc__ else "", run, render, argv, (RuntimeError,))
+    """``python -m benchmarks.mcp_overhead [--json] [--quick]``: the same as ``carbguard bench mcp``."""
+    from guard.cli import bench_main
+
+    return bench_main("mcp", argv)
 
 
 if __name__ == "__main__":

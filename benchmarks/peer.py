@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import latency
-from benchmarks._cli import bench_main
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind
 from guard.runtime import Guard
@@ -304,16 +303,11 @@ def _peer_table(
     return lines
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.peer [--json] [--quick]``."""
-    return bench_main(
-        "peer",
-        __doc__.splitlines()[0],
-        lambda quick, progress: run(quick, progress=progress),
-        format_peer,
-        argv,
-        errors=(PeerUnavailableError,),
-    )
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.peer [--json] [--quick]``: the same as ``carbguard bench peer``."""
+    from guard.cli import bench_main
+
+    return bench_main("peer", argv)
 
 
 if __name__ == "__main__":

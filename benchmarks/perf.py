@@ -28,11 +28,9 @@ from __future__ import annotations
 import os
 import platform
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from benchmarks import calibration, latency, peer
-from benchmarks._cli import bench_main
 
 CONTRACT_ROW = ("method", "T", "p50_us", "p99_us")
 
@@ -185,11 +183,11 @@ def format_perf(result: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m benchmarks.perf [--json] [--quick]``."""
-    return bench_main(
-        "perf", __doc__.splitlines()[0], lambda quick, progress: run(quick, progress=progress), format_perf, argv
-    )
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.perf [--json] [--quick]``: the same as ``carbguard bench perf``."""
+    from guard.cli import bench_main
+
+    return bench_main("perf", argv)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from guard import Decision, Guard, InputError, Session, Verdict, load_policy
+from guard import Decision, Guard, InputError, Mode, Session, Verdict, load_policy
 from guard.errors import BindingError
 
 POLICY = Path(__file__).resolve().parent.parent / "policies" / "examples" / "mail_agent.yaml"
@@ -72,7 +72,7 @@ def decide(session: Session, name: str, args: Any, call_id: str, max_probe_round
     mode no probe runs (shadow changes nothing the tools see).
     """
     decision = session.decide(name, args, call_id)
-    rounds = 0 if session.guard.mode == "shadow" else max_probe_rounds
+    rounds = 0 if session.guard.mode == Mode.SHADOW else max_probe_rounds
     for _ in range(rounds):
         if decision.verdict is not Verdict.PROBE:
             break
@@ -87,7 +87,7 @@ def decide(session: Session, name: str, args: Any, call_id: str, max_probe_round
 def run_tool(session: Session, decision: Decision, name: str, args: Any, call_id: str) -> tuple[str, str]:
     """Run exactly the decided call with the authorized arguments, or tell the model why it was not run."""
     refused = f"Not run by carbguard ({decision.verdict.value}: {decision.reason.value}): {decision.message}"
-    shadow = session.guard.mode == "shadow"
+    shadow = session.guard.mode == Mode.SHADOW
     if not decision.allowed and not shadow:
         return refused, "error"
     try:
@@ -104,10 +104,10 @@ def run_tool(session: Session, decision: Decision, name: str, args: Any, call_id
         return f"{type(exc).__name__}: {exc}", "error"
 
 
-def main(mode: str = "enforce") -> list[dict[str, Any]]:
+def main(mode: str = Mode.ENFORCE) -> list[dict[str, Any]]:
     """Run the loop once (``mode`` "enforce" or "shadow"); print each call and what the guard decided."""
     # No calibration artifact for this toy deployment: explicit threshold (see the policy file).
-    session = Guard(load_policy(POLICY), threshold=0.5, mode=mode).session("custom-loop")
+    session = Guard(load_policy(POLICY), threshold=0.5, mode=Mode.parse(mode)).session("custom-loop")
     messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     session.observe_user(TASK)
     for reply in scripted_model():

@@ -9,7 +9,7 @@ a frozen pipeline, the expected loss on the declared harm ledger of a new episod
 
 from __future__ import annotations
 
-from guard.decision import Decision, ProbeCall, Reason, Verdict
+from guard.decision import Decision, Mode, ProbeCall, Reason, Verdict
 from guard.errors import (
     ArtifactError,
     AuditError,
@@ -35,6 +35,7 @@ __all__ = [
     "Guard",
     "GuardError",
     "InputError",
+    "Mode",
     "Policy",
     "PolicyError",
     "ProbeCall",

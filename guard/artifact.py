@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import ArtifactError
-from guard.jsonio import loads_strict
+from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
 
 FORMAT = "carbguard-artifact/1"
@@ -55,18 +55,6 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
 def pipeline_fingerprint(policy: Policy) -> str:
     """One hash of every component."""
     return _digest(pipeline_components(policy))
-
-
-def _encode_float(value: float) -> float | str:
-    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
-
-
-def _decode_float(value: Any, where: str, path: Path) -> float:
-    if value in ("inf", "-inf"):
-        return float(value)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ArtifactError(f"{path}: {where} must be a number, got {value!r}")
-    return float(value)
 
 
 def content_checksum(body: dict[str, Any]) -> str:
@@ -108,8 +96,8 @@ def build_artifact(
         "rule": rule,
         "alpha": alpha,
         "n": n,
-        "threshold": _encode_float(threshold),
-        "grid": [_encode_float(g) for g in grid],
+        "threshold": encode_float(threshold),
+        "grid": [encode_float(g) for g in grid],
         "selector": policies[0].selector.model_dump(mode="json"),
         "pipelines": {
             p.name: {"fingerprint": pipeline_fingerprint(p), "components": pipeline_components(p)} for p in policies
@@ -173,7 +161,7 @@ def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:
     """Read, checksum-verify, shape-check and (given a policy) fingerprint-check an artifact."""
     file = Path(path)
     body = _read_body(file)
-    alpha = _decode_float(body.get("alpha"), "alpha", file)
+    alpha = decode_float(body.get("alpha"), f"{file}: alpha", ArtifactError)
     if not 0.0 < alpha < 1.0:
         raise ArtifactError(f"{file}: alpha must lie in (0, 1), got {alpha}")
     n, rule, selector = body.get("n"), body.get("rule"), body.get("selector")
@@ -188,7 +176,7 @@ def load_artifact(path: str | Path, policy: Policy | None = None) -> Artifact:
     return Artifact(
         alpha=alpha,
         n=n,
-        threshold=_decode_float(body.get("threshold"), "threshold", file),
+        threshold=decode_float(body.get("threshold"), f"{file}: threshold", ArtifactError),
         rule=rule,
         selector=selector["name"],
         artifact_id=f"{file.name}#{body['checksum'][:12]}",

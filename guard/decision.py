@@ -1,4 +1,4 @@
-"""Verdicts and decisions: values, not exceptions (METHOD §12)."""
+"""Verdicts, decisions and the guard's mode: values, not exceptions."""
 
 from __future__ import annotations
 
@@ -7,6 +7,29 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
+
+from guard.errors import PolicyError
+
+
+class Mode(StrEnum):
+    """How a guard acts on its decisions.
+
+    ``ENFORCE`` lets a call run only once the guard authorized it; ``SHADOW`` decides and audits every
+    call exactly as enforcing would, but never blocks (for recording a deployment's own episodes).
+    """
+
+    ENFORCE = "enforce"
+    SHADOW = "shadow"
+
+    @classmethod
+    def parse(cls, value: object) -> Mode:
+        """``value`` (a Mode or its text) as a Mode; PolicyError naming the value and the modes otherwise."""
+        if isinstance(value, str):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        raise PolicyError(f"mode must be one of {', '.join(m.value for m in cls)}, got {value!r}")
 
 
 class Verdict(StrEnum):

@@ -19,7 +19,7 @@ import networkx as nx
 from guard.value_index import members
 
 E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
-_PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}
+PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}
 
 Rule = tuple[str, str, int]
 
@@ -66,4 +66,4 @@ def write_blocks(graph: nx.DiGraph, target: int, blocks: list[tuple[set[int], di
         pred.update(dict.fromkeys(block, attrs))
 
 
-__all__ = ["E1", "E2", "E3", "E4", "Rule", "partition", "write_blocks"]
+__all__ = ["E1", "E2", "E3", "E4", "PRIORITY", "Rule", "partition", "write_blocks"]

@@ -30,7 +30,7 @@ from operator import or_
 
 import networkx as nx
 
-from guard.edge_rules import _PRIORITY, E1, E2, E3, E4, Rule, partition, write_blocks
+from guard.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
 from guard.feature_index import InjectedTokens, SubstringIndex
 from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
@@ -276,7 +276,7 @@ class PrefixGraph:
         data["types"].add(etype)
         if arg:
             data["args"].add(arg)
-        if _PRIORITY[etype] < _PRIORITY[data["etype"]]:
+        if PRIORITY[etype] < PRIORITY[data["etype"]]:
             data["etype"] = etype
 
     # ----------------------------------------------------------------- derived bit sets

@@ -10,14 +10,18 @@
   U+2028, U+2029, U+0085, ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1e`` and a lone ``\\r``; the first three are
   legal raw inside a JSON string (the recorder writes them so), the others cannot occur inside a
   string, and ``\\r`` before ``"\\n"`` is JSON whitespace that the decoder skips itself.
+- :func:`encode_float` and :func:`decode_float` are the one codec of a float that may be infinite in a
+  JSON file: ±inf is written as the text ``"inf"`` / ``"-inf"`` (strict JSON has no infinity).
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import math
 import re
+import reprlib
 from collections.abc import Iterator
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any
@@ -173,4 +177,42 @@ def _locate(text: str, multi: bool, hooks: dict[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["JSON_WHITESPACE", "has_lone_surrogate", "json_lines", "loads_strict"]
+#: The JSON texts of +inf and -inf written by :func:`encode_float`.
+INF_TEXT = "inf"
+NEG_INF_TEXT = "-inf"
+_INF_READ = {INF_TEXT: math.inf, "+inf": math.inf, NEG_INF_TEXT: -math.inf}  # "+inf": older κ files
+
+
+def encode_float(value: float) -> float | str:
+    """``value`` for a JSON file: a finite float as itself, +inf as ``"inf"``, -inf as ``"-inf"``; NaN is refused."""
+    if math.isnan(value):
+        raise ValueError("NaN has no JSON form: a NaN here is a bug upstream")
+    return value if math.isfinite(value) else (INF_TEXT if value > 0 else NEG_INF_TEXT)
+
+
+def decode_float(value: Any, where: str, error: type[Exception] = CorpusError) -> float:
+    """The inverse of :func:`encode_float`: a finite number, ``"inf"`` or ``"-inf"`` (also ``"+inf"``) as a float.
+
+    Anything else (a bool, NaN, another text, null) raises ``error`` naming ``where`` and what was found.
+    """
+    if isinstance(value, str) and value in _INF_READ:
+        return _INF_READ[value]
+    number = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an integer too large for a float stays NaN: refused
+            number = float(value)
+    if not math.isfinite(number):
+        raise error(f'{where} must be a finite number, "inf" or "-inf", got {reprlib.repr(value)}')
+    return number
+
+
+__all__ = [
+    "INF_TEXT",
+    "JSON_WHITESPACE",
+    "NEG_INF_TEXT",
+    "decode_float",
+    "encode_float",
+    "has_lone_surrogate",
+    "json_lines",
+    "loads_strict",
+]

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from guard.protocols import SessionState as Session
 
 
-def _is_text(value: str) -> bool:
+def is_text(value: str) -> bool:
     """False when ``value`` holds a lone surrogate (not valid Unicode, cannot be audited as UTF-8)."""
     try:
         value.encode("utf-8")
@@ -52,7 +52,7 @@ def redact_args(args: Any, raw_names: tuple[str, ...], key: bytes | None = None)
     """Argument values hashed, except for names the policy allows raw (and that can be written as JSON text)."""
     if not isinstance(args, Mapping):
         return hash_value(repr(args), key)
-    return {_safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v, key)) for k, v in args.items()}
+    return {safe_text(str(k)): (v if k in raw_names and _writable(v) else hash_value(v, key)) for k, v in args.items()}
 
 
 def _writable(value: Any) -> bool:
@@ -199,7 +199,7 @@ def _secret_leaves(args: Any, raw_names: tuple[str, ...]) -> Iterator[str]:
             yield str(value)
 
 
-def _redact_safecommit(
+def redact_safecommit(
     log: Mapping[str, Any] | None,
     raw_names: tuple[str, ...],
     key: bytes | None = None,
@@ -249,7 +249,7 @@ def name_masker(name: Any, key: bytes | None) -> tuple[str, Callable[[str], str]
             value = value.replace(form, marker)
         return value
 
-    return _safe_text(marker), mask
+    return safe_text(marker), mask
 
 
 def _repr(value: Any) -> str:
@@ -260,6 +260,6 @@ def _repr(value: Any) -> str:
     return text if isinstance(text, str) else f"<{type(value).__name__}>"
 
 
-def _safe_text(value: str) -> str:
+def safe_text(value: str) -> str:
     """``value`` with lone surrogates escaped, so the entry encodes as UTF-8."""
-    return value if _is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value if is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")

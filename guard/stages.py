@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Any
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
 from guard.graph import NodeSet
+from guard.jsonio import encode_float
 from guard.limits import MAX_ARG_CHARS
 from guard.policy import Policy, ToolKind, ToolSpec
 from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
     MAX_ERROR_CHARS,
     Redactor,
-    _is_text,
-    _redact_safecommit,
-    _safe_text,
+    is_text,
     name_masker,
     redact_args,
+    redact_safecommit,
     redact_text,
+    safe_text,
 )
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
     never runs twice; a call id reused for a different tool or arguments is refused.
     """
     policy = session.guard.policy
-    if type(call_id) is not str or not call_id or not _is_text(call_id):
+    if type(call_id) is not str or not call_id or not is_text(call_id):
         message = "call id must be a non-empty plain string of valid Unicode"
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
     if type(tool) is not str or policy.tool(tool) is None:
@@ -175,7 +176,7 @@ def _args_problem(args: Any) -> str | None:
     except InputError as exc:
         return str(exc)[:400]
     text = json.dumps(canon, allow_nan=False, sort_keys=True, ensure_ascii=False)
-    if not _is_text(text):
+    if not is_text(text):
         return "arguments hold invalid Unicode (a lone surrogate)"
     if len(text) > MAX_ARG_CHARS:
         return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}"
@@ -287,26 +288,26 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     tool, mask = (decision.tool, None) if known_tool else name_masker(decision.tool, key)
 
     def redact(text: str) -> str:
-        return _safe_text(redactor(mask(text) if mask is not None else text))
+        return safe_text(redactor(mask(text) if mask is not None else text))
 
     return {
         "ts": time.time(),
-        "session": _safe_text(session.session_id),  # chosen by the integrator; links decisions and reviews
+        "session": safe_text(session.session_id),  # chosen by the integrator; links decisions and reviews
         "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": redact(decision.call_id),
-        "tool": _safe_text(tool),
+        "tool": safe_text(tool),
         "args": redact_args(args, raw_names, key),
         "verdict": decision.verdict.value,
         "reason": decision.reason.value,
         "message": redact(decision.message),
         "score": decision.score,
-        "threshold": _finite_or_text(decision.threshold),
+        "threshold": None if decision.threshold is None else encode_float(decision.threshold),
         "artifact": guard.artifact_id,
         "selected": list(decision.selected),
         "edges_in": _edges_in(session, decision.proposal_index),
         "features": dict(decision.features),
-        "safecommit": _redact_safecommit(decision.safecommit, raw_names, key, redact),
+        "safecommit": redact_safecommit(decision.safecommit, raw_names, key, redact),
         "probes": [redact(p.name or p.tool) for p in decision.probes],
         "latency_us": round(decision.latency_us, 1),
         "error": redact(error) if error is not None else None,
@@ -321,15 +322,15 @@ def review_entry(
     known_tool = session.guard.policy.tool(decision.tool) is not None
 
     def text(value: Any) -> str | None:
-        return _safe_text(redact(value)) if isinstance(value, str) else None
+        return safe_text(redact(value)) if isinstance(value, str) else None
 
     return {
         "ts": time.time(),
         "kind": "review",
-        "session": _safe_text(session.session_id),
+        "session": safe_text(session.session_id),
         "proposal_index": decision.proposal_index,
         "call_id": text(decision.call_id),
-        "tool": _safe_text(decision.tool) if known_tool else text(decision.tool),
+        "tool": safe_text(decision.tool) if known_tool else text(decision.tool),
         "decision": {"verdict": decision.verdict.value, "reason": decision.reason.value, "score": decision.score},
         "answer": answer,
         "reviewer": text(reviewer) or "unknown",
@@ -346,7 +347,3 @@ def _edges_in(session: Session, node: int) -> list[list[Any]]:
     return sorted([source, etype] for sources, etype, _ in blocks for source in sources)
 
 
-def _finite_or_text(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return "inf" if value > 0 else "-inf"

@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from guard.calibration._arrays import FloatArray as FloatArray
 from guard.calibration._arrays import IntArray as IntArray
-from guard.calibration._arrays import _as_count_table, _as_grid, _as_index_matrix, _as_levels, _reject_nan
+from guard.calibration._arrays import as_count_table, as_grid, as_index_matrix, as_levels, reject_nan
 from guard.errors import CalibrationError
 
 #: rows x columns processed at once by the permutation functions (bounds peak memory).
@@ -173,7 +173,7 @@ def _as_table(losses: npt.ArrayLike) -> npt.NDArray[np.int64] | FloatArray:
         return table.astype(np.int64)
     if not np.issubdtype(table.dtype, np.floating):
         raise CalibrationError(f"losses must be numeric, got dtype {table.dtype}")
-    return _reject_nan(table.astype(np.float64), "losses")
+    return reject_nan(table.astype(np.float64), "losses")
 
 
 def _check_range(table: npt.NDArray[np.int64] | FloatArray, bound: int) -> None:
@@ -193,7 +193,7 @@ def exact_grid(scores: Iterable[float] | npt.ArrayLike) -> FloatArray:
         flat = scores.astype(np.float64).ravel()
     else:
         flat = np.asarray(list(scores), dtype=np.float64).ravel()  # type: ignore[arg-type]
-    _reject_nan(flat, "scores")
+    reject_nan(flat, "scores")
     return np.concatenate(([-np.inf], np.unique(flat[np.isfinite(flat)])))
 
 
@@ -206,7 +206,7 @@ def carb_threshold_from_harm_levels(harm_levels: npt.ArrayLike, grid: npt.ArrayL
     ``(m+1)``-th smallest ``M_i`` with ``m = max_harmful_allowed(n, alpha)``; it equals
     ``grid[crc_threshold_index(grid[None, :] >= M[:, None], alpha)]``.
     """
-    levels, grid_values = _as_levels(harm_levels), _as_grid(grid)
+    levels, grid_values = as_levels(harm_levels), as_grid(grid)
     allowed = max_harmful_allowed(levels.size, alpha)
     cut = float(np.partition(levels, allowed)[allowed]) if allowed < levels.size else np.inf
     column = int(np.searchsorted(grid_values, cut, side="left")) - 1
@@ -228,8 +228,8 @@ def carb_thresholds_for_permutations(
     permutation protocol of §9) every lambda between ``lambda_hat[r]`` and the cut gives the same
     prefixes on every corpus episode.  Cost: one ``np.partition`` per row, chunked.
     """
-    levels, grid_values = _as_levels(harm_levels), _as_grid(grid)
-    index = _as_index_matrix(calib_idx, levels.size)
+    levels, grid_values = as_levels(harm_levels), as_grid(grid)
+    index = as_index_matrix(calib_idx, levels.size)
     cuts = _row_cuts(levels, index, max_harmful_allowed(index.shape[1], alpha))
     columns = np.searchsorted(grid_values, cuts, side="left") - 1
     if (columns < 0).any():
@@ -250,7 +250,7 @@ def index_episode_scores(scores: npt.ArrayLike, episode_ids: npt.ArrayLike, n_ep
         raise CalibrationError("scores and episode_ids must be flat arrays of equal length, ids integer")
     if owner.size and (owner.min() < 0 or owner.max() >= n_episodes):
         raise CalibrationError(f"episode_ids must lie in [0, {n_episodes}), got {owner.min()}..{owner.max()}")
-    _reject_nan(flat, "scores")
+    reject_nan(flat, "scores")
     finite = np.isfinite(flat)
     values, ranks = np.unique(flat[finite], return_inverse=True)
     stride = values.size + 1
@@ -273,10 +273,10 @@ def carb_thresholds_for_permutations_exact(
     Cost: ``R * n_cal`` binary searches in ``score_index.keys``, chunked: ~10 ms for R=200,
     n_cal=500; ~15 s for 10**6 episodes, n_cal=5*10**5 (use the fixed-grid function there).
     """
-    levels = _as_levels(harm_levels)
+    levels = as_levels(harm_levels)
     if levels.size != score_index.n_episodes:
         raise CalibrationError(f"{levels.size} harm levels for {score_index.n_episodes} indexed episodes")
-    index = _as_index_matrix(calib_idx, levels.size)
+    index = as_index_matrix(calib_idx, levels.size)
     cuts = _row_cuts(levels, index, max_harmful_allowed(index.shape[1], alpha))
     if (cuts == -np.inf).any():
         r = int(np.flatnonzero(cuts == -np.inf)[0])
@@ -329,7 +329,7 @@ def step_crc_threshold_index(harmful_exec: npt.ArrayLike, executed: npt.ArrayLik
     dilutes one harmful action over many benign ones, so episode loss at this lambda can far
     exceed alpha.
     """
-    harmful, done = _as_count_table(harmful_exec, "harmful_exec"), _as_count_table(executed, "executed")
+    harmful, done = as_count_table(harmful_exec, "harmful_exec"), as_count_table(executed, "executed")
     if harmful.shape != done.shape or (harmful > done).any():
         raise CalibrationError("harmful_exec must have the shape of executed and never exceed it")
     n = harmful.shape[0]

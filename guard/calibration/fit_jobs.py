@@ -23,9 +23,9 @@ FloatArray = npt.NDArray[np.float64]
 
 def frozen_weights(corpus: Any) -> FloatArray:
     """The suite policies' weights (one vector; raises when the suites disagree)."""
-    from guard.calibration.jobs import _suite_policy
+    from guard.calibration.jobs import suite_policy
 
-    vectors = {tuple(fit.weight_vector(_suite_policy(s, "gcarb").scorer.weights)) for s in _suites(corpus)}
+    vectors = {tuple(fit.weight_vector(suite_policy(s, "gcarb").scorer.weights)) for s in _suites(corpus)}
     if len(vectors) != 1:
         raise CalibrationError("the suite policies' scorer weights differ; the fitted protocol needs one vector")
     return np.array(next(iter(vectors)))
@@ -73,16 +73,21 @@ def cross_model_evaluation(
 
 
 def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> dict[str, Any]:
-    """A fixed artifact (threshold and weights, fingerprint-checked) on every episode of ``corpus``."""
-    from guard.calibration.jobs import _suite_policy, score_selectors
+    """A fixed artifact (threshold and weights, fingerprint-checked) on every episode of ``corpus``.
+
+    ``corpus`` is an AgentDojo corpus or your own episodes (``load_episodes_corpus``): the artifact
+    is checked against every policy the corpus uses, and the episodes are scored under them.
+    """
+    from guard.calibration.jobs import score_selectors
 
     artifact = load_artifact(path)
     selector = artifact.selector
     weights = artifact_weights(artifact.body)
-    for suite in _suites(corpus):
-        policy = _suite_policy(suite, selector)
+    for policy in corpus.policies(selector):
         load_artifact(path, fit.with_weights(policy, weights) if weights is not None else policy)
-    scored, _ = score_selectors(corpus.episodes, [selector], progress=True, workers=workers)  # type: ignore[list-item]
+    scored, _ = score_selectors(
+        corpus.episodes, [selector], progress=True, workers=workers, corpus=corpus  # type: ignore[list-item]
+    )
     data = scored[selector]
     if weights is not None:
         data = fit.rescore(data, fit.weight_vector(weights))
@@ -111,7 +116,7 @@ def calibrate_fitted(
     dev_fraction: float = 0.30, command: Sequence[str] = (), workers: int = 1,
 ) -> dict[str, Any]:
     """Fit weights on a seeded development split, calibrate λ̂ on the rest; the artifact body with the weights."""
-    from guard.calibration.jobs import _suite_policy, score_selectors
+    from guard.calibration.jobs import score_selectors, suite_policy
 
     if not 0 < dev_fraction < 1:
         raise CalibrationError(f"--dev-fraction must lie in (0, 1), got {dev_fraction}")
@@ -125,7 +130,7 @@ def calibrate_fitted(
     owner = np.repeat(np.arange(data.n), np.diff(data.offsets))
     in_calib = rescored.scores[np.isin(owner, calib)]
     chosen = ltt.threshold_by_rule(in_calib, rescored.harm_level[calib], rule, alpha, delta)
-    policies = [fit.with_weights(_suite_policy(s, "gcarb"), weights) for s in _suites(corpus)]
+    policies = [fit.with_weights(suite_policy(s, "gcarb"), weights) for s in _suites(corpus)]
     ids = tuple(rescored.episode_ids[i] for i in calib)
     return build_artifact(
         policies, alpha=alpha, n=int(calib.size), threshold=chosen.threshold,

@@ -59,7 +59,7 @@ class Corpus:
     def policies(self, selector: SelectorName) -> list[Policy]:
         """The distinct policies of the corpus, switched to ``selector``, by name."""
         if self.policy_of is None:
-            return [_suite_policy(s, selector) for s in sorted({e.meta.suite for e in self.episodes})]
+            return [suite_policy(s, selector) for s in sorted({e.meta.suite for e in self.episodes})]
         by_name = {p.name: p for p in self.policy_of.values()}
         return [by_name[name].with_selector(selector) for name in sorted(by_name)]
 
@@ -102,7 +102,7 @@ def load_corpus(
 
 
 @lru_cache(maxsize=64)
-def _suite_policy(suite: str, selector: SelectorName) -> Policy:
+def suite_policy(suite: str, selector: SelectorName) -> Policy:
     from guard.corpora import agentdojo
 
     return agentdojo.load_suite_policy(suite).with_selector(selector)
@@ -160,7 +160,7 @@ def corpus_functions(
 
 def policy_for(selector: SelectorName) -> Callable[[Episode], Policy]:
     """The suite policy of an episode, switched to ``selector``."""
-    return lambda episode: _suite_policy(episode.meta.suite, selector)
+    return lambda episode: suite_policy(episode.meta.suite, selector)
 
 
 def score_selectors(
@@ -186,7 +186,8 @@ def score_selectors(
     else:
         policy_fn, labels_fn = policy_for(selectors[0]), agentdojo.episode_ledger_labels
     start = time.perf_counter()
-    with Progress(len(episodes), "scoring episodes", enabled=progress) as tick:
+    label = f"{corpus.name}: scoring episodes" if corpus is not None else "scoring episodes"
+    with Progress(len(episodes), label, enabled=progress) as tick:
         out = score_selectors_parallel(
             episodes,
             policy_fn,
@@ -250,7 +251,7 @@ def evaluate(
         corpus=corpus,
     )
     start = time.perf_counter()
-    with Progress(len(alphas), "calibrating (all methods)", enabled=progress or None) as tick:
+    with Progress(len(alphas), f"{corpus.name}: calibrating (all methods)", enabled=progress or None) as tick:
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
     fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {

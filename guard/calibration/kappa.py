@@ -62,11 +62,12 @@ from typing import Any, Literal
 
 from guard.errors import CalibrationError
 from guard.graph import PrefixGraph
+from guard.jsonio import encode_float
 from guard.ledger import Ledger, LedgerLabels, normalize_text
 from guard.policy import Policy
 from guard.records import Episode, RecordKind
 from guard.safecommit.conformal import conformal_rank, conformal_threshold
-from guard.safecommit.kappa import KAPPA_FORMAT, decode_float, encode_float, resolve_kappa, scoring_fingerprint
+from guard.safecommit.kappa import KAPPA_FORMAT, resolve_kappa, scoring_fingerprint
 from guard.safecommit.worlds import Support, build_support
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
@@ -349,8 +350,6 @@ __all__ = [
     "calibration_episodes",
     "calibration_scores",
     "collect_cases",
-    "decode_float",
-    "encode_float",
     "episode_cases",
     "gated",
     "injected_values",

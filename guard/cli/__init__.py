@@ -6,11 +6,13 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+import guard
 from guard.cli import (
     agentdojo,
     audit,
     bench,
     calibration,
+    data,
     episodes,
     ledger,
     mcp,
@@ -20,10 +22,9 @@ from guard.cli import (
     review,
     studies,
 )
-from guard.cli._common import SCOPE
-from guard.errors import GuardError
+from guard.cli._common import SCOPE, run_command
 
-GROUPS = (policy, audit, calibration, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp)
+GROUPS = (policy, audit, calibration, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp, data)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE
     )
+    parser.add_argument("--version", action="version", version=f"carbguard {guard.__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)
@@ -44,14 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     args.argv = args_list
     func: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return func(args)
-    except GuardError as exc:
-        print(f"carbguard: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("carbguard: interrupted", file=sys.stderr)
-        return 130
+    return run_command(func, args)
 
 
-__all__ = ["SCOPE", "build_parser", "main"]
+def bench_main(name: str, argv: Sequence[str] | None = None) -> int:
+    """``python -m benchmarks.NAME [--quick] [--json]``: the same as ``carbguard bench NAME``."""
+    return main(["bench", name, *(sys.argv[1:] if argv is None else argv)])
+
+
+__all__ = ["SCOPE", "bench_main", "build_parser", "main"]

@@ -1,9 +1,16 @@
-"""What the command groups share: the guarantee's scope line, JSON-or-table output and writing ``-o`` files."""
+"""What the command groups share: the scope line, ``--json`` and ``-o/--out`` options, output, and the exit-2 path.
+
+Every command reports bad input the same way: one line ``carbguard: error: ...`` on stderr, exit
+code 2, nothing written (:func:`run_command`).  ``--json`` prints one JSON object instead of the
+table (:func:`add_json`, :func:`emit`); ``-o/--out`` names the one file a command writes
+(:func:`add_out`), written atomically and never over one of its inputs (:func:`write_output`).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -17,6 +24,37 @@ SCOPE = (
     "ledger only. Replay counts a probe as a stop; online, probes add records and replay equivalence needs "
     "traces collected with probes."
 )
+
+
+#: Exit code of bad input (argparse uses it too): one stderr line, nothing written.
+EXIT_USAGE = 2
+
+
+def add_json(parser: Any, what: str = "the result") -> None:
+    """``--json``: print ``what`` as one JSON object instead of the table."""
+    parser.add_argument("--json", action="store_true", help=f"print {what} as one JSON object instead of the table")
+
+
+def add_out(parser: Any, help: str, *, required: bool = False, metavar: str | None = None) -> None:
+    """``-o/--out FILE``: the file a command writes (``help`` says which, and what happens without it)."""
+    parser.add_argument("-o", "--out", required=required, metavar=metavar, help=help)
+
+
+def fail(message: object) -> int:
+    """The exit-2 path: ``carbguard: error: MESSAGE`` as one line on stderr; returns :data:`EXIT_USAGE`."""
+    print(f"carbguard: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def run_command(func: Callable[[Any], int], args: Any) -> int:
+    """``func(args)``; a GuardError becomes :func:`fail`, Ctrl-C exit code 130."""
+    try:
+        return func(args)
+    except GuardError as exc:
+        return fail(exc)
+    except KeyboardInterrupt:
+        print("carbguard: interrupted", file=sys.stderr)
+        return 130
 
 
 def emit(result: Any, as_json: bool, formatter: Callable[[Any], str]) -> int:

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from guard.cli._common import add_out
+
 KEY_HELP = "file holding the deployment key the log was written with (keyed chain; never printed)"
 
 
@@ -57,12 +59,12 @@ def _audit_checkpoint(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     audit = sub.add_parser("audit", help="audit log tools").add_subparsers(dest="action", required=True)
     verify = audit.add_parser("verify", help=VERIFY_HELP, description=VERIFY_HELP)
-    verify.add_argument("file")
+    verify.add_argument("file", help="the audit log (JSON lines, hash-chained)")
     verify.add_argument("--key-file", help=KEY_HELP)
     verify.add_argument("--checkpoint", help="a checkpoint written by `carbguard audit checkpoint`")
     verify.set_defaults(func=_audit_verify)
     point = audit.add_parser("checkpoint", help="export entry count + last hash of a verifying log (keyed: with a MAC)")
-    point.add_argument("file")
+    point.add_argument("file", help="the audit log (JSON lines, hash-chained)")
     point.add_argument("--key-file", help=KEY_HELP)
-    point.add_argument("-o", "--out", help="checkpoint file to write (default: stdout)")
+    add_out(point, "checkpoint file to write (default: stdout)")
     point.set_defaults(func=_audit_checkpoint)

@@ -1,40 +1,77 @@
-"""``carbguard bench safecommit|constructed|evasion|perf``."""
+"""``carbguard bench NAME``: every benchmark and bench-style study, one subcommand each.
+
+The studies (``safecommit``, ``constructed``, ``evasion``) ship in :mod:`guard.studies`; the
+performance benchmarks live in the source checkout's ``benchmarks/`` folder and are listed in
+:data:`BENCHMARKS` (module, its ``run(quick, progress)`` and table formatter, and the exceptions it
+raises for an environment it cannot measure, reported as errors).
+"""
 
 from __future__ import annotations
 
 import argparse
+import builtins
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from guard.cli._common import emit
+from guard.cli._common import add_json, emit
 from guard.errors import GuardError
 
 
+class Benchmark(NamedTuple):
+    """A performance benchmark of ``benchmarks/``: its module, formatter, help line, and what it raises."""
+
+    module: str
+    formatter: str
+    help: str
+    errors: tuple[str, ...] = ()
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "perf": Benchmark("perf", "format_perf", "all performance benchmarks: latency, peer comparison, calibration"),
+    "latency": Benchmark("latency", "format_latency", "decision latency against episode length"),
+    "peer": Benchmark(
+        "peer", "format_peer", "the same prefixes through invariant-ai's local analyzer", ("PeerUnavailableError",)
+    ),
+    "calibration": Benchmark("calibration", "format_calibration", "calibration throughput (scoring and CRC step)"),
+    "mcp": Benchmark(
+        "mcp_overhead",
+        "render",
+        "per-call overhead of the MCP guard proxy against a direct MCP call",
+        ("RuntimeError",),
+    ),
+}
+STUDIES = {
+    "safecommit": "SafeCommitBench-Controlled: the seed's Tables 2-5 and the support-miss table",
+    "constructed": "CES and graph-braid: where dependency selection matters",
+    "evasion": "recall of harmful paths when the agent transforms a private value",
+}
+
+
 def register(sub: Any) -> None:
-    """``carbguard bench safecommit|constructed|perf``."""
-    bench = sub.add_parser("bench", help="benchmarks: safecommit, constructed, perf").add_subparsers(
-        dest="bench", required=True
+    """``carbguard bench`` with one subcommand per study and benchmark."""
+    names = [*STUDIES, *BENCHMARKS]
+    group = sub.add_parser(
+        "bench", help=f"benchmarks: {', '.join(names)}", description="Benchmarks and bench-style studies."
     )
-    sc = bench.add_parser("safecommit", help="SafeCommitBench-Controlled: the seed's Tables 2-5 + support miss")
-    sc.add_argument("--seeds", type=int, default=10)
-    sc.add_argument("--json", action="store_true")
+    bench = group.add_subparsers(dest="bench", required=True, metavar="{" + ",".join(names) + "}")
+    sc = bench.add_parser("safecommit", help=STUDIES["safecommit"])
+    sc.add_argument("--seeds", type=int, default=10, help="protocol seeds (default 10)")
+    add_json(sc)
     sc.set_defaults(func=_bench_safecommit)
-    con = bench.add_parser("constructed", help="CES and graph-braid: where dependency selection matters")
-    con.add_argument("--permutations", type=int, default=200)
-    con.add_argument("--json", action="store_true")
-    con.add_argument("--plot", help="write the edge-dropout plot (PNG)")
+    con = bench.add_parser("constructed", help=STUDIES["constructed"])
+    con.add_argument("--permutations", type=int, default=200, help="random calibration/test splits (default 200)")
+    add_json(con)
+    con.add_argument("--plot", help="write the edge-dropout plot (PNG) to this file")
     con.set_defaults(func=_bench_constructed)
-    ev = bench.add_parser("evasion", help="recall of harmful paths when the agent transforms a private value")
-    ev.add_argument("--json", action="store_true")
+    ev = bench.add_parser("evasion", help=STUDIES["evasion"])
+    add_json(ev)
     ev.set_defaults(func=_bench_evasion)
-    perf = bench.add_parser("perf", help="decision latency, peer comparison, calibration throughput")
-    perf.add_argument("--quick", action="store_true", help="fewer repetitions")
-    perf.add_argument("--json", action="store_true")
-    perf.set_defaults(func=_bench_perf)
-    mcp = bench.add_parser("mcp", help="per-call overhead of the MCP guard proxy against a direct MCP call")
-    mcp.add_argument("--quick", action="store_true", help="fewer calls")
-    mcp.add_argument("--json", action="store_true")
-    mcp.set_defaults(func=_bench_mcp)
+    for name, spec in BENCHMARKS.items():
+        parser = bench.add_parser(name, help=spec.help, description=spec.help)
+        parser.add_argument("--quick", action="store_true", help="small repeat counts")
+        add_json(parser)
+        parser.set_defaults(func=_bench_module, benchmark=name)
 
 
 def _bench_safecommit(args: argparse.Namespace) -> int:
@@ -62,10 +99,9 @@ def _bench_evasion(args: argparse.Namespace) -> int:
     return emit(run_evasion_study(), args.json, format_evasion)
 
 
-def _benchmark_module(name: str) -> Any:
+def benchmark_module(name: str) -> Any:
     """``benchmarks.<name>`` from the source checkout (the working folder or the installed tree's parent)."""
     import importlib
-    import sys
 
     import guard
 
@@ -79,11 +115,12 @@ def _benchmark_module(name: str) -> Any:
         raise GuardError(f"bench runs from a source checkout (benchmarks/{name}.py): {exc}") from exc
 
 
-def _bench_perf(args: argparse.Namespace) -> int:
-    perf = _benchmark_module("perf")
-    return emit(perf.run(quick=args.quick), args.json, perf.format_perf)
-
-
-def _bench_mcp(args: argparse.Namespace) -> int:
-    bench = _benchmark_module("mcp_overhead")
-    return emit(bench.run(quick=args.quick, progress=not args.json), args.json, bench.render)
+def _bench_module(args: argparse.Namespace) -> int:
+    spec = BENCHMARKS[args.benchmark]
+    module = benchmark_module(spec.module)
+    errors = tuple(getattr(module, e, None) or getattr(builtins, e) for e in spec.errors)
+    try:
+        out = module.run(quick=args.quick, progress=not args.json and sys.stderr.isatty())
+    except errors as exc:
+        raise GuardError(f"bench {args.benchmark}: {exc}") from exc
+    return emit(out, args.json, getattr(module, spec.formatter))

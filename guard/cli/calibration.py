@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from guard.cli._common import SCOPE
+from guard.cli._common import SCOPE, add_json, add_out
 from guard.errors import GuardError
 from guard.policy import SelectorName
 
@@ -127,8 +127,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     if (args.ablation or args.plot_fit) and not args.fit_scorer:
         raise GuardError("--ablation and --plot-fit need --fit-scorer")
     own = args.episodes is not None or bool(args.policy) or args.labels is not None
-    if own and (args.fit_scorer or args.artifact or args.cross_model):
-        raise GuardError("--fit-scorer, --artifact and --cross-model work on AgentDojo corpora only, not --episodes")
+    if own and (args.fit_scorer or args.cross_model):
+        raise GuardError("--fit-scorer and --cross-model work on AgentDojo corpora only, not --episodes")
     names = [args.corpus] if (args.runs or args.corpus or args.episodes or args.policy) else list(EACH)
     if args.artifact or args.cross_model:
         return _evaluate_fixed_or_transfer(args, names, alphas)
@@ -204,7 +204,8 @@ def _evaluate_fixed_or_transfer(args: argparse.Namespace, names: list[str | None
     if args.artifact and args.cross_model:
         raise GuardError("--artifact and --cross-model are separate evaluations; give one")
     name = names[0] if len(names) == 1 else "all"
-    corpus = load_corpus(args.runs, name, progress=not args.json)
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    corpus = _corpus(args) if own else load_corpus(args.runs, name, progress=not args.json)
     if args.artifact:
         out: Any = artifact_evaluation(corpus, args.artifact, workers=args.workers)
         if not args.json:
@@ -298,7 +299,7 @@ def _add_calibrate(sub: Any) -> None:
     cal.add_argument("--rule", default="carb", choices=["carb", "ltt"],
                      help="carb: E[loss] <= alpha in expectation (CRC); ltt: P(R(lambda_hat) <= alpha) >= 1 - delta")
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
-    cal.add_argument("--out", help="artifact file to write (required)")
+    add_out(cal, "artifact file to write (required)")
     cal.add_argument("--exclude-model", action="append", default=[],
                      help="leave a model's runs out (repeatable; AgentDojo corpora)")
     cal.add_argument("--fit-scorer", action="store_true",
@@ -327,11 +328,12 @@ def _add_evaluate(sub: Any) -> None:
                     help="with the three-way protocol: refit without each new feature")
     ev.add_argument("--cross-model", action="store_true",
                     help="leave-one-model-out transfer on a multi-model corpus (default: all)")
-    ev.add_argument("--cross-model-permutations", type=int, default=50)
+    ev.add_argument("--cross-model-permutations", type=int, default=50,
+                    help="--cross-model: random splits per held-out model (default 50)")
     ev.add_argument("--artifact", help="evaluate this fixed artifact (threshold and weights) on the corpus")
-    ev.add_argument("--permutations", type=int, default=200)
-    ev.add_argument("--seed", type=int, default=0)
-    ev.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ev.add_argument("--permutations", type=int, default=200, help="random calibration/test splits (default 200)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the splits (default 0)")
+    add_json(ev)
     ev.add_argument("--plot", help="write the risk–utility frontier as PNG")
     _add_scale_args(ev)
     ev.set_defaults(func=_evaluate)

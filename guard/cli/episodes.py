@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from guard.cli._common import SCOPE
+from guard.cli._common import SCOPE, add_out
 from guard.errors import GuardError
 
 DESCRIPTION = (
@@ -104,6 +104,6 @@ def register(sub: Any) -> None:
     conv.add_argument("--from", dest="source", required=True, choices=SOURCES, help="input kind")
     conv.add_argument("input", help="AgentDojo runs/ folder (or embedded:MODEL, embedded:all); "
                       "otherwise a JSON or JSON-lines file")
-    conv.add_argument("-o", "--out", required=True, help="episodes file to write")
+    add_out(conv, "episodes file to write", required=True)
     conv.add_argument("--labels-out", help="agentdojo: where to write the ledger labels (default: <out>.labels.jsonl)")
     conv.set_defaults(func=_convert)

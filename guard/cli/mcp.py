@@ -64,12 +64,13 @@ def server_command(command: list[str]) -> list[str]:
 def build_guard(args: argparse.Namespace) -> Any:
     """The Guard of ``--policy`` with ``--artifact`` / ``--threshold`` / the policy's artifact, and ``--audit``."""
     from guard.artifact import load_artifact
+    from guard.decision import Mode
     from guard.policy import load_policy
     from guard.runtime import Guard
 
     policy = load_policy(args.policy)
     audit = args.audit or (str(policy.resolve(policy.audit.path)) if policy.audit.path else None)
-    mode = "shadow" if getattr(args, "shadow", False) else "enforce"
+    mode = Mode.SHADOW if getattr(args, "shadow", False) else Mode.ENFORCE
     if args.threshold is not None:
         return Guard(policy, threshold=args.threshold, audit=audit, mode=mode)
     artifact_path = args.artifact or (

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from guard.cli._common import add_out
 from guard.errors import GuardError
 
 TOOLS_HELP = "the agent's tools: langchain:MODULE:ATTR, openai:FILE.json, or mcp (the server command after --)"
@@ -92,7 +93,7 @@ def _policy_schema(args: argparse.Namespace) -> int:
 
 def _policy_init(args: argparse.Namespace) -> int:
     from guard.policy import parse_policy
-    from guard.policy.loader import _read_yaml
+    from guard.policy.loader import read_yaml
     from guard.policy.skeleton import skeleton_yaml
 
     sources = [s for s in (args.from_langchain, args.from_openai_tools) if s] + (["mcp"] if args.from_mcp else [])
@@ -108,7 +109,7 @@ def _policy_init(args: argparse.Namespace) -> int:
         raise GuardError("a server command after -- needs --from-mcp")
     schemas, label = _read_tools(source, args.command)
     text = skeleton_yaml(schemas, args.name, label)  # already read back with the strict loader
-    policy = parse_policy(_read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
+    policy = parse_policy(read_yaml(text, Path("the written skeleton"))[0], source="the written skeleton")
     left_out = [s.name for s in schemas if s.name not in policy.tools]
     if args.out is None:
         sys.stdout.write(text)
@@ -134,7 +135,7 @@ def register(sub: Any) -> None:
         "policy", help="validate a policy file, print its JSON Schema, or write one from tool schemas"
     ).add_subparsers(dest="action", required=True)
     validate = policy.add_parser("validate", help="report every error of a policy file with its location")
-    validate.add_argument("file")
+    validate.add_argument("file", help="the policy file (YAML, TOML or JSON)")
     validate.add_argument("--tools", help="cross-check against " + TOOLS_HELP)
     validate.add_argument("rest", nargs=argparse.REMAINDER, help="[--tools SOURCE] [-- server command (--tools mcp)]")
     validate.set_defaults(func=_policy_validate)
@@ -144,7 +145,7 @@ def register(sub: Any) -> None:
     init.add_argument("--from-mcp", action="store_true", help="the tools/list of the MCP server command after --")
     init.add_argument("--from-openai-tools", metavar="FILE.json", help="OpenAI function-tool schemas")
     init.add_argument("--name", default="my-agent", help="policy name (default: my-agent)")
-    init.add_argument("--out", help="file to write (default: stdout)")
+    add_out(init, "file to write (default: stdout)")
     init.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     init.add_argument("command", nargs="*", help="with --from-mcp: -- then the server command")
     init.set_defaults(func=_policy_init)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from guard.cli._common import add_out
 from guard.errors import GuardError
 
 
@@ -14,12 +15,14 @@ def register(sub: Any) -> None:
     rep.add_argument("audit", nargs="?", help="an audit log (JSON lines) to render")
     rep.add_argument("--runs", help="an AgentDojo runs folder to replay an episode from")
     rep.add_argument("--corpus", help="an embedded corpus to replay an episode from (model name)")
-    rep.add_argument("--episode", help="episode id (model/suite/user_task/attack/injection_task)")
-    rep.add_argument("--threshold", type=float, help="threshold for replay (default: the policy's artifact)")
-    rep.add_argument("--policy", help="policy file (audit mode: for feature weights)")
+    rep.add_argument("--episodes", help="your own episodes file (carbguard-episodes/1) to replay an episode from")
+    rep.add_argument("--episode", help="episode id to replay (AgentDojo: model/suite/user_task/attack/injection_task)")
+    rep.add_argument("--threshold", type=float, help="threshold for replay (default: the artifact, else the policy's)")
+    rep.add_argument("--artifact", help="replay: calibration artifact for the threshold (default: the policy's)")
+    rep.add_argument("--policy", help="policy file (audit mode: for feature weights; --episodes: the episodes' policy)")
     rep.add_argument("--plot", help="a frontier PNG from `evaluate --plot` to embed")
     rep.add_argument("--key-file", help="audit mode: the deployment key of a keyed log (verifies its MACs)")
-    rep.add_argument("-o", "--out", required=True, help="HTML file to write (never one of the inputs)")
+    add_out(rep, "HTML file to write (never one of the inputs)", required=True)
     rep.set_defaults(func=_report)
 
 
@@ -27,7 +30,7 @@ def _report(args: argparse.Namespace) -> int:
     from guard import report
     from guard.cli._common import check_output, write_output
 
-    inputs = [args.audit, args.runs, args.policy, args.plot, args.key_file]
+    inputs = [args.audit, args.runs, args.episodes, args.policy, args.plot, args.key_file, args.artifact]
     check_output(args.out, inputs)
     if args.audit:
         from guard.audit import read_key_file
@@ -81,8 +84,15 @@ def _replay_report(args: argparse.Namespace) -> str:
     from guard.corpora import agentdojo
     from guard.runtime import Guard
 
-    if not args.episode or not (args.runs or args.corpus):
-        raise GuardError("report needs an AUDIT file, or --runs PATH/--corpus MODEL with --episode ID")
+    sources = [flag for flag, value in (("--runs", args.runs), ("--corpus", args.corpus), ("--episodes", args.episodes))
+               if value]
+    if not args.episode or len(sources) != 1:
+        raise GuardError("report needs an AUDIT file, or one of --runs PATH/--corpus MODEL/--episodes FILE "
+                         "with --episode ID")
+    if args.episodes:
+        return _own_episode_report(args)
+    if args.artifact:
+        raise GuardError("--artifact applies to --episodes; AgentDojo replays take --threshold or the suite's artifact")
     loaded = agentdojo.load_runs(args.runs) if args.runs else agentdojo.load_embedded(args.corpus)
 
     def guard_for(episode: Any) -> Guard:
@@ -93,4 +103,31 @@ def _replay_report(args: argparse.Namespace) -> str:
 
     episode = report.find_episode(loaded.episodes, args.episode)
     text: str = report.render_episode_report(guard_for, episode, frontier_png=args.plot)
+    return text
+
+
+def _own_episode_report(args: argparse.Namespace) -> str:
+    """The replay report of one episode of your own episodes file, under ``--policy`` and its threshold."""
+    from guard import report
+    from guard.artifact import apply_fitted_weights, load_artifact
+    from guard.corpora.episodes import read_episodes
+    from guard.policy import load_policy
+    from guard.runtime import Guard
+
+    if not args.policy:
+        raise GuardError("--episodes needs --policy: the policy the episodes were recorded under")
+    if args.threshold is not None and args.artifact:
+        raise GuardError("--threshold and --artifact both set the threshold; give one")
+    base = load_policy(args.policy)
+    episode = report.find_episode(read_episodes(args.episodes, [base]).episodes, args.episode)
+    if args.threshold is not None:
+        guard = Guard(base, threshold=args.threshold)
+    elif args.artifact or base.calibration.artifact:
+        path = args.artifact or base.resolve(base.calibration.artifact or "")
+        policy = apply_fitted_weights(load_artifact(path).body, base, path)
+        art = load_artifact(path, policy)
+        guard = Guard(policy, threshold=art.threshold, artifact_id=art.artifact_id)
+    else:
+        raise GuardError(f"{args.policy}: no threshold: pass --threshold T or --artifact A (the policy names none)")
+    text: str = report.render_episode_report(lambda _episode: guard, episode, frontier_png=args.plot)
     return text

@@ -64,5 +64,5 @@ def register(sub: Any) -> None:
                             description=__doc__)
     parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
-    parser.add_argument("--out", metavar="SHEET", help="write one template label per picked session (JSON lines)")
+    parser.add_argument("-o", "--out", metavar="SHEET", help="write one template label per picked session (JSON lines)")
     parser.set_defaults(func=_review)

@@ -1,46 +1,79 @@
-"""``carbguard ledger-check`` and ``carbguard safecommit study|calibrate``."""
+"""``carbguard safecommit study|calibrate``: SafeCommit on the embedded AgentDojo episodes."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
-from guard.cli._common import emit
+from guard.cli._common import add_json, add_out, emit
+from guard.errors import GuardError
 
 
-def add_ledger_check(sub: Any) -> None:
-    """``carbguard ledger-check``."""
-    led = sub.add_parser("ledger-check", help="agreement of the declared ledger with AgentDojo's security flag")
-    led.add_argument("--corpus", default="all", help="embedded model name or 'all'")
-    led.add_argument("--json", action="store_true")
-    led.set_defaults(func=_ledger_check)
+def _study(args: argparse.Namespace) -> int:
+    from guard.progress import Progress
+    from guard.studies.safecommit_agentdojo import format_study, safecommit_replay_study
+
+    if args.permutations < 1:
+        raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    bars: dict[int, Progress] = {}
+
+    def tick(done: int, total: int) -> None:
+        bar = bars.setdefault(total, Progress(total, f"{args.model}: episodes replayed", enabled=not args.json))
+        bar.update(done)
+        if done == total:
+            bar.close()
+
+    result = safecommit_replay_study(
+        args.model, tuple(args.alpha or (0.05, 0.10)), permutations=args.permutations, seed=args.seed, progress=tick
+    )
+    return emit(result, args.json, format_study)
 
 
-def _ledger_check(args: argparse.Namespace) -> int:
-    from guard.studies.ledger_check import format_check, ledger_check
+def _calibrate(args: argparse.Namespace) -> int:
+    from guard.calibration.kappa import Gate, calibrate_kappa
+    from guard.calibration.kappa_cli import summary
+    from guard.cli._common import check_output
 
-    return emit(ledger_check(args.corpus), args.json, format_check)
-
-
-def add_safecommit(sub: Any) -> None:
-    """``carbguard safecommit study|calibrate`` (the options are those of the modules' own CLIs)."""
-    sc = sub.add_parser("safecommit", help="SafeCommit on AgentDojo: replay study, kappa calibration")
-    sc.add_argument("action", choices=["study", "calibrate"], help="study: replay counts and loss; calibrate: kappa")
-    sc.add_argument("rest", nargs=argparse.REMAINDER, help="options (see `carbguard safecommit ACTION --help`)")
-    sc.set_defaults(func=_safecommit)
-
-
-def _safecommit(args: argparse.Namespace) -> int:
-    if args.action == "study":
-        from guard.studies.safecommit_agentdojo import main as study_main
-
-        return study_main(args.rest)
-    from guard.calibration.kappa_cli import main as calibrate_main
-
-    return calibrate_main(args.rest)
+    if args.out is not None:
+        check_output(args.out, [args.gate_artifact])
+    command = "carbguard " + " ".join(args.argv)
+    gate = Gate.from_artifact(args.gate_artifact) if args.gate_artifact else None
+    body = calibrate_kappa(
+        args.model, args.alpha, exclude_models=args.exclude_model, out=args.out, command=command, gate=gate
+    )
+    print(json.dumps(body, indent=1, sort_keys=True) if args.json else summary(body))
+    return 0
 
 
 def register(sub: Any) -> None:
-    """``carbguard ledger-check`` and ``carbguard safecommit``."""
-    add_ledger_check(sub)
-    add_safecommit(sub)
+    """``carbguard safecommit study|calibrate``."""
+    sc = sub.add_parser("safecommit", help="SafeCommit on AgentDojo: replay study, kappa calibration")
+    cmds = sc.add_subparsers(dest="safecommit_command", required=True)
+    study = cmds.add_parser(
+        "study",
+        help="replay counts and declared-ledger loss of G-CARB with and without SafeCommit",
+        description="SafeCommit on the embedded AgentDojo episodes: replay, kappa per permutation, CARB on top.",
+    )
+    study.add_argument("--model", default="all", help="embedded model name, or 'all' (default)")
+    study.add_argument("--alpha", type=float, action="append", help="risk level (repeatable; default .05 and .10)")
+    study.add_argument("--permutations", type=int, default=200, help="random calibration/test splits (default 200)")
+    study.add_argument("--seed", type=int, default=0, help="seed of the splits (default 0)")
+    add_json(study)
+    study.set_defaults(func=_study)
+    cal = cmds.add_parser(
+        "calibrate",
+        help="kappa from ledger-labelled AgentDojo cases; writes a kappa artifact",
+        description="Kappa from the ledger-labelled cases of the embedded AgentDojo episodes.",
+    )
+    cal.add_argument("--alpha", type=float, required=True, help="SafeCommit's miss level in (0, 1)")
+    cal.add_argument("--model", default="all", help="embedded model name, or 'all' (default)")
+    cal.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
+    cal.add_argument(
+        "--gate-artifact",
+        help="CARB artifact in front of SafeCommit: calibrate kappa only on proposals with G-CARB score <= its "
+        "threshold",
+    )
+    add_out(cal, "kappa artifact to write (default: print only)")
+    add_json(cal, "the artifact body")
+    cal.set_defaults(func=_calibrate)

@@ -21,12 +21,10 @@ policies; they are for the harm ledger only and never reach the gate.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import io
-import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -246,7 +244,7 @@ def _read_raw(root: Path, suites: tuple[str, ...], progress: bool) -> Iterator[t
             f"no run files under {root}: expected <model>/<suite>/<task_id>/<attack>/<injection>.json "
             f"with suites {', '.join(suites)}"
         )
-    bar = Progress(len(files), "loading AgentDojo runs", enabled=progress)
+    bar = Progress(len(files), f"{root}: loading AgentDojo runs", enabled=progress)
     try:
         for file in files:
             try:
@@ -334,26 +332,3 @@ def convert(runs: str | Path, out: str | Path, *, progress: bool = False) -> dic
         (target / f"{model}.jsonl.gz").write_bytes(buffer.getvalue())
         counts[model] = (len(kept), len(dropped), len(failed))
     return counts
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.corpora.agentdojo convert --runs RUNS --out OUT``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.corpora.agentdojo", description=__doc__.split("\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    conv = commands.add_parser("convert", help="convert a runs/ folder into the compact embedded corpus")
-    conv.add_argument("--runs", required=True, help="AgentDojo runs/ folder (parent of the model folders)")
-    conv.add_argument("--out", required=True, help="output folder, e.g. guard/data/agentdojo")
-    conv.add_argument("--quiet", action="store_true", help="no progress counter")
-    args = parser.parse_args(argv)
-    try:
-        counts = convert(args.runs, args.out, progress=not args.quiet)
-    except CorpusError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for model, (kept, dropped, failed) in counts.items():
-        print(f"{model}: {kept} kept, {dropped} dropped (run error), {failed} failed")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,4 +1,9 @@
-"""Rules versus labels: per-category counts and every episode where a labels file disagrees with the rules."""
+"""Rules versus labels: per-category counts, the episodes the rules charge, and every disagreement.
+
+An episode the rules charge but no label covers is listed as *unlabelled*: nobody has confirmed
+that harm, and the ledger calibration uses charges it as it stands (a rule that fires on benign
+episodes lowers the threshold).  "0 disagreements" therefore never hides charged episodes.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ def ledger_check(
     counts = {name: {"rules": 0, "labels": 0, "ledger": 0} for name in CATEGORIES}
     charged = {"rules": 0, "labels": 0, "ledger": 0}
     disagreements: list[dict[str, Any]] = []
+    by_rules: list[dict[str, Any]] = []
     for episode in episodes:
         ledger = Ledger(policy_of[episode.episode_id], LedgerLabels())
         rules = categories_of(ledger.trace(episode).events)
@@ -34,6 +40,8 @@ def ledger_check(
         charged["rules"] += bool(rules)
         charged["labels"] += bool(labelled)
         charged["ledger"] += bool(final)
+        if rules:
+            by_rules.append({"episode": episode.episode_id, "rules": sorted(rules), "labelled": label is not None})
         if label is not None and _disagree(label, rules, labelled):
             disagreements.append({
                 "episode": episode.episode_id, "line": label.line, "mode": label.mode,
@@ -45,6 +53,8 @@ def ledger_check(
         "labelled": sum(e.episode_id in labels for e in episodes),
         "categories": counts,
         "episodes_charged": charged,
+        "charged_by_rules": by_rules,
+        "charged_unlabelled": [row["episode"] for row in by_rules if not row["labelled"]],
         "disagreements": disagreements,
     }
 
@@ -64,6 +74,11 @@ def format_check(result: dict[str, Any]) -> str:
         lines.append(f"{name:<24}{row['rules']:>8}{row['labels']:>8}{row['ledger']:>8}")
     total = result["episodes_charged"]
     lines.append(f"{'episodes charged':<24}{total['rules']:>8}{total['labels']:>8}{total['ledger']:>8}")
+    by_rules, unlabelled = result["charged_by_rules"], result["charged_unlabelled"]
+    lines.append(f"{len(by_rules)} episode(s) charged by the rules, {len(unlabelled)} of them without a label")
+    for row in by_rules:
+        flag = "" if row["labelled"] else "  UNLABELLED: check it, or add a label"
+        lines.append(f"  {row['episode']}: {_set(row['rules'])}{flag}")
     lines.append(f"{len(result['disagreements'])} disagreement(s) between rules and labels")
     for d in result["disagreements"]:
         lines.append(

@@ -41,7 +41,7 @@ def _fired(
     privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
     if privacy and _watched(policy, name, privacy.sinks) and _privacy_flow(privacy, tool, record, earlier, user_text):
         yield "privacy_flow"
-    if spec.attacker_directed and _recipient_outside(spec.attacker_directed, policy, tool, record, user_text):
+    if spec.attacker_directed and _recipient_outside(spec, tool, record, user_text):
         yield "attacker_directed"
     if spec.destructive and _protected(spec.destructive, tool, record, user_text):
         yield "destructive"
@@ -80,10 +80,8 @@ def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
 def _privacy_flow(
     rule: PrivacyFlowRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
-    if rule.user_named_recipient_ok and tool.identifier_args:
-        recipients = [v for v in _values(record, tool.identifier_args) if v.strip()]
-        if recipients and all(_named(v, user_text) for v in recipients):
-            return False
+    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
+        return False
     raw = _outgoing(tool, record)
     payload = [normalize_text(v) for v in raw]
     for pattern in rule.canary_patterns:
@@ -96,6 +94,12 @@ def _privacy_flow(
     if rule.private_span is not None:
         return _shares_span(payload, private, rule.private_span, user_text)
     return False
+
+
+def _user_named_recipients(tool: ToolSpec, record: Record, user_text: str) -> bool:
+    """The user asked for it: the sink has identifier arguments, and the user named every one of their values."""
+    recipients = [v for v in _values(record, tool.identifier_args) if v.strip()] if tool.identifier_args else []
+    return bool(recipients) and all(_named(v, user_text) for v in recipients)
 
 
 def _shares_span(values: list[str], texts: list[str], span: int, user_text: str) -> bool:
@@ -133,15 +137,10 @@ def _allowed(value: str, rule: RecipientRule) -> bool:
     return host is not None and any(host == d.lower() or host.endswith("." + d.lower()) for d in rule.allow_domains)
 
 
-def _recipient_outside(rule: RecipientRule, policy: Policy, tool: ToolSpec, record: Record, user_text: str) -> bool:
-    name = record.tool or ""
-    if rule.tools is not None:
-        if name not in rule.tools:
-            return False
-        args: tuple[str, ...] = rule.tools[name] or tool.identifier_args
-    elif tool.kind is ToolKind.SINK and tool.identifier_args:
-        args = tool.identifier_args
-    else:
+def _recipient_outside(spec: LedgerSpec, tool: ToolSpec, record: Record, user_text: str) -> bool:
+    rule = spec.attacker_directed
+    args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.kind is ToolKind.SINK)
+    if rule is None or not args:
         return False
     for value in _values(record, args):
         for token in (t for t in _SPLIT.split(value) if t):
@@ -163,6 +162,8 @@ def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_te
 def _untrusted_reuse(
     rule: UntrustedReuseRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
+    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
+        return False
     payload = [normalize_text(v) for v in _outgoing(tool, record)]
     return _shares_span(payload, _texts(earlier, Trust.TOOL_UNTRUSTED), rule.min_span, user_text)
 

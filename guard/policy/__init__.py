@@ -327,7 +327,8 @@ class Policy(_Strict):
         try:
             spec = SelectorSpec.model_validate({**self.selector.model_dump(), "name": name, **params})
         except ValidationError as exc:
-            raise PolicyError(format_validation_error(exc, f"policy {self.name!r}: selector", {})) from None
+            where = f"policy {self.name!r}: selector"
+            raise PolicyError(format_validation_error(exc, where, {}, SelectorSpec)) from None
         return self.model_copy(update={"selector": spec})
 
 
@@ -338,7 +339,7 @@ def parse_policy(data: Any, *, source: str = "<policy>", lines: KeyLines | None 
     try:
         return Policy.model_validate(data)
     except ValidationError as exc:
-        raise PolicyError(format_validation_error(exc, source, lines or {})) from None
+        raise PolicyError(format_validation_error(exc, source, lines or {}, Policy)) from None
 
 
 def load_policy(path: str | Path) -> Policy:

@@ -1,7 +1,9 @@
-"""The ``ledger:`` section of a policy: the deployment's harm categories as rules (METHOD §7, §16).
+"""The ``ledger:`` section of a policy: the deployment's harm categories as rules.
 
 Each key is one of the ledger's categories and declares the rule that charges it; a category
-without a key never fires from rules (labels may still charge it).  The rules are evaluated by
+without a key never fires from rules (labels may still charge it).  Every rule has the same shape:
+``tools``/``sinks`` is a list of tool names, and per-tool arguments sit in their own mapping
+(``recipient_args``, ``object_args``).  The rules are evaluated by
 :mod:`guard.ledger.rules` over *executed* proposals only, for calibration and ``carbguard ledger
 check``; the gate never reads this section (it is not part of the pipeline fingerprint).
 
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LEDGER_CATEGORIES: tuple[str, ...] = (
     "privacy_flow",
@@ -75,9 +77,14 @@ class PrivacyFlowRule(_Strict):
 class RecipientRule(_Strict):
     """``attacker_directed``: an executed sink sends to a recipient outside the allow-list."""
 
-    tools: dict[str, tuple[str, ...]] | None = Field(
+    tools: tuple[str, ...] | None = Field(
         default=None,
-        description="Tool → its recipient arguments; default: every sink with its identifier_args.",
+        description="The tools this rule watches; default: every sink except the tools destructive and "
+        "credential_change protect (their identifier_args name the object acted on, not a recipient).",
+    )
+    recipient_args: dict[str, tuple[str, ...]] | None = Field(
+        default=None,
+        description="Tool → the arguments naming its recipients; default: the tool's identifier_args.",
     )
     allow_domains: tuple[str, ...] = Field(
         default=(),
@@ -87,6 +94,17 @@ class RecipientRule(_Strict):
         default=(), description="Allowed recipients matched exactly (case-insensitive): channels, IBANs, names."
     )
     user_named_ok: bool = Field(default=True, description="A recipient the user named is not charged.")
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _list_of_tools(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            args = {str(k): v for k, v in value.items() if v}
+            raise ValueError(
+                "tools is a list of tool names, as in destructive.tools; the per-tool arguments moved to "
+                f"recipient_args: write tools: {list(map(str, value))}" + (f", recipient_args: {args}" if args else "")
+            )
+        return value
 
 
 class ProtectedToolsRule(_Strict):
@@ -108,6 +126,11 @@ class UntrustedReuseRule(_Strict):
     )
     min_span: int = Field(
         default=20, ge=4, le=10_000, description="Shortest reused span (characters, after normalization) that counts."
+    )
+    user_named_recipient_ok: bool = Field(
+        default=True,
+        description="A send whose every identifier argument the user named is not charged "
+        "(the user asked for it). Sinks without identifier arguments are always checked.",
     )
 
 
@@ -139,11 +162,26 @@ class LedgerSpec(_Strict):
         if problems:
             raise ValueError("; ".join(problems))
 
+    @model_validator(mode="after")
+    def _protected_tools_need_recipient_args(self) -> LedgerSpec:
+        rule = self.attacker_directed
+        listed = set(rule.tools or ()) & self.protected_tools() if rule is not None else set()
+        missing = sorted(name for name in listed if not (rule and rule.recipient_args and name in rule.recipient_args))
+        if missing:
+            raise ValueError(
+                f"attacker_directed.tools lists {missing}, which destructive/credential_change protect: their "
+                "identifier_args name the object acted on, not a recipient; give the recipient arguments under "
+                "attacker_directed.recipient_args or drop them from attacker_directed.tools"
+            )
+        return self
+
     def _tool_refs(self) -> Iterable[tuple[str, Iterable[str]]]:
         if self.privacy_flow and self.privacy_flow.sinks is not None:
             yield "privacy_flow.sinks", self.privacy_flow.sinks
         if self.attacker_directed and self.attacker_directed.tools is not None:
             yield "attacker_directed.tools", self.attacker_directed.tools
+        if self.attacker_directed and self.attacker_directed.recipient_args:
+            yield "attacker_directed.recipient_args", tuple(self.attacker_directed.recipient_args)
         for name in ("destructive", "credential_change"):
             rule: ProtectedToolsRule | None = getattr(self, name)
             if rule is not None:
@@ -153,12 +191,33 @@ class LedgerSpec(_Strict):
             yield "untrusted_instruction.sinks", self.untrusted_instruction.sinks
 
     def _arg_refs(self) -> Iterable[tuple[str, Mapping[str, tuple[str, ...]]]]:
-        if self.attacker_directed and self.attacker_directed.tools:
-            yield "attacker_directed.tools", self.attacker_directed.tools
+        if self.attacker_directed and self.attacker_directed.recipient_args:
+            yield "attacker_directed.recipient_args", self.attacker_directed.recipient_args
         for name in ("destructive", "credential_change"):
             rule: ProtectedToolsRule | None = getattr(self, name)
             if rule is not None and rule.object_args:
                 yield f"{name}.object_args", rule.object_args
+
+    def protected_tools(self) -> frozenset[str]:
+        """The tools ``destructive`` and ``credential_change`` protect: they act on an object, never a recipient."""
+        rules = (self.destructive, self.credential_change)
+        return frozenset(name for rule in rules if rule is not None for name in rule.tools)
+
+    def recipient_args(self, name: str, identifier_args: tuple[str, ...], is_sink: bool) -> tuple[str, ...]:
+        """The arguments of tool ``name`` that ``attacker_directed`` reads as recipients (empty: not watched).
+
+        ``recipient_args`` when it names the tool; else, for a watched tool, its ``identifier_args`` --
+        unless a protected tool (a delete's path is never a recipient by default).
+        """
+        rule = self.attacker_directed
+        if rule is None:
+            return ()
+        watched = name in rule.tools if rule.tools is not None else is_sink
+        if not watched:
+            return ()
+        if rule.recipient_args and name in rule.recipient_args:
+            return rule.recipient_args[name]
+        return () if name in self.protected_tools() else identifier_args
 
     def declared(self) -> tuple[str, ...]:
         """The categories this section declares a rule for, in ledger order."""

@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from guard.errors import PolicyError
 from guard.jsonio import loads_strict
+from guard.policy.suggest import did_you_mean
 
 KeyLines = dict[tuple[str, ...], int]
 MAX_POLICY_BYTES = 2_000_000
@@ -35,7 +36,7 @@ def read_policy_mapping(path: Path) -> tuple[Any, KeyLines]:
     suffix = path.suffix.lower()
     try:
         if suffix in (".yaml", ".yml"):
-            return _read_yaml(text, path)
+            return read_yaml(text, path)
         if suffix == ".toml":
             return _read_toml(text, path), {}
         if suffix == ".json":
@@ -61,7 +62,7 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
+def read_yaml(text: str, path: Path) -> tuple[Any, KeyLines]:
     try:
         node = yaml.compose(text, Loader=_NoAliasLoader)
         data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
@@ -140,15 +141,22 @@ def _read_json(text: str, path: Path) -> Any:
     return loads_strict(text, str(path), PolicyError)  # duplicate keys (key path, both lines), NaN, 1e999
 
 
-def format_validation_error(exc: ValidationError, source: str, lines: KeyLines) -> str:
-    """Every validation problem on its own line, with key path and (when known) file line."""
+def format_validation_error(
+    exc: ValidationError, source: str, lines: KeyLines, model: type[BaseModel] | None = None
+) -> str:
+    """Every validation problem on its own line, with key path and (when known) file line.
+
+    With ``model`` (the model validated), an unknown key gets the close matches among the keys
+    accepted there ("did you mean").
+    """
     out = [f"{source}: {exc.error_count()} problem(s) in policy"]
     for err in exc.errors(include_url=False):
         loc = tuple(str(p) for p in err["loc"])
         line = _nearest_line(loc, lines)
         where = ".".join(loc) or "<top level>"
         at = f" (line {line})" if line is not None else ""
-        out.append(f"  - {where}{at}: {err['msg']}")
+        hint = did_you_mean(model, loc) if model is not None and err["type"] == "extra_forbidden" else ""
+        out.append(f"  - {where}{at}: {err['msg']}{hint}")
     return "\n".join(out)
 
 

@@ -294,9 +294,9 @@ def _left_out_block(left_out: Sequence[tuple[ToolSchema, _Guess]]) -> list[str]:
 def _check_reads_back(text: str, data: Mapping[str, Any], source: str) -> None:
     """Read ``text`` with the strict policy loader; it must give exactly ``data`` and a valid policy."""
     from guard.policy import parse_policy
-    from guard.policy.loader import _read_yaml
+    from guard.policy.loader import read_yaml
 
-    loaded, _ = _read_yaml(text, Path("the written skeleton"))
+    loaded, _ = read_yaml(text, Path("the written skeleton"))
     if loaded != data:
         raise PolicyError(f"{source}: the written skeleton does not read back as the policy init meant to write")
     parse_policy(loaded, source="the written skeleton")

@@ -138,16 +138,30 @@ def from_langchain_tools(tools: Any, source: str = "<langchain>") -> list[ToolSc
 
 
 def load_langchain_tools(spec: str) -> list[ToolSchema]:
-    """Import ``module:attr`` (a tool, or a list of tools) and read its schemas."""
+    """Import ``module:attr`` (a tool, or a list of tools) and read its schemas.
+
+    The module is looked up in the current folder first, as ``python -m`` would (an installed
+    ``carbguard`` script otherwise only sees its own folder and the installed packages).
+    """
     import importlib
+    import sys
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise PolicyError(f"--from-langchain {spec!r}: expected module:attr, e.g. myagent.tools:TOOLS")
+    here = str(Path.cwd())
+    added = here not in sys.path
+    if added:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise PolicyError(f"--from-langchain {spec!r}: cannot import {module_name!r}: {exc}") from None
+        raise PolicyError(
+            f"--from-langchain {spec!r}: cannot import {module_name!r} (from {here} or the installed packages): {exc}"
+        ) from None
+    finally:
+        if added:
+            sys.path.remove(here)
     value: Any = module
     for part in attr.split("."):
         if not hasattr(value, part):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from guard.errors import AuditError
+from guard.jsonio import decode_float
 from guard.limits import MAX_SESSION_RECORDS
 
 
@@ -91,8 +92,11 @@ def check_entry(entry: Mapping[str, Any]) -> None:
         if value is not None and not _finite_number(value):
             raise _bad(name, value, "a finite number")
     threshold = entry.get("threshold")
-    if threshold is not None and threshold not in ("inf", "-inf") and not _finite_number(threshold):
-        raise _bad("threshold", threshold, 'a finite number, "inf" or "-inf"')
+    if threshold is not None:
+        try:
+            decode_float(threshold, "threshold", ValueError)
+        except ValueError:
+            raise _bad("threshold", threshold, 'a finite number, "inf" or "-inf"') from None
     features = entry.get("features")
     if features is not None:
         if not isinstance(features, Mapping):

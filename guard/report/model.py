@@ -20,6 +20,7 @@ import networkx as nx
 from guard.audit import MemoryAudit
 from guard.decision import Verdict
 from guard.graph import PrefixGraph
+from guard.jsonio import decode_float
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, RecordKind, Trust
 from guard.redaction import redact_args
@@ -138,8 +139,8 @@ def threshold_value(raw: Any) -> float | None:
     if raw is None:
         return None
     try:
-        return float(raw)
-    except (TypeError, ValueError):
+        return decode_float(raw, "threshold", ValueError)
+    except ValueError:
         return None
 
 

@@ -87,7 +87,7 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600
     return Evidence(**{k: tuple(v) for k, v in bins.items()})
 
 
-def _untrusted_seen(graph: PrefixGraph, node: int) -> bool:
+def seen_untrusted(graph: PrefixGraph, node: int) -> bool:
     return any(
         r.kind is RecordKind.RESULT and r.trust is Trust.TOOL_UNTRUSTED and i < node for i, r in graph.records.items()
     )

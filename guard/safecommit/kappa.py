@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from guard.errors import PolicyError
-from guard.jsonio import loads_strict
+from guard.jsonio import decode_float, loads_strict
 from guard.policy import Policy
 from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
 from guard.safecommit.conformal import conformal_threshold
@@ -86,7 +85,7 @@ def resolve_kappa(
                 "(tool metadata, value/injection patterns, nonconformity or worlds changed); recalibrate"
             )
         _check_gate(body.get("gate"), path, carb_artifact, resolve)
-        return decode_float(body.get("kappa"), f"{path}: kappa")
+        return decode_float(body.get("kappa"), f"{path}: kappa", PolicyError)
     path = resolve(source.scores)
     data = _read_json(path)
     scores = data.get("scores") if isinstance(data, dict) else data
@@ -133,20 +132,6 @@ def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     return loads_strict(text, path, PolicyError, infinity=True)  # scores are written by json.dumps (Infinity)
 
 
-def encode_float(value: float) -> float | str:
-    """JSON-safe float: ±inf as "+inf"/"-inf"."""
-    return value if math.isfinite(value) else ("+inf" if value > 0 else "-inf")
 
 
-def decode_float(value: Any, where: str) -> float:
-    """The inverse of :func:`encode_float`, or PolicyError."""
-    if value in ("+inf", "inf"):
-        return math.inf
-    if value == "-inf":
-        return -math.inf
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise PolicyError(f"{where} must be a number or '+inf', got {value!r}")
-    return float(value)
-
-
-__all__ = ["KAPPA_FORMAT", "WORLDS_VERSION", "decode_float", "encode_float", "resolve_kappa", "scoring_fingerprint"]
+__all__ = ["KAPPA_FORMAT", "WORLDS_VERSION", "resolve_kappa", "scoring_fingerprint"]

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, ProbeCall, Reason, Verdict
 from guard.errors import PolicyError
+from guard.jsonio import encode_float
 from guard.policy import Effect, Policy, ToolSpec
 from guard.policy.safecommit import (
     AlternativeSpec,
@@ -45,7 +46,7 @@ from guard.policy.safecommit import (
 )
 from guard.records import Record, RecordKind
 from guard.safecommit.controller import step
-from guard.safecommit.kappa import encode_float, resolve_kappa, scoring_fingerprint
+from guard.safecommit.kappa import resolve_kappa, scoring_fingerprint
 from guard.safecommit.types import Action, ProbeSpec, SafeCommitResult
 from guard.safecommit.worlds import (
     PROPOSAL_SAFE,

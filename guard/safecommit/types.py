@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Literal
 
 from guard.errors import InputError
+from guard.jsonio import encode_float
 
 Verdict = Literal["execute", "probe", "defer", "escalate", "abstain"]
 VERDICTS: tuple[Verdict, ...] = ("execute", "probe", "defer", "escalate", "abstain")
@@ -145,10 +146,6 @@ class ProbeRecord:
     raw_type: str
 
 
-def _kappa_json(kappa: float) -> JsonValue:
-    return kappa if math.isfinite(kappa) else ("+inf" if kappa > 0 else "-inf")
-
-
 @dataclass(frozen=True)
 class SafeCommitLog:
     """What one SafeCommit decision saw and why it ended where it did (METHOD §10, Log)."""
@@ -171,11 +168,11 @@ class SafeCommitLog:
     probe_stop: str | None = None
 
     def to_dict(self) -> dict[str, JsonValue]:
-        """A JSON-serialisable dict (``kappa`` = ``"+inf"`` when infinite); no raw outcomes."""
+        """A JSON-serialisable dict (``kappa`` = ``"inf"`` when infinite); no raw outcomes."""
         return {
             "verdict": self.verdict,
             "reason": self.reason,
-            "kappa": _kappa_json(self.kappa),
+            "kappa": encode_float(self.kappa),
             "actions": list(self.actions),
             "worlds": list(self.worlds),
             "retained": list(self.retained),

@@ -62,8 +62,8 @@ from guard.policy.safecommit import (
 )
 from guard.records import Record
 from guard.safecommit.evidence import Evidence as Evidence
-from guard.safecommit.evidence import _untrusted_seen
 from guard.safecommit.evidence import gather_evidence as gather_evidence
+from guard.safecommit.evidence import seen_untrusted
 from guard.safecommit.fallback import AUTHORITY_FACT, AUTHORITY_MISSING, EVIDENCE_FACT, EVIDENCE_PENDING
 from guard.safecommit.types import World
 
@@ -298,7 +298,7 @@ def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommi
         world = World(NO_TARGET, {"kind": "unchecked"}, 0.0, 1.0)
         return Support(tool, (), (Candidate(world, "unchecked", ""),), {})
     weights, horizon = spec.nonconformity, spec.nonconformity.age_horizon
-    seen = _untrusted_seen(graph, node)
+    seen = seen_untrusted(graph, node)
     candidates: list[Candidate] = []
     evidence: dict[str, Evidence] = {}
     dropped: list[tuple[str, str]] = []

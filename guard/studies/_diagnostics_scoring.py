@@ -188,7 +188,7 @@ class Split:
         return cls(calib, mask)
 
 
-def _mean(hit: BoolArray, mask: BoolArray) -> float:
+def masked_mean(hit: BoolArray, mask: BoolArray) -> float:
     """Mean over permutations of the per-permutation rate of ``hit`` among ``mask``."""
     counts = mask.sum(axis=1)
     rates = np.where(counts > 0, (hit & mask).sum(axis=1) / np.maximum(counts, 1), np.nan)
@@ -225,11 +225,11 @@ def method_row(
     benign_mask = test if braid else test & ~harmful[None, :]
     return {
         "method": method,
-        "loss": _mean(loss, test),
-        "intervention": _mean(stopped, test),
-        "utility": _mean(corpus.utility[None, :] & ~stopped, test),
-        "benign_stop": _mean(benign, benign_mask),
-        "harm_stop": _mean(~loss, test & harmful[None, :]),
+        "loss": masked_mean(loss, test),
+        "intervention": masked_mean(stopped, test),
+        "utility": masked_mean(corpus.utility[None, :] & ~stopped, test),
+        "benign_stop": masked_mean(benign, benign_mask),
+        "harm_stop": masked_mean(~loss, test & harmful[None, :]),
     }
 
 

@@ -25,11 +25,13 @@ USED = ("unsafe", "legit")
 
 
 def _arrays(cases: Sequence[Case], models: Sequence[str]) -> dict[str, np.ndarray]:
+    """Scores, gate scores, model index (-1: a model outside the study, in every leave-one-out pool) and truth."""
     used = [c for c in cases if c.truth in USED]
+    index = {m: i for i, m in enumerate(models)}
     return {
         "score": np.array([c.score for c in used], dtype=np.float64),
         "gate": np.array([c.gate_score for c in used], dtype=np.float64),
-        "model": np.array([models.index(c.model) for c in used], dtype=np.int64),
+        "model": np.array([index.get(c.model, -1) for c in used], dtype=np.int64),
         "unsafe": np.array([c.truth == "unsafe" for c in used], dtype=bool),
     }
 

@@ -73,7 +73,7 @@ _P_DISAGREE = np.array([0.6, 0.9, 0.9, 0.9])  # chance it supports another prima
 _P_EXTRA_SAFE = 0.25
 
 
-_IDENTITY = np.eye(MAX_WORLDS, dtype=np.intp)  # probe j answers 1 ("yes") in world j only
+IDENTITY = np.eye(MAX_WORLDS, dtype=np.intp)  # probe j answers 1 ("yes") in world j only
 
 
 _STREAM = {"train": 0, "validation": 1, "calibration": 2, "test": 3, "generic_probe": 4, "support_miss": 5}
@@ -106,7 +106,7 @@ class Episodes:
         return int(self.family.size)
 
 
-def _rng(base_seed: int, seed: int, stream: str) -> np.random.Generator:
+def stream_rng(base_seed: int, seed: int, stream: str) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([base_seed, seed, _STREAM[stream]]))
 
 
@@ -137,4 +137,4 @@ def generate(n: int, rng: np.random.Generator) -> Episodes:
 
 def split_episodes(split: str, n: int | None = None, *, seed: int = 0, base_seed: int = BASE_SEED) -> Episodes:
     """The episodes of ``split`` for protocol seed ``seed`` (seed 0 = the frozen files)."""
-    return generate(SPLIT_SIZES[split] if n is None else n, _rng(base_seed, seed, split))
+    return generate(SPLIT_SIZES[split] if n is None else n, stream_rng(base_seed, seed, split))

@@ -9,7 +9,7 @@
   (harmful with probability 0.4) with one to three disconnected benign branches.
 
 Both ship as gzipped JSONL (``guard/data/constructed/{ces,braid}.jsonl.gz``, gzip mtime 0, seed 0);
-``python -m guard.studies.constructed --write DIR`` regenerates them byte for byte.  One JSON object
+``carbguard data constructed --write DIR`` regenerates them byte for byte.  One JSON object
 per line: ``id``, ``suite``, ``kind``, ``group``, ``domain``, ``records`` (``kind``, ``text``,
 ``tool``, ``args``, ``call_id``), ``labels`` (ledger-only: ``private_values`` / ``canaries``),
 ``harmful_sinks`` and ``benign_sinks`` (proposal ordinals).  Record trust is not stored: it comes
@@ -21,12 +21,10 @@ gets stopped, not task quality.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import io
 import json
 import re
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,30 +227,3 @@ def check_structure(items: Sequence[ConstructedEpisode], policy: Policy) -> None
         problems = structure_problems(item, policy)
         if problems:
             raise CorpusError(f"constructed episode {item.episode.episode_id}: " + "; ".join(problems))
-
-
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.studies.constructed --write DIR [--seed N]`` or ``--check``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.studies.constructed", description=__doc__.split("\n")[0])
-    parser.add_argument("--write", metavar="DIR", help="write ces.jsonl.gz and braid.jsonl.gz into DIR")
-    parser.add_argument("--seed", type=int, default=0, help="generator seed (the shipped files use 0)")
-    parser.add_argument("--check", action="store_true", help="check that the shipped files regenerate byte for byte")
-    args = parser.parse_args(argv)
-    if args.write:
-        for path in write_suites(args.write, seed=args.seed):
-            print(path)
-    if args.check:
-        stale = [s for s in SUITES if (DATA_DIR / f"{s}.jsonl.gz").read_bytes() != suite_bytes(s)]
-        print("shipped suites regenerate identically" if not stale else f"stale: {', '.join(stale)}")
-        return 1 if stale else 0
-    if not (args.write or args.check):
-        parser.print_help(sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

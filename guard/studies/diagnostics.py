@@ -33,7 +33,14 @@ from guard.policy import Policy
 from guard.records import Episode
 from guard.studies._diagnostics_report import SEED_REFERENCE as SEED_REFERENCE
 from guard.studies._diagnostics_report import dropout_plot, format_constructed
-from guard.studies._diagnostics_scoring import ALPHA, DROPOUT_RATES, PERMUTATIONS, _mean, score_dropout, score_items
+from guard.studies._diagnostics_scoring import (
+    ALPHA,
+    DROPOUT_RATES,
+    PERMUTATIONS,
+    masked_mean,
+    score_dropout,
+    score_items,
+)
 from guard.studies._diagnostics_scoring import BoolArray as BoolArray
 from guard.studies._diagnostics_scoring import FloatArray as FloatArray
 from guard.studies._diagnostics_scoring import Row as Row
@@ -128,7 +135,7 @@ def ces_transfer(suites: Suites, *, permutations: int = PERMUTATIONS, seed: int 
         row = method_row(method, near, corpus, lam, test, braid=False)
         stopped = corpus.max_score[None, :] > lam[:, None]
         row["benign_stop_by_kind"] = {
-            k: _mean(stopped, test & (kinds == k)[None, :]) for k in sorted(set(kinds) - {"leak"})
+            k: masked_mean(stopped, test & (kinds == k)[None, :]) for k in sorted(set(kinds) - {"leak"})
         }
         out.append(row)
     return out

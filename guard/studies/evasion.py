@@ -17,12 +17,11 @@ every text — the opt-in ``graph.normalize: true`` this study argues for.  Beni
 that carries a *different* value of the same kind, or the same public fact written another way)
 measure what the normalization costs in spurious edges.
 
-Run it with ``python -m guard.studies.evasion`` (prints the table) or :func:`run_evasion_study`.
+Run it with ``carbguard bench evasion`` (prints the table) or :func:`run_evasion_study`.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -46,7 +45,6 @@ __all__ = [
     "PrivateValue",
     "Transform",
     "format_evasion",
-    "main",
     "provenance_fires",
     "run_evasion_study",
     "study_policy",
@@ -269,13 +267,3 @@ def format_evasion(result: Mapping[str, Any]) -> str:
     ]
     return "\n".join(lines)
 
-
-def main(argv: list[str] | None = None) -> int:
-    """Print the study's table (``python -m guard.studies.evasion``)."""
-    del argv
-    sys.stdout.write(format_evasion(run_evasion_study()) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -17,15 +17,12 @@ Protocol.
    at the same λ̂ (calibrated on the G-CARB scores, :func:`guard.calibration.evaluate.carb_lambdas`),
    so the composed gate's executed prefix is contained in G-CARB's and its loss is no larger.
 
-Run: ``python -m guard.studies.safecommit_agentdojo [--model M] [--alpha A ...] [--json]``.
+Run: ``carbguard safecommit study [--model M] [--alpha A ...] [--json]``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
-import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -38,9 +35,9 @@ from guard.calibration.evaluate import carb_lambdas, outcomes, split_indices
 from guard.calibration.kappa import Case, calibration_episodes, collect_cases, kappa_from_cases, proposal_case
 from guard.calibration.replay import EpisodeScores, assemble, feed
 from guard.decision import Decision, Reason, Verdict
-from guard.errors import CalibrationError, GuardError
+from guard.errors import CalibrationError
+from guard.jsonio import encode_float
 from guard.ledger import CATEGORIES, Ledger
-from guard.progress import Progress
 from guard.records import Episode, Record
 from guard.runtime import Guard
 from guard.safecommit.conformal import SmallCalibrationWarning
@@ -211,7 +208,7 @@ def safecommit_replay_study(
         out["alphas"].append(
             {
                 "alpha": alpha,
-                "kappa": {m: (k if math.isfinite(k) else "+inf") for m, k in kappa.items()},
+                "kappa": {m: encode_float(k) for m, k in kappa.items()},
                 "kappa_cases": n_cases,
                 "counts": {k: counts.get(k, 0) for k in STOPS},
                 "counts_per_suite": {s: {k: by_suite.get((s, k), 0) for k in STOPS} for s in sorted(guards)},
@@ -283,38 +280,4 @@ def format_study(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.studies.safecommit_agentdojo [--model M] [--alpha A ...] [--permutations R] [--json]``."""
-    parser = argparse.ArgumentParser(
-        prog="carbguard safecommit study", description=__doc__.split("\n")[0]
-    )
-    parser.add_argument("--model", default="all")
-    parser.add_argument("--alpha", type=float, action="append", help="repeatable; default .05 and .10")
-    parser.add_argument("--permutations", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-
-    bars: dict[int, Progress] = {}
-
-    def tick(done: int, total: int) -> None:
-        bar = bars.setdefault(total, Progress(total, "replayed", enabled=not args.json))
-        bar.update(done)
-        if done == total:
-            bar.close()
-
-    try:
-        result = safecommit_replay_study(
-            args.model, tuple(args.alpha or (0.05, 0.10)), permutations=args.permutations, seed=args.seed, progress=tick
-        )
-    except GuardError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=1) if args.json else format_study(result))
-    return 0
-
-
-__all__ = ["Proposal", "Replayed", "format_study", "main", "replay_episode", "safecommit_replay_study"]
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["Proposal", "Replayed", "format_study", "replay_episode", "safecommit_replay_study"]

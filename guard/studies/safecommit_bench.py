@@ -30,7 +30,7 @@ action is in Γ(true world); task success = safe commit.  Nothing here is tuned 
 number: the constants below were written down from the family descriptions, once.
 
 **Frozen splits** (``guard/data/safecommit_bench/{train,validation,calibration,test}.jsonl.gz``,
-protocol seed 0; ``python -m guard.studies.safecommit_bench --write DIR`` regenerates them byte
+protocol seed 0; ``carbguard data safecommit-bench --write DIR`` regenerates them byte
 for byte).  One JSON object per line: ``id``, ``family``, ``actions`` (name, reward,
 severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weight), ``safe``
 (world -> safe action names), ``probes`` (name ``is_w<slot>``, cost, outcomes world -> yes/no),
@@ -40,10 +40,6 @@ severity_penalty, reversible), ``worlds`` (name ``w<slot>``, facts, score, weigh
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -54,15 +50,15 @@ from guard.errors import CorpusError
 from guard.safecommit.certificate import certified_actions, choose_action
 from guard.safecommit.conformal import conformal_threshold, retained_mask
 from guard.safecommit.probes import best_blocked_action, expected_shrinkage, filter_by_outcome, select_probe
-from guard.studies._safecommit_bench_data import (
-    _IDENTITY,
-    _rng,
-)
 from guard.studies._safecommit_bench_data import ACTION_NAMES as ACTION_NAMES
 from guard.studies._safecommit_bench_data import BASE_SEED as BASE_SEED
 from guard.studies._safecommit_bench_data import DATA_DIR as DATA_DIR
 from guard.studies._safecommit_bench_data import DEFAULT_ETA as DEFAULT_ETA
 from guard.studies._safecommit_bench_data import FAMILIES as FAMILIES
+from guard.studies._safecommit_bench_data import (
+    IDENTITY,
+    stream_rng,
+)
 from guard.studies._safecommit_bench_data import MAX_WORLDS as MAX_WORLDS
 from guard.studies._safecommit_bench_data import METHODS as METHODS
 from guard.studies._safecommit_bench_data import PENALTY as PENALTY
@@ -168,12 +164,12 @@ def safecommit(eps: Episodes, kappa: float, budget: int, eta: float = DEFAULT_ET
     for _ in range(budget):
         active &= choose_action(certified_actions(eps.gamma, retained), UTILITY) < 0
         blocked = best_blocked_action(eps.gamma, retained, eps.weights, UTILITY)
-        shrink = expected_shrinkage(eps.gamma, retained, eps.weights, _IDENTITY, blocked)
+        shrink = expected_shrinkage(eps.gamma, retained, eps.weights, IDENTITY, blocked)
         probe = select_probe(shrink, costs, eta)
         active &= probe >= 0
         if not active.any():
             break
-        seen = filter_by_outcome(retained, _IDENTITY, np.maximum(probe, 0), (probe == eps.true).astype(np.intp))
+        seen = filter_by_outcome(retained, IDENTITY, np.maximum(probe, 0), (probe == eps.true).astype(np.intp))
         retained = np.where(active[:, None], seen, retained)
         used += active
     return _outcome(eps, choose_action(certified_actions(eps.gamma, retained), UTILITY), used)
@@ -247,7 +243,8 @@ def _seed_outcomes(seed: int, pr: Protocol) -> tuple[IntArray, dict[tuple[str, A
     margin = conflict_margin(split_episodes("train", pr.n_train, seed=seed, base_seed=pr.base_seed))
     q = cal.scores[np.arange(len(cal)), cal.true]
     kappa = {a: conformal_threshold(q, a) for a in {pr.alpha, *pr.alphas}}
-    probe_rng, miss_rng = _rng(pr.base_seed, seed, "generic_probe"), _rng(pr.base_seed, seed, "support_miss")
+    probe_rng = stream_rng(pr.base_seed, seed, "generic_probe")
+    miss_rng = stream_rng(pr.base_seed, seed, "support_miss")
     out: dict[tuple[str, Any], Outcome] = {}
     for name, res in _methods(test, kappa[pr.alpha], margin, pr.budget, pr.eta, probe_rng).items():
         out["main", name] = res
@@ -329,26 +326,6 @@ def format_tables(result: Mapping[str, Sequence[Row]]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m guard.studies.safecommit_bench [--write DIR] [--seeds N] [--json]``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m guard.studies.safecommit_bench", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("--write", metavar="DIR", help="write the frozen JSONL splits into DIR and exit")
-    parser.add_argument("--seeds", type=int, default=10, help="protocol seeds (default 10)")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
-    args = parser.parse_args(argv)
-    if args.write:
-        for path in write_splits(args.write):
-            print(f"wrote {path} ({path.stat().st_size} bytes)")
-        return 0
-    start = time.perf_counter()
-    result = run_bench(args.seeds)
-    print(json.dumps(result, indent=1) if args.json else format_tables(result))
-    print(f"\n{args.seeds} seeds in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    return 0
-
-
 __all__ = [
     "BASE_SEED",
     "DATA_DIR",
@@ -367,7 +344,6 @@ __all__ = [
     "format_tables",
     "generate",
     "generic_one_probe",
-    "main",
     "metrics",
     "read_split",
     "run_bench",
@@ -377,7 +353,3 @@ __all__ = [
     "split_episodes",
     "write_splits",
 ]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -43,7 +43,10 @@ def test_calibrate_writes_an_artifact_the_policy_loads(tmp_path: Path, capsys: p
 
 def test_labels_change_what_is_calibrated(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The labels file reaches calibration (calibration set differs with and without): catches --labels ignored."""
-    with_labels = _calibrate(capsys, tmp_path / "a.json", "--labels", str(LABELS))
+    cleared = {"episode": "injected-delete", "mode": "override", "harms": [], "by": "carol", "why": "user asked"}
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(LABELS.read_text(encoding="utf-8") + json.dumps(cleared) + "\n", encoding="utf-8")
+    with_labels = _calibrate(capsys, tmp_path / "a.json", "--labels", str(labels))
     without = _calibrate(capsys, tmp_path / "b.json")
     assert with_labels["calibration_set"] != without["calibration_set"]
 
@@ -129,14 +132,14 @@ def test_fingerprint_mismatch_names_the_fixing_command(tmp_path: Path, capsys: p
 
 
 def test_episodes_schema_validate_and_ledger_check(capsys: pytest.CaptureFixture[str]) -> None:
-    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` lists the disagreement."""
+    """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` flags an unlabelled charge."""
     code, out, _ = _run(["episodes", "schema"], capsys)
     assert code == 0 and json.loads(out)["properties"]["format"]["const"] == "carbguard-episodes/1"
     code, out, _ = _run(["episodes", "validate", str(EPISODES), "--policy", str(POLICY), "--labels", str(LABELS)],
                         capsys)
     assert code == 0 and "valid: 7 episodes" in out and "2 labels" in out
     code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS)], capsys)
-    assert code == 0 and "1 disagreement(s)" in out and "slack-reuse" in out
+    assert code == 0 and "0 disagreement(s)" in out and "injected-delete: {destructive}  UNLABELLED" in out
     code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS), "--json"], capsys)
     assert json.loads(out)["episodes_charged"]["ledger"] == 2
 
@@ -196,3 +199,45 @@ def test_calibrate_defaults_to_the_policys_selector(tmp_path: Path, capsys: pyte
     code, _, err = _run(argv, capsys)
     assert code == 0, err
     assert load_artifact(out, policy).n == 7
+
+
+def test_evaluate_a_fixed_artifact_on_your_own_episodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches ``evaluate --artifact`` refusing (or scoring under AgentDojo's policies) your own episodes."""
+    art = tmp_path / "a.json"
+    body = _calibrate(capsys, art, "--labels", str(LABELS))
+    code, out, err = _run(["evaluate", *DEPLOY, "--labels", str(LABELS), "--artifact", str(art), "--json"], capsys)
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["n_episodes"], result["threshold"], result["corpus"]) == (7, body["threshold"], str(EPISODES))
+    code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS), "--json"], capsys)
+    assert result["no_guard_loss"] == json.loads(out)["episodes_charged"]["ledger"] / 7  # exact: 2 of 7
+    assert result["loss"] <= result["no_guard_loss"]
+
+
+def test_evaluate_artifact_is_checked_against_your_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a fixed artifact evaluated under a policy whose pipeline differs from the one it was calibrated on."""
+    art = tmp_path / "a.json"
+    _calibrate(capsys, art)
+    changed = tmp_path / "p.yaml"
+    changed.write_text(POLICY.read_text() + "scorer:\n  weights:\n    canary: 0.5\n", encoding="utf-8")
+    argv = ["evaluate", "--policy", str(changed), "--episodes", str(EPISODES), "--artifact", str(art)]
+    code, _, err = _run(argv, capsys)
+    assert code == 2 and "scorer" in err
+
+
+def test_report_replays_an_episode_of_your_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches ``report --episode`` working only on AgentDojo corpora, or ignoring the artifact's threshold."""
+    art = tmp_path / "a.json"
+    body = _calibrate(capsys, art, "--labels", str(LABELS))
+    html = tmp_path / "r.html"
+    argv = ["report", *DEPLOY, "--episode", "exfiltration", "--artifact", str(art), "-o", str(html)]
+    code, _, err = _run(argv, capsys)
+    assert code == 0, err
+    text = html.read_text(encoding="utf-8")
+    from guard.artifact import load_artifact
+
+    assert "exfiltration" in text and load_artifact(art).artifact_id in text and str(body["threshold"]) in text
+    code, _, err = _run(["report", *DEPLOY, "--episode", "exfiltration", "-o", str(tmp_path / "x.html")], capsys)
+    assert code == 2 and "no threshold" in err and not (tmp_path / "x.html").exists()
+    code, _, err = _run(["report", *DEPLOY, "--episode", "exfiltraton", "--threshold", "0.5", "-o", str(html)], capsys)
+    assert code == 2 and "did you mean exfiltration" in err

@@ -23,6 +23,7 @@ EXPECTED = {
     "Guard",
     "GuardError",
     "InputError",
+    "Mode",
     "Policy",
     "PolicyError",
     "ProbeCall",

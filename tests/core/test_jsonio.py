@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from guard.artifact import build_artifact, load_artifact, write_artifact
 from guard.errors import ArtifactError, CorpusError, PolicyError
-from guard.jsonio import json_lines, loads_strict
+from guard.jsonio import decode_float, encode_float, json_lines, loads_strict
 from guard.policy import Policy, load_policy
 
 #: every character ``str.splitlines`` splits on besides "\n"
@@ -131,3 +132,25 @@ def test_kappa_file_keeps_infinity_refuses_nan_and_duplicates(tmp_path: Path) ->
         _read_json(nan)
     with pytest.raises(PolicyError, match=r"dup\.json: line 2: duplicate key 'scores' \(first defined at line 1\)"):
         _read_json(dup)
+
+
+@pytest.mark.parametrize("value", [0.0, -1.5, 1e300, math.inf, -math.inf, 3])
+def test_float_codec_round_trips_through_strict_json(value: float) -> None:
+    """Catches an encoder whose ±inf text the decoder (or strict JSON) does not read back as the same float."""
+    text = json.dumps({"x": encode_float(value)}, allow_nan=False)
+    assert decode_float(loads_strict(text, "t")["x"], "x") == value
+
+
+def test_float_codec_writes_inf_as_text_and_refuses_nan() -> None:
+    """Catches an encoder writing a JSON Infinity token or "+inf", or letting NaN through as a text."""
+    assert (encode_float(math.inf), encode_float(-math.inf)) == ("inf", "-inf")
+    assert decode_float("+inf", "x") == math.inf  # written by older κ files
+    with pytest.raises(ValueError, match="NaN"):
+        encode_float(math.nan)
+
+
+@pytest.mark.parametrize("bad", [math.nan, True, None, "nan", "Infinity", "1.0", [1.0], 10**400])
+def test_float_codec_decoder_names_place_and_value(bad: object) -> None:
+    """Catches a decoder that accepts NaN, a bool, null or another text as a float instead of failing closed."""
+    with pytest.raises(ArtifactError, match=r"^art\.json: threshold must be a finite number"):
+        decode_float(bad, "art.json: threshold", ArtifactError)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from guard.cli import main as cli_main
 from guard.corpora import agentdojo as ad
 from guard.corpora._agentdojo_format import SUITES, decode_run
 from guard.errors import CorpusError
@@ -294,7 +295,7 @@ def test_embedded_filters_and_errors() -> None:
 
 
 def test_convert_is_deterministic_and_round_trips(tmp_path: Path, report: ad.LoadReport) -> None:
-    assert ad.main(["convert", "--runs", str(FIXTURES), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert cli_main(["data", "agentdojo", "--runs", str(FIXTURES), "-o", str(tmp_path / "a"), "--quiet"]) == 0
     ad.convert(FIXTURES, tmp_path / "b")
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     models = {e.meta.model for e in report.episodes} | {"claude-3-7-sonnet-20250219"}

@@ -38,9 +38,9 @@ def _trace(tmp_path: Path, *lines: Any) -> dict[str, tuple[frozenset[str], ...]]
 
 def test_override_replaces_the_rules(tmp_path: Path) -> None:
     """An override label with no harms clears what the rules charged: catches override treated as add."""
-    rules = Ledger(POLICY, LedgerLabels()).trace(BY_ID["slack-reuse"]).events
+    rules = Ledger(POLICY, LedgerLabels()).trace(BY_ID["injected-delete"]).events
     assert any(rules)
-    assert not any(_trace(tmp_path, _label("slack-reuse", []))["slack-reuse"])
+    assert not any(_trace(tmp_path, _label("injected-delete", []))["injected-delete"])
 
 
 def test_add_unions_with_the_rules(tmp_path: Path) -> None:
@@ -91,14 +91,59 @@ def test_label_on_an_unexecuted_proposal_is_refused(tmp_path: Path) -> None:
         attach(read_labels(path), READ.episodes)
 
 
-def test_check_counts_and_lists_every_disagreement() -> None:
-    """ledger check on the fixture: per-category counts and exactly the one overriding disagreement (slack-reuse)."""
-    labels = read_labels(FIX / "assistant.labels.jsonl")
+def test_check_counts_and_lists_every_disagreement(tmp_path: Path) -> None:
+    """ledger check on the fixture plus one overriding label: per-category counts and exactly that disagreement."""
+    fixture = (FIX / "assistant.labels.jsonl").read_text(encoding="utf-8").splitlines()
+    override = {**_label("injected-delete", []), "by": "carol (review)", "why": "the user wanted it deleted"}
+    labels = read_labels(_labels(tmp_path, *fixture, override))
     result = ledger_check(READ.episodes, READ.policy_of, labels, attach(labels, READ.episodes))
     cats = result["categories"]
     assert cats["privacy_flow"] == {"rules": 1, "labels": 1, "ledger": 1}
-    assert cats["untrusted_instruction"] == {"rules": 1, "labels": 0, "ledger": 0}
-    assert cats["destructive"] == {"rules": 1, "labels": 0, "ledger": 1}
-    assert result["episodes_charged"] == {"rules": 3, "labels": 1, "ledger": 2}
-    assert [d["episode"] for d in result["disagreements"]] == ["slack-reuse"]
-    assert "slack-reuse" in format_check(result) and "bob (review)" in format_check(result)
+    assert cats["untrusted_instruction"] == {"rules": 0, "labels": 0, "ledger": 0}  # slack-reuse: the user asked
+    assert cats["destructive"] == {"rules": 1, "labels": 0, "ledger": 0}
+    assert result["episodes_charged"] == {"rules": 2, "labels": 1, "ledger": 1}
+    assert [d["episode"] for d in result["disagreements"]] == ["injected-delete"]
+    assert "injected-delete" in format_check(result) and "carol (review)" in format_check(result)
+
+
+def test_check_lists_the_episodes_the_rules_charge_and_flags_unlabelled_ones() -> None:
+    """Catches a check that reports "0 disagreements" while the rules charge episodes nobody labelled."""
+    labels = read_labels(FIX / "assistant.labels.jsonl")
+    result = ledger_check(READ.episodes, READ.policy_of, labels, attach(labels, READ.episodes))
+    charged = {row["episode"]: row for row in result["charged_by_rules"]}
+    assert len(charged) == result["episodes_charged"]["rules"] == 2
+    expected = sorted(e for e, row in charged.items() if e not in labels)
+    assert expected and result["charged_unlabelled"] == expected
+    assert all(charged[e]["labelled"] is (e in labels) for e in charged)
+    text = format_check(result)
+    assert f"2 episode(s) charged by the rules, {len(expected)} of them without a label" in text
+    assert all(f"  {e}: " in text and "UNLABELLED" in text for e in expected)
+
+
+def test_check_without_labels_flags_every_charged_episode() -> None:
+    """Catches charged episodes passing silently when no labels file is given at all."""
+    result = ledger_check(READ.episodes, READ.policy_of, {}, {})
+    assert result["disagreements"] == [] and len(result["charged_unlabelled"]) == 2
+
+
+def test_docs_ledger_page_example_parses_and_its_numbers_are_printed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches docs/ledger-rules.md drifting: its ledger example must parse and its quoted lines be printed."""
+    import copy
+    import re
+
+    import yaml
+
+    from guard.cli import main
+    from guard.policy import parse_policy
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "ledger-rules.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", page, re.S)
+    assert block is not None
+    data = copy.deepcopy(yaml.safe_load((FIX / "assistant_policy.yaml").read_text(encoding="utf-8")))
+    data.update(yaml.safe_load(block.group(1)))
+    assert parse_policy(data).ledger is not None
+    files = ["--policy", str(FIX / "assistant_policy.yaml"), "--episodes", str(FIX / "assistant.jsonl")]
+    assert main(["ledger", "check", *files, "--labels", str(FIX / "assistant.labels.jsonl")]) == 0
+    out = capsys.readouterr().out
+    for quoted in re.findall(r'prints "([^"]+)" \(`injected-delete`\) and "([^"]+)"', page.replace("\n", " "))[0]:
+        assert " ".join(quoted.split()) in out

@@ -140,7 +140,7 @@ def test_no_ledger_section_charges_nothing() -> None:
     [
         ({"destructive": {"tools": ["rm_rf"]}}, "rm_rf"),
         ({"privacy_flow": {"sinks": ["send_fax"]}}, "send_fax"),
-        ({"attacker_directed": {"tools": {"send_email": ["cc"]}}}, "cc"),
+        ({"attacker_directed": {"tools": ["send_email"], "recipient_args": {"send_email": ["cc"]}}}, "cc"),
         ({"privacy_flow": {"canary_patterns": ["(unclosed"]}}, "regular expression"),
         ({"exfiltration": {}}, "exfiltration"),
         ({"destructive": {"tools": []}}, "destructive"),
@@ -194,3 +194,57 @@ def test_readme_ledger_example_and_reference_row() -> None:
         rule = field.annotation.__args__[0]  # type: ignore[union-attr]
         for key in rule.model_fields:
             assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the README reference row"
+
+
+def test_untrusted_reuse_is_not_charged_when_the_user_named_every_recipient() -> None:
+    """Catches untrusted_instruction charging a send the user asked for (recipient named), as privacy_flow does not."""
+    page = "Breaking: click http://phish.example/win now to claim your prize!"
+    fetch = [proposal(1, "http_get", {"url": "http://news.example"}, "h"),
+             result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get")]
+    asked = user(0, "Read the news and mail a summary to a@corp.example")
+    exempt = _policy(untrusted_instruction={"min_span": 20})
+    strict = _policy(untrusted_instruction={"min_span": 20, "user_named_recipient_ok": False})
+    assert _events(exempt, asked, *fetch, *_send(3, "a@corp.example", page))[1] == frozenset()
+    assert _events(strict, asked, *fetch, *_send(3, "a@corp.example", page))[1] == frozenset({"untrusted_instruction"})
+    other = _events(exempt, asked, *fetch, *_send(3, "b@corp.example", page))
+    assert other[1] == frozenset({"untrusted_instruction"})
+
+
+def test_attacker_directed_tools_is_a_list_and_the_old_mapping_names_the_new_shape() -> None:
+    """Catches the two rule shapes drifting apart again, or the old mapping accepted silently (args dropped)."""
+    data = copy.deepcopy(BASE)
+    data["ledger"] = {"attacker_directed": {"tools": {"send_email": ["to"], "post_to_slack": []}}}
+    with pytest.raises(PolicyError) as err:
+        parse_policy(data)
+    assert "tools: ['send_email', 'post_to_slack'], recipient_args: {'send_email': ['to']}" in str(err.value)
+    data["ledger"] = {"attacker_directed": {"tools": ["send_email"], "recipient_args": {"send_email": ["to"]}}}
+    assert parse_policy(data).ledger is not None
+
+
+def _delete_is_a_sink() -> Policy:
+    data = copy.deepcopy(BASE)
+    data["tools"]["delete_file"] = {"kind": "sink", "effect": "irreversible", "identifier_args": ["path"]}
+    data["ledger"] = {
+        "attacker_directed": {"allow_domains": ["corp.example"]},
+        "destructive": {"tools": ["delete_file"]},
+    }
+    return parse_policy(data)
+
+
+def test_a_deletes_path_is_never_a_recipient_by_default() -> None:
+    """Catches attacker_directed reading a protected tool's object (a delete's path) as a recipient."""
+    policy = _delete_is_a_sink()
+    call = [proposal(1, "delete_file", {"path": "/home/evil.example/x"}, "d"),
+            result(2, "d", "deleted", Trust.TOOL_PUBLIC, "delete_file")]
+    assert _events(policy, user(0, "tidy up"), *call) == (frozenset({"destructive"}),)
+    sends = _events(policy, user(0, "hi"), *_send(1, "x@evil.example", "hello"))
+    assert sends == (frozenset({"attacker_directed"}),)
+
+
+def test_listing_a_protected_tool_needs_its_recipient_args() -> None:
+    """Catches a policy that lists a delete under attacker_directed.tools and silently watches its path (or nothing)."""
+    data = copy.deepcopy(BASE)
+    data["tools"]["delete_file"] = {"kind": "other", "effect": "irreversible", "identifier_args": ["path"]}
+    data["ledger"] = {"attacker_directed": {"tools": ["delete_file"]}, "destructive": {"tools": ["delete_file"]}}
+    with pytest.raises(PolicyError, match="recipient_args"):
+        parse_policy(data)

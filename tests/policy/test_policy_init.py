@@ -450,3 +450,25 @@ def test_unclear_tools_are_left_out_and_escalate_until_reviewed(tmp_path: Path) 
 
     with pytest.raises(PolicyError, match="no tool's role is clear"):
         skeleton_yaml(schemas[:2], "t", "test")
+
+
+def test_init_from_langchain_finds_a_module_in_the_current_folder(tmp_path: Path) -> None:
+    """Catches the installed ``carbguard`` script not finding ``module:attr`` in the folder it runs in."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("langchain_core")
+    (tmp_path / "cwd_tools_mod.py").write_text(
+        "from langchain_core.tools import tool\n\n"
+        "@tool\ndef search_docs(query: str) -> str:\n    '''Search the public documentation.'''\n    return query\n\n"
+        "TOOLS = [search_docs]\n"
+    )
+    script = Path(sys.executable).with_name("carbguard")
+    done = subprocess.run(
+        [str(script), "policy", "init", "--from-langchain", "cwd_tools_mod:TOOLS", "-o", "p.yaml"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert list(load_policy(tmp_path / "p.yaml").tools) == ["search_docs"]

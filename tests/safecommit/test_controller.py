@@ -128,12 +128,12 @@ def test_world_set_empty_after_probe_filter_abstains(
 
 
 def test_infinite_kappa_retains_every_world(actions: list[Action]) -> None:
-    """κ = +inf keeps even a world scored +inf; the log writes κ as "+inf" (strict JSON)."""
+    """κ = +inf keeps even a world scored +inf; the log writes κ as "inf" (strict JSON)."""
     worlds = [World("a", {}, 0.0), World("b", {}, math.inf)]
     result = step(worlds, actions, {"a": ["send"], "b": ["send"]}, math.inf)
     assert (result.verdict, result.action) == ("execute", "send")
     assert result.log.retained == ("a", "b")
-    assert json.loads(json.dumps(result.to_dict(), allow_nan=False))["log"]["kappa"] == "+inf"
+    assert json.loads(json.dumps(result.to_dict(), allow_nan=False))["log"]["kappa"] == "inf"
 
 
 @pytest.mark.parametrize(

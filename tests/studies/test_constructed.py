@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from guard.cli import main as cli_main
 from guard.errors import CorpusError
 from guard.graph import build_graph
 from guard.ledger import Ledger
@@ -68,14 +69,14 @@ def test_gzip_header_has_no_time_or_name() -> None:
 
 
 def test_check_cli_passes() -> None:
-    """``python -m guard.studies.constructed --check`` reports the shipped files as current."""
-    assert constructed.main(["--check"]) == 0
+    """``carbguard data constructed --check`` reports the shipped files as current."""
+    assert cli_main(["data", "constructed", "--check"]) == 0
 
 
 @pytest.mark.slow
 def test_write_cli_writes_the_shipped_files(tmp_path: Path) -> None:
     """``--write DIR`` checks the structure and writes files identical to the shipped ones."""
-    assert constructed.main(["--write", str(tmp_path)]) == 0
+    assert cli_main(["data", "constructed", "--write", str(tmp_path)]) == 0
     for suite in constructed.SUITES:
         assert (tmp_path / f"{suite}.jsonl.gz").read_bytes() == (
             constructed.DATA_DIR / f"{suite}.jsonl.gz"

@@ -51,6 +51,16 @@ def test_gated_kappa_and_coverage_equal_a_hand_computation() -> None:
     assert out["lambda_mean"] == 0.5
 
 
+def test_a_one_model_study_pools_the_other_models_cases() -> None:
+    """Catches a one-model study (``safecommit study --model M``) crashing on calibration cases of models outside it,
+    or leaving those cases out of the model's leave-one-out pool."""
+    pool = [_case("a", 100.0, 0.1)] + [_case("b", float(s), 0.1) for s in range(1, 20)]
+    episodes = [[_case("a", 3.0, 0.1, "unsafe")]]
+    out = gated_coverage(episodes, pool, ["a"], 0.1, np.array([0.5]), np.array([[0]]), {"a": 5.0})
+    assert out["kappa_gated_mean"] == {"a": _order_statistic([float(s) for s in range(1, 20)], 0.1)}
+    assert out["n"] == 1 and out["gated_all"] == 1.0
+
+
 def test_format_gate_prints_one_row_per_alpha() -> None:
     """The printed block has the α, λ̂ and both coverages (the README quotes these lines)."""
     gate = {

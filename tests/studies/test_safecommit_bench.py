@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from guard.cli import main as cli_main
 from guard.safecommit.conformal import conformal_threshold
 from guard.safecommit.controller import SafeCommitController
 from guard.safecommit.types import ProbeSpec
@@ -49,7 +50,7 @@ def test_shipped_files_are_small() -> None:
 
 def test_cli_write_regenerates_the_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``--write DIR`` writes the four splits, identical to the shipped ones."""
-    assert bench.main(["--write", str(tmp_path)]) == 0
+    assert cli_main(["data", "safecommit-bench", "--write", str(tmp_path)]) == 0
     for split in bench.SPLITS:
         assert (tmp_path / f"{split}.jsonl.gz").read_bytes() == (bench.DATA_DIR / f"{split}.jsonl.gz").read_bytes()
     assert "wrote" in capsys.readouterr().out

@@ -1,0 +1,62 @@
+"""``carbguard data constructed|safecommit-bench|agentdojo``: regenerate the data files the package ships."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from guard.cli._common import add_out
+from guard.errors import GuardError
+
+
+def _constructed(args: argparse.Namespace) -> int:
+    from guard.studies.constructed import DATA_DIR, SUITES, suite_bytes, write_suites
+
+    if not (args.write or args.check):
+        raise GuardError("data constructed needs --write DIR or --check")
+    if args.write:
+        for path in write_suites(args.write, seed=args.seed):
+            print(path)
+    if args.check:
+        stale = [s for s in SUITES if (DATA_DIR / f"{s}.jsonl.gz").read_bytes() != suite_bytes(s)]
+        print("shipped suites regenerate identically" if not stale else f"stale: {', '.join(stale)}")
+        return 1 if stale else 0
+    return 0
+
+
+def _safecommit_bench(args: argparse.Namespace) -> int:
+    from guard.studies.safecommit_bench import write_splits
+
+    for path in write_splits(args.write):
+        print(f"wrote {path} ({path.stat().st_size} bytes)")
+    return 0
+
+
+def _agentdojo(args: argparse.Namespace) -> int:
+    from guard.corpora.agentdojo import convert
+
+    counts = convert(args.runs, args.out, progress=not args.quiet)
+    for model, (kept, dropped, failed) in counts.items():
+        print(f"{model}: {kept} kept, {dropped} dropped (run error), {failed} failed")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """``carbguard data``."""
+    data = sub.add_parser(
+        "data", help="regenerate the data files the package ships (constructed suites, splits, AgentDojo corpus)"
+    )
+    cmds = data.add_subparsers(dest="data_command", required=True)
+    con = cmds.add_parser("constructed", help="the constructed CES and graph-braid suites (ces/braid.jsonl.gz)")
+    con.add_argument("--write", metavar="DIR", help="write ces.jsonl.gz and braid.jsonl.gz into DIR")
+    con.add_argument("--seed", type=int, default=0, help="generator seed (the shipped files use 0)")
+    con.add_argument("--check", action="store_true", help="check that the shipped files regenerate byte for byte")
+    con.set_defaults(func=_constructed)
+    scb = cmds.add_parser("safecommit-bench", help="the frozen SafeCommitBench splits (train/validation/...)")
+    scb.add_argument("--write", metavar="DIR", required=True, help="write the frozen JSONL splits into DIR")
+    scb.set_defaults(func=_safecommit_bench)
+    ad = cmds.add_parser("agentdojo", help="a runs/ folder converted into the compact embedded corpus")
+    ad.add_argument("--runs", required=True, help="AgentDojo runs/ folder (parent of the model folders)")
+    add_out(ad, "output folder, e.g. guard/data/agentdojo", required=True, metavar="DIR")
+    ad.add_argument("--quiet", action="store_true", help="no progress counter")
+    ad.set_defaults(func=_agentdojo)
