@@ -32,15 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import GuardError
-from guard.jsonio import loads_strict
+from guard.jsonio import encode_float, loads_strict
 from guard.policy import Effect, ToolKind, ToolSpec
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
-
-
-def _enc(value: float) -> float | str:
-    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 class Breaker:
@@ -66,14 +62,14 @@ class Breaker:
             text = str(reason)[:500]
             actions = math.isinf(self.fallback) and self.fallback < 0
             after = guard.threshold if actions else min(self.fallback, guard.threshold)  # never looser
-            to: dict[str, Any] = {"threshold": _enc(after), "artifact": self.fallback_id}
+            to: dict[str, Any] = {"threshold": encode_float(after), "artifact": self.fallback_id}
             if actions:
                 to["escalate"] = "sinks and side effects"
             entry: dict[str, Any] = {
                 "event": "breaker",
                 "kind": "breaker",
                 "reason": text,
-                "from": {"threshold": _enc(guard.threshold), "artifact": guard.artifact_id},
+                "from": {"threshold": encode_float(guard.threshold), "artifact": guard.artifact_id},
                 "to": to,
             }
             guard.threshold = after

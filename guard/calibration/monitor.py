@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.errors import CalibrationError
+from guard.jsonio import decode_float
 from guard.recorder import stop_max
 
 Floats = Sequence[float] | np.ndarray
@@ -69,14 +70,8 @@ def read_artifact_statistics(body: dict[str, object], where: str) -> list[float]
             f"{where}: the artifact stores no calibration statistics for monitoring (made before `carbguard monitor` "
             "existed); recalibrate with `carbguard calibrate` to add them"
         )
-    out: list[float] = []
-    for k, value in enumerate(field["values"]):
-        number = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-        if value in ("inf", "-inf") or number:
-            out.append(float(value))
-        else:
-            raise CalibrationError(f"{where}: monitor.values[{k}] must be a number or ±inf, got {value!r}")
-    return out
+    values = field["values"]
+    return [decode_float(value, f"{where}: monitor.values[{k}]", CalibrationError) for k, value in enumerate(values)]
 
 
 def conformal_pvalues(calibration: Floats, stream: Floats, seed: int = 0) -> np.ndarray:

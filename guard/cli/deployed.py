@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guard.errors import GuardError
+from guard.jsonio import decode_float
 
 
 @dataclass
@@ -50,11 +51,7 @@ class Deployed:
 def _decode(value: Any) -> float | None:
     if value is None:
         return None
-    if value in ("inf", "-inf"):
-        return float(value)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    raise GuardError(f"audit score {value!r} is not a number")
+    return decode_float(value, "audit score", GuardError)
 
 
 def _key(artifact_id: Any) -> str | None:

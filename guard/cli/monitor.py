@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import io
 import json
-import math
 from typing import Any
 
 from guard.cli._common import write_output
@@ -37,6 +36,7 @@ from guard.cli.deployed import (
     sampled_terms,
 )
 from guard.errors import GuardError
+from guard.jsonio import encode_float
 
 EXIT_ALARM = 3
 
@@ -146,7 +146,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
     out: dict[str, Any] = {
         "audit": str(args.audit),
         "artifact": artifact.artifact_id,
-        "threshold": _enc(artifact.threshold),
+        "threshold": encode_float(artifact.threshold),
         "ignored_entries": deployed.ignored,
         "open_sessions": deployed.open_sessions,
         "waiting_sessions": deployed.waiting,
@@ -183,10 +183,6 @@ def _delay_table(args: argparse.Namespace) -> int:
     else:
         print(format_table(cells, alpha, args.delta, streams, 0))
     return 0
-
-
-def _enc(value: float) -> float | str:
-    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 def _fmt(value: Any) -> str:
