@@ -9,19 +9,21 @@ exception inside fails closed: the verdict is ``escalate`` with reason ``interna
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import threading
 import time
 import traceback
 from collections.abc import Mapping
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from guard import stages
 from guard.audit import AuditLog
 from guard.breaker import Breaker
-from guard.decision import Decision
+from guard.decision import Decision, Reason
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
@@ -35,6 +37,15 @@ from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
 MODES = ("enforce", "shadow")
+
+
+class CallState(StrEnum):
+    """Where one call id of a session is (:meth:`Session.call_state`)."""
+
+    UNKNOWN = "unknown"  # never entered the graph (not decided, or refused before it)
+    PROPOSED = "proposed"  # decided, in the graph, not run
+    RAN = "ran"  # authorized once; no result observed yet
+    ANSWERED = "answered"  # its result was observed
 
 
 class Guard:
@@ -288,6 +299,43 @@ class Session:
             return stages.internal_error(decision.tool, decision.call_id, exc, self.guard.threshold)
         return decision
 
+    def refuse(self, tool: Any, args: Any, call_id: Any, exc: BaseException) -> Decision:
+        """Refuse a call after an error outside the pipeline (an adapter's, or ``authorize``'s), audited.
+
+        The refusal is an ``escalate``/``internal_error`` decision naming the error; it becomes the
+        call id's latest decision only when the call id had none (a refused attempt does not change
+        the decision a call id already has).  Never raises.
+        """
+        kind = type(exc).__name__
+        decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
+        reused = isinstance(exc, BindingError) and self.call_state(call_id) in (CallState.RAN, CallState.ANSWERED)
+        reused = reused or (isinstance(exc, BindingError) and not decided_call(self.decision(call_id), tool, args))
+        reason = Reason.CALL_REUSED if reused and self.decision(call_id) is not None else decision.reason
+        decision = dataclasses.replace(decision, reason=reason, message=f"not run: {kind}: {exc}"[:600])
+        entry: dict[str, Any] = {}
+        if self.guard.audit is not None:
+            try:
+                entry = stages.audit_entry(self, decision, args, f"{kind}: {exc}"[:500])
+            except Exception as error:  # noqa: BLE001 - the refusal stands; the entry says what failed
+                entry = {"session": self.session_id, "verdict": decision.verdict.value, "reason": decision.reason.value}
+                entry["error"] = f"audit entry could not be built: {type(error).__name__}"
+        decision = self._write(decision, entry)
+        return decision if self.decision(call_id) is not None else self._remember(call_id, decision)
+
+    def decision(self, call_id: str) -> Decision | None:
+        """The latest decision on ``call_id`` (None if it was never decided)."""
+        with self._lock:
+            return self.decisions.get(call_id) if type(call_id) is str else None
+
+    def call_state(self, call_id: str) -> CallState:
+        """Where ``call_id`` is: never in the graph, proposed, ran (authorized) or answered (its result observed)."""
+        with self._lock:
+            if call_id in self.answered:
+                return CallState.ANSWERED
+            if call_id in self.executed:
+                return CallState.RAN
+            return CallState.PROPOSED if call_id in self.proposals else CallState.UNKNOWN
+
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
@@ -385,4 +433,4 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-__all__ = ["Guard", "Session", "decided_call"]
+__all__ = ["CallState", "Guard", "Session", "decided_call"]
