@@ -5,14 +5,15 @@ from __future__ import annotations
 import copy
 from ast import literal_eval
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
 from guard.adapters._shadow import guard_in_mode
+from guard.adapters.flow import Call, Refused, Tools, authorized, decided, drive
 from guard.decision import Decision, Verdict
-from guard.errors import BindingError, InputError
+from guard.errors import InputError
 from guard.runtime import Guard, Session
 
 try:
@@ -139,18 +140,15 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     def _bound(self, run: GuardedRun, decided: list[tuple[Any, Decision]]) -> list[tuple[Any, Decision]]:
         """Each allowed call authorized and carrying the authorized arguments; a call that cannot be is refused."""
         out = []
-        session = run.session
         for call, decision in decided:
             if decision.allowed or self.mode == "shadow":
-                try:
-                    bound = session.authorize(call.id, call.function, dict(call.args))
-                except BindingError as exc:
-                    run.skipped.append(str(exc))
-                    if self.mode != "shadow":
-                        decision = session.decide(call.function, dict(call.args), call.id)  # refused, audited
-                        run.decisions.append(decision)
+                tools = Tools(_with_args(call), report=run.skipped.append)
+                bound = authorized(run.session, Call(call.function, dict(call.args), call.id), decision, tools)
+                if isinstance(bound, Refused):
+                    decision = bound.decision
+                    run.decisions.append(decision)
                 else:
-                    call = call.model_copy(update={"args": bound})
+                    call = bound
             out.append((call, decision))
         return out
 
@@ -231,37 +229,24 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         return out
 
     def _settle(self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any) -> Decision:
+        """decide → probes (run in the suite's runtime) → decide again, through the one flow."""
         session = run.session
-        decision = session.decide(call.function, dict(call.args), call.id)
-        for _ in range(0 if self.mode == "shadow" else self.max_probe_rounds):
-            if decision.verdict is not Verdict.PROBE:
-                break
-            if run.first_probe is None:
-                run.first_probe = len(run.decisions)
-            ran = sum(self._probe(run, probe, runtime, env) for probe in decision.probes)
-            decision = session.decide(call.function, dict(call.args), call.id)
-            if ran == 0:
-                break
-        return decision
+        main = Call(call.function, dict(call.args), call.id)
+        decision = session.decide(main.tool, main.args, main.call_id)
+        if decision.verdict is Verdict.PROBE and run.first_probe is None and self.mode != "shadow":
+            run.first_probe = len(run.decisions)
 
-    def _probe(self, run: GuardedRun, probe: Any, runtime: FunctionsRuntime, env: Any) -> int:
-        if probe.tool not in runtime.functions:
-            run.skipped.append(f"probe tool {probe.tool!r} is not in the suite")
-            return 0
-        if not run.session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
-            return 0
-        try:
-            bound = run.session.authorize(probe.call_id, probe.tool, dict(probe.args))
-        except BindingError as exc:
-            run.skipped.append(str(exc))
-            return 0
-        value, error = runtime.run_function(env, probe.tool, bound)
-        text, status = _result_text({"content": self.executor.output_formatter(value), "error": error})
-        try:
-            run.session.observe_result(probe.call_id, text, status)
-        except InputError as exc:
-            run.skipped.append(str(exc))
-        return 1
+        def payload(probe: Call, args: dict[str, Any]) -> Any:
+            if probe.tool not in runtime.functions:
+                return None
+            return probe.tool, args
+
+        def execute(probe: tuple[str, dict[str, Any]]) -> Any:
+            value, error = runtime.run_function(env, *probe)
+            return {"content": self.executor.output_formatter(value), "error": error}
+
+        tools = Tools(payload, _result_text, run.skipped.append, self.max_probe_rounds)
+        return drive(decided(session, main, tools, decision), session, execute)
 
     @staticmethod
     def _refusal(call: Any, decision: Decision) -> dict[str, Any]:
@@ -272,3 +257,12 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             "tool_call": call,
             "error": _refusal_text(decision),
         }
+
+
+def _with_args(call: Any) -> Callable[[Call, dict[str, Any]], Any]:
+    """The flow's payload of a turn's call: a copy of the ``FunctionCall`` carrying the authorized arguments."""
+
+    def payload(target: Call, args: dict[str, Any]) -> Any:
+        return call.model_copy(update={"args": args})
+
+    return payload

@@ -27,8 +27,9 @@ from typing import Any
 
 from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
-from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text, settle
+from guard.adapters._mcp_relay import GuardedRelay, mcp_tools, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
+from guard.adapters.flow import Call, Refused, adrive, decided, execute
 from guard.decision import Decision
 from guard.errors import InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
@@ -92,13 +93,19 @@ class GuardedClientSession:
         """Decide, then run (with the decided arguments) or refuse one tool call; returns a ``CallToolResult``."""
         args: Any = {} if arguments is None else arguments
         cid = call_id if call_id is not None else f"{self._prefix}{next(self._ids)}"
-        decision = await self.session.adecide(name, args, cid)
-        decision = await self._settle(decision, name, args, cid)
-        self.last_decision = decision
+        tools = mcp_tools(log.warning, lambda result: result_text(_wire(result)))
+        flow = decided(self.session, Call(name, args, cid), tools)
+        self.last_decision = decision = await adrive(flow, self.session, self._probe)
         if not (decision.allowed or self.session.guard.mode == "shadow"):
             return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
-        authorized = self.session.authorize(cid, name, args)
-        return await self._run(cid, name, authorized, **kwargs)
+        run = execute(self.session, Call(name, args, cid), decision, tools)
+        outcome = await adrive(run, self.session, lambda params: self._client.call_tool(**params, **kwargs))
+        if isinstance(outcome, Refused):
+            return _require_mcp().types.CallToolResult.model_validate(refusal_result(outcome.decision))
+        return outcome.output
+
+    async def _probe(self, params: Mapping[str, Any]) -> Any:
+        return await self._client.call_tool(**params)
 
     async def read_resource(self, uri: Any, *args: Any, **kwargs: Any) -> Any:
         """``read_resource``, observed as the kind the policy's ``mcp.resources`` gives ``uri``."""
@@ -142,22 +149,6 @@ class GuardedClientSession:
             raise
         observe_all(self._content, method, params, {"result": _wire(result)})
         return result
-
-    async def _run(self, call_id: str, name: str, args: dict[str, Any], **kwargs: Any) -> Any:
-        try:
-            result = await self._client.call_tool(name, args, **kwargs)
-        except Exception as exc:
-            self.session.observe_result(call_id, f"{type(exc).__name__}: {exc}", "error")
-            raise
-        text, status = result_text(_wire(result))
-        self.session.observe_result(call_id, text, status)
-        return result
-
-    async def _settle(self, decision: Decision, name: str, args: Any, call_id: str) -> Decision:
-        async def run(tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
-            return result_text(_wire(await self._client.call_tool(tool, probe_args)))
-
-        return await settle(self.session, decision, (name, args, call_id), run, log.warning)
 
 
 async def list_server_tools(command: Sequence[str], env: Mapping[str, str] | None = None) -> list[ToolSchema]:
