@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
+from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refusal_text, require, result_text
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Refused, Tools, authorized, decided, drive
 from guard.decision import Decision, Verdict
@@ -22,7 +22,7 @@ try:
     from agentdojo.agent_pipeline.tool_execution import ToolsExecutor, is_string_list
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
-except ImportError:  # pragma: no cover - exercised only without the extra; _require reports it
+except ImportError:  # pragma: no cover - exercised only without the extra; require reports it
     BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc,unused-ignore]
 
 
@@ -77,7 +77,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         max_probe_rounds: int = 2,
         keep_runs: int = 64,
     ) -> None:
-        _require()
+        require()
         if mode not in ("abort", "deny", "enforce", "shadow"):
             raise ValueError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
         self.guard = guard_in_mode(guard, "shadow" if mode == "shadow" else None)
@@ -94,7 +94,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         self,
         query: str,
         runtime: FunctionsRuntime,
-        env: Any = _EMPTY_ENV,
+        env: Any = EMPTY_ENV,
         messages: Sequence[Any] = (),
         extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
@@ -119,7 +119,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if self.mode == "abort":
             refusal = next(d for _, d in decided if not d.allowed)
             run.aborted = True
-            error = AbortAgentError(f"carbguard stopped the agent. {_refusal_text(refusal)}", out, env)
+            error = AbortAgentError(f"carbguard stopped the agent. {refusal_text(refusal)}", out, env)
             run.messages = list(error.messages)
             raise error
         return query, runtime, env, out, extra_args
@@ -187,13 +187,13 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             message = messages[position]
             role = message.get("role")
             if role == "user":
-                session.observe_user(_content_text(message.get("content")))
+                session.observe_user(content_text(message.get("content")))
             elif role == "assistant" and message.get("tool_calls"):
                 # a turn this element did not see as newest (e.g. placed outside the loop): decide late
                 for call in self._resolve(run, position, message["tool_calls"]):
                     run.decisions.append(session.decide(call.function, dict(call.args), call.id))
             elif role == "assistant":
-                session.observe_final(_content_text(message.get("content")))
+                session.observe_final(content_text(message.get("content")))
             elif role == "tool":
                 self._observe_tool(run, message)
         run.position = max(run.position, end)
@@ -207,7 +207,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         else:
             run.skipped.append(f"tool result for unknown call id {call_id!r}")
             return
-        text, status = _result_text(message)
+        text, status = result_text(message)
         try:
             run.session.observe_result(call_id, text, status)
         except InputError as exc:  # a call refused before it entered the graph (unknown tool, bad args)
@@ -245,7 +245,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             value, error = runtime.run_function(env, *probe)
             return {"content": self.executor.output_formatter(value), "error": error}
 
-        tools = Tools(payload, _result_text, run.skipped.append, self.max_probe_rounds)
+        tools = Tools(payload, result_text, run.skipped.append, self.max_probe_rounds)
         return drive(decided(session, main, tools, decision), session, execute)
 
     @staticmethod
@@ -255,7 +255,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             "content": [text_content_block_from_string("")],
             "tool_call_id": call.id,
             "tool_call": call,
-            "error": _refusal_text(decision),
+            "error": refusal_text(decision),
         }
 
 

@@ -101,7 +101,7 @@ async def pump(
         await handle(message)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> int:
+async def stop_server(process: asyncio.subprocess.Process) -> int:
     if process.stdin is not None and not process.stdin.is_closing():
         process.stdin.close()
     try:
@@ -162,19 +162,19 @@ async def serve_stdio(
         if client_task in done:  # the client hung up: let the server finish what it was sent
             _report(client_task, "the client connection", warn)
             relay.close()
-            code = await _stop(process)
+            code = await stop_server(process)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(server_task, SHUTDOWN_GRACE_S)
             return code
         _report(server_task, "the server connection", warn)
         relay.close()
         client_task.cancel()
-        return await _stop(process)
+        return await stop_server(process)
     finally:
         for task in (client_task, server_task):
             task.cancel()
         if process.returncode is None:
-            await _stop(process)
+            await stop_server(process)
 
 
 __all__ = ["LineWriter", "serve_stdio", "spawn_server"]
