@@ -25,7 +25,7 @@ number is the tag ``unrecorded_proposals``.
 Failures: writing never raises into the agent, in either mode.  Enforcing mode: a decision never
 depends on the recorder (it runs only at final/close, after every decision).  Shadow mode: the same —
 shadow mode must not change what the agent sees, so a failed write is kept in
-``Session.record_error``, logged on the ``guard.recorder`` logger and reported in the session's
+``Session.recording.error``, logged on the ``guard.recorder`` logger and reported in the session's
 ``session_end`` audit entry (``recorded: false``) instead of raising.
 
 This module is on the decision floor: it imports :mod:`guard.episode_json`, never :mod:`guard.corpora`.
@@ -39,7 +39,8 @@ import math
 import os
 import stat
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,18 +68,31 @@ class _Guard(Protocol):
     def review(self) -> Any: ...  # a guard.review.ReviewSampler, or None without review sampling
 
 
+@dataclass
+class RecordState:
+    """The recorder's own state of one session (``Session.recording``): only this module writes it.
+
+    ``recorded``: the episode was written (or attempted) once; ``records``: how many records it
+    held; ``error``: why writing failed; ``meta``: the episode metadata (``Session.annotate``).
+    """
+
+    recorded: bool = False
+    records: int = 0
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
 class Session(Protocol):
     """What the recorder reads of a :class:`guard.runtime.Session` (it never imports the runtime)."""
 
     session_id: str
     graph: PrefixGraph
-    decisions: dict[str, Decision]
-    proposals: dict[str, Record]
-    recorded: bool
-    recorded_records: int
-    record_error: str | None
-    meta: dict[str, Any]
+    recording: RecordState
 
+    @property
+    def decisions(self) -> Mapping[str, Decision]: ...
+    @property
+    def proposals(self) -> Mapping[str, Record]: ...
     @property
     def guard(self) -> _Guard: ...
 
@@ -140,7 +154,11 @@ def stop_max(scores: Iterable[float | None], threshold: float) -> float:
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,), "task": (str,), "attack": (str, type(None)), "utility": (bool, type(None)), "tags": (dict,),
+    "model": (str,),
+    "task": (str,),
+    "attack": (str, type(None)),
+    "utility": (bool, type(None)),
+    "tags": (dict,),
 }
 
 
@@ -157,12 +175,14 @@ def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
 def recorded_episode(session: Session) -> Episode:
     """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
     records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
-    meta = session.meta
+    meta = session.recording.meta
     return Episode(
         session.session_id,
         records,
         EpisodeMeta(
-            model=meta.get("model", ""), user_task=meta.get("task", ""), attack=meta.get("attack"),
+            model=meta.get("model", ""),
+            user_task=meta.get("task", ""),
+            attack=meta.get("attack"),
             utility=meta.get("utility"),
         ),
     )
@@ -172,7 +192,7 @@ def episode_tags(session: Session, ended: str) -> dict[str, Any]:
     """Free tags of a recorded episode (mode, how it ended, artifact, unrecorded proposals)."""
     in_graph = sum(1 for call_id in session.decisions if call_id in session.proposals)
     return {
-        **session.meta.get("tags", {}),
+        **session.recording.meta.get("tags", {}),
         "recorded_by": "carbguard",
         "mode": session.guard.mode,
         "ended": ended,
@@ -183,17 +203,17 @@ def episode_tags(session: Session, ended: str) -> dict[str, Any]:
 
 def write_episode(session: Session, ended: str) -> bool:
     """Write the session's episode once; True when written now.  Never raises (see the module docstring)."""
-    recorder = session.guard.recorder
-    if recorder is None or session.recorded:
+    recorder, state = session.guard.recorder, session.recording
+    if recorder is None or state.recorded:
         return False
-    session.recorded = True
-    session.recorded_records = len(session.graph.records)
+    state.recorded = True
+    state.records = len(session.graph.records)
     try:
         line = episode_line(recorded_episode(session), episode_tags(session, ended), session.guard.policy.name)
         recorder.write(line)
     except Exception as exc:  # noqa: BLE001 - the recorder must never crash the agent
-        session.record_error = f"{type(exc).__name__}: {exc}"[:500]
-        LOG.error("session %r: episode not recorded to %s: %s", session.session_id, recorder.path, session.record_error)
+        state.error = f"{type(exc).__name__}: {exc}"[:500]
+        LOG.error("session %r: episode not recorded to %s: %s", session.session_id, recorder.path, state.error)
         return False
     return True
 
@@ -205,7 +225,7 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
     ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`).
     """
-    guard = session.guard
+    guard, state = session.guard, session.recording
     scores = [d.score for d in session.decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
@@ -222,8 +242,8 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
         "stop_max": _encode(statistic),
         "intervened": statistic > guard.threshold,
         "verdicts": sorted({d.verdict.value for d in session.decisions.values()}),
-        "recorded": None if guard.recorder is None else session.record_error is None and session.recorded,
-        "late_records": len(session.graph.records) - session.recorded_records if session.recorded else 0,
+        "recorded": None if guard.recorder is None else state.error is None and state.recorded,
+        "late_records": len(session.graph.records) - state.records if state.recorded else 0,
     }
     if guard.review is not None:  # the keyed review pick and its rate: the risk monitor weights by 1/p
         entry["review"] = guard.review.entry(session.session_id)
@@ -247,4 +267,12 @@ def end_session(session: Session) -> None:
         LOG.error("session %r: session_end audit entry not written: %s", session.session_id, exc)
 
 
-__all__ = ["EpisodeRecorder", "end_session", "recorded_episode", "session_end_entry", "stop_max", "write_episode"]
+__all__ = [
+    "EpisodeRecorder",
+    "RecordState",
+    "end_session",
+    "recorded_episode",
+    "session_end_entry",
+    "stop_max",
+    "write_episode",
+]

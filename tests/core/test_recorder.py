@@ -210,7 +210,7 @@ def test_failing_recorder_never_crashes(small_policy: Policy, tmp_path: Path, te
     s.close()
     plain = Guard(small_policy, threshold=0.5, mode=mode).session("s")
     assert seen == _agent(plain, _tools(texts))
-    assert s.record_error is not None and "No space" in s.record_error
+    assert s.recording.error is not None and "No space" in s.recording.error
     assert audit.entries[-1]["recorded"] is False
 
 
