@@ -91,11 +91,13 @@ class GuardedRelay:
         self.tools: dict[str, ToolSchema] = {}
         self.problems: list[str] = []
         self.started: asyncio.Task[None] | None = None
+        self.heard = False  # whether the client sent anything
 
     # ------------------------------------------------------------------ client -> server
 
     async def from_client(self, message: Any) -> None:
         """Handle one message from the client (the caller awaits each in order)."""
+        self.heard = True
         if isinstance(message, list):
             for item in message:
                 if isinstance(item, Mapping) and "id" in item and "method" in item:
