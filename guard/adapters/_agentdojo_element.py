@@ -13,7 +13,7 @@ from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refu
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Refused, Tools, authorized, decided, drive
 from guard.decision import Decision, Verdict
-from guard.errors import InputError
+from guard.errors import InputError, PolicyError
 from guard.runtime import Guard, Session
 
 try:
@@ -79,10 +79,10 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     ) -> None:
         require()
         if mode not in ("abort", "deny", "enforce", "shadow"):
-            raise ValueError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
+            raise PolicyError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
         self.guard = guard_in_mode(guard, "shadow" if mode == "shadow" else None)
         if self.guard.mode == "shadow" and mode != "shadow":
-            raise ValueError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
+            raise PolicyError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
         self.mode: Mode = "abort" if mode == "enforce" else mode
         self.session_id = session_id
         self.executor = executor or ToolsExecutor()

@@ -20,7 +20,7 @@ from guard.adapters._agentdojo_compat import Mode, require
 from guard.adapters._agentdojo_element import GuardedRun, GuardElement
 from guard.adapters._agentdojo_replay import Recorder, ReplayLLM, offline_episode
 from guard.decision import Decision
-from guard.errors import CorpusError
+from guard.errors import CorpusError, PolicyError
 from guard.progress import Progress
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard
@@ -309,7 +309,7 @@ def run_suite(
     """
     require()
     if mode not in ("abort", "deny"):
-        raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
+        raise PolicyError(f"mode must be 'abort' or 'deny', got {mode!r}")
     if version is not None and version not in VERSIONS:
         raise ValueError(f"unknown AgentDojo benchmark version {version!r}; known: {', '.join(VERSIONS)}")
     episodes, declared = _episodes_of(runs_or_report, suite)

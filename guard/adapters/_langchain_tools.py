@@ -19,7 +19,7 @@ from guard.adapters._langchain_core import (
 )
 from guard.adapters.flow import Call, Flow, Ran, Refused, Tools, adrive, drive, guarded_call
 from guard.decision import Decision, Reason, Verdict
-from guard.errors import InputError
+from guard.errors import InputError, PolicyError
 from guard.records import safe_repr
 from guard.runtime import Session
 
@@ -123,7 +123,7 @@ def guard_tools(
     """
     require("langchain-core")
     if mode is not None and mode != session.guard.mode:
-        raise ValueError(f"guard_tools(mode={mode!r}) needs a session of a Guard built with mode={mode!r}")
+        raise PolicyError(f"guard_tools(mode={mode!r}) needs a session of a Guard built with mode={mode!r}")
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("guard_tools: tool names must be unique")
