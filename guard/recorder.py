@@ -17,6 +17,11 @@ When a line is written:
 - records that arrive after the episode was written are not recorded (the ``session_end`` audit
   entry counts them as ``late_records``): one session is one episode.
 
+Metadata: ``Session.annotate`` sets it from the agent's code; ``EpisodeRecorder(path, annotate=...)``
+is asked for it just before each episode is written, whichever adapter drives the session (e.g. the
+task, attack and utility an integrator knows from its own bookkeeping).  An episode id the file
+already holds is never appended again (the session reports ``recorded: false``).
+
 Each line is appended under an exclusive ``flock``, flushed and ``fsync``'ed, so several threads and
 processes can share one file (as :mod:`guard.audit` does).  Proposals the guard refused before they
 reached the graph (unknown tool, malformed arguments, reused call id) are not in the episode; their
@@ -34,12 +39,13 @@ This module is on the decision floor: it imports :mod:`guard.episode_json`, neve
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import math
 import os
 import stat
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -97,13 +103,27 @@ class Session(Protocol):
     def guard(self) -> _Guard: ...
 
 
-class EpisodeRecorder:
-    """Appends one JSON line per episode to a file created ``0600``; safe across threads and processes."""
+Annotate = Callable[[Any], Mapping[str, Any]]
+"""``annotate(session)``: episode metadata (``model``, ``task``, ``attack``, ``utility``, ``tags``) for a
+session, asked for just before its episode is written (see :class:`EpisodeRecorder`)."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+
+class EpisodeRecorder:
+    """Appends one JSON line per episode to a file created ``0600``; safe across threads and processes.
+
+    ``annotate`` (optional) is asked for each session's metadata right before its episode is written,
+    whichever adapter drives the session: what it returns is merged over ``Session.annotate``'s.  An
+    episode whose id the file already holds is not appended (an id is written once, also across
+    processes and earlier runs): the write fails and the session reports ``recorded: false``.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = True, annotate: Annotate | None = None) -> None:
         self.path = Path(path)
         self.fsync = fsync
+        self.annotate = annotate
         self._lock = threading.Lock()
+        self._ids: set[str] = set()  # episode ids of the file's first ``_scanned`` bytes
+        self._scanned = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             os.close(self._open())
@@ -111,20 +131,46 @@ class EpisodeRecorder:
             raise InputError(f"{self.path}: cannot create the episodes file: {exc.strerror or exc}") from None
 
     def _open(self) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(self.path, flags, FILE_MODE)
         if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
             os.fchmod(fd, FILE_MODE)
         return fd
 
+    def _scan(self, fd: int) -> None:
+        """Read the episode ids of what was appended since the last scan (from the start if the file shrank)."""
+        size = os.fstat(fd).st_size
+        if size < self._scanned:
+            self._ids, self._scanned = set(), 0
+        tail = b""
+        while self._scanned + len(tail) < size:
+            chunk = os.pread(fd, 1 << 20, self._scanned + len(tail))
+            if not chunk:
+                break
+            tail += chunk
+            *lines, tail = tail.split(b"\n")
+            for raw in lines:
+                self._scanned += len(raw) + 1
+                episode_id = _line_id(raw)
+                if episode_id is not None:
+                    self._ids.add(episode_id)
+
     def write(self, line: str) -> None:
-        """Append ``line`` and a newline under an exclusive lock, flushed and synced; raise OSError."""
+        """Append ``line`` and a newline under an exclusive lock, flushed and synced; raise OSError.
+
+        Raises :class:`~guard.errors.InputError` (nothing written) when the line is an episode whose
+        id the file already holds.
+        """
         data = line.encode("utf-8") + b"\n"
+        episode_id = _line_id(data)
         with self._lock:
             fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
+                    self._scan(fd)
+                    if episode_id is not None and episode_id in self._ids:
+                        raise InputError(f"{self.path}: episode id {episode_id!r} is already recorded; not appended")
                     view = memoryview(data)
                     while view:
                         view = view[os.write(fd, view) :]
@@ -134,6 +180,16 @@ class EpisodeRecorder:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+
+def _line_id(raw: bytes) -> str | None:
+    """The ``id`` of an episode line (None for a line that is not one)."""
+    try:
+        found = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    episode_id = found.get("id") if isinstance(found, dict) else None
+    return episode_id if isinstance(episode_id, str) else None
 
 
 def stop_max(scores: Iterable[float | None], threshold: float) -> float:
@@ -209,6 +265,8 @@ def write_episode(session: Session, ended: str) -> bool:
     state.recorded = True
     state.records = len(session.graph.records)
     try:
+        if recorder.annotate is not None:
+            state.meta.update(check_meta(dict(recorder.annotate(session))))
         line = episode_line(recorded_episode(session), episode_tags(session, ended), session.guard.policy.name)
         recorder.write(line)
     except Exception as exc:  # noqa: BLE001 - the recorder must never crash the agent
