@@ -169,7 +169,6 @@ class Tracker:
     alias: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     reviewed: dict[str, Reviewed] = field(default_factory=dict)
-    checked: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

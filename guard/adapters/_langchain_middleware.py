@@ -5,6 +5,7 @@ Both are thin shells over :class:`~guard.adapters._langchain_wrapper.GuardToolWr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
         max_probe_rounds: int = 2,
         max_sessions: int = 1024,
         mode: str | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> None:
         require("langchain-core", "langchain")
         super().__init__()
@@ -53,6 +55,8 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
             guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions, mode=mode
         )
         self.guard = self.wrapper.guard
+        if tools is not None:  # else: checked before the agent's first tool call runs
+            self.wrapper.check_tools(tools)
 
     def session(self, key: str) -> Session | None:
         """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
@@ -91,6 +95,34 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
                 flow = self.wrapper.review_turn(tracker, messages, config)
                 await adrive(flow, tracker.session, no_execute_async)
         return {"messages": refusals} if refusals else None
+
+    def _ended(self, state: Any) -> Session | None:
+        """The session of the run that just ended (fed its last messages), if it has one."""
+        config, messages = current_config(), state_messages(state)
+        try:
+            tracker, _ = self.wrapper.sync(config, messages)
+        except UnboundCallError:
+            return None
+        return tracker.session
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """End of a run: close its session (its ``session_end`` audit entry, and its episode when recording).
+
+        A thread that runs again continues the same session; its ``session_end`` entry was written once.
+        """
+        session = self._ended(state)
+        if session is not None:
+            session.close()
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent` (the writes off the event loop)."""
+        try:
+            tracker, _ = await self.wrapper.async_sync(current_config(), state_messages(state))
+        except UnboundCallError:
+            return None
+        await asyncio.to_thread(tracker.session.close)
+        return None
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Act on the decision for this call (run, probe, refuse, or interrupt)."""

@@ -17,6 +17,7 @@ from guard.adapters._langchain_core import (
     Tracker,
     UnboundCallError,
     bind_call,
+    check_agent_tools,
     current_config,
     feed,
     has_checkpointer,
@@ -77,6 +78,16 @@ class GuardToolWrapper:
         self.max_reviews = 3
         self._trackers: OrderedDict[str, Tracker] = OrderedDict()
         self._lock = threading.Lock()
+        self._checked: set[frozenset[str]] = set()
+
+    def check_tools(self, tools: Sequence[Any]) -> list[str]:
+        """The agent's tools against the policy, each problem logged as a warning; once per set of tool names."""
+        names = frozenset(str(getattr(t, "name", "")) for t in tools)
+        with self._lock:
+            if names in self._checked:
+                return []
+            self._checked.add(names)
+        return check_agent_tools(self.guard.policy, tools)
 
     # ------------------------------------------------------------------ sessions
 
@@ -307,9 +318,15 @@ class GuardToolWrapper:
                 return not_executed(decision, call)
         return not_executed(decision, call)
 
+    def _start(self, request: Any) -> Mapping[str, Any]:
+        """Before the first call of an agent runs: its tools against the policy (warnings); the run's config."""
+        tools = list(getattr(request.runtime, "tools", None) or ()) or [request.tool]
+        self.check_tools([t for t in tools if t is not None])
+        return getattr(request.runtime, "config", None) or current_config()
+
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Sync interceptor (LangGraph ``ToolCallWrapper``)."""
-        config = getattr(request.runtime, "config", None) or current_config()
+        config = self._start(request)
         try:
             tracker, _ = self.sync(config, state_messages(request.state, self.messages_key))
         except UnboundCallError as exc:
@@ -318,7 +335,7 @@ class GuardToolWrapper:
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async interceptor (LangGraph ``AsyncToolCallWrapper``)."""
-        config = getattr(request.runtime, "config", None) or current_config()
+        config = self._start(request)
         try:
             tracker, _ = await self.async_sync(config, state_messages(request.state, self.messages_key))
         except UnboundCallError as exc:

@@ -331,7 +331,7 @@ def test_invalid_tool_calls_are_refused_audited_and_the_session_goes_on(make_gua
     refusal = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "bad-1")
     assert refusal.status == "error" and "bad_arguments" in refusal.text and "truncated" in refusal.text
     assert ran == ["read_record", "read_inbox"]
-    assert [e["reason"] for e in guard.audit.entries if e["call_id"] == "bad-1"] == ["bad_arguments"]  # type: ignore[union-attr]
+    assert [e["reason"] for e in guard.audit.entries if e.get("call_id") == "bad-1"] == ["bad_arguments"]  # type: ignore[union-attr]
     assert verdicts(middleware.session(run_key(out)))[-1][:2] == ("read_inbox", "execute")
 
 
