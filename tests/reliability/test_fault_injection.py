@@ -498,7 +498,8 @@ def test_fault_fails_closed(
     assert not decision.allowed and decision.message.startswith("internal error, failing closed")
     fault_counts.escalate_internal_error += 1
 
-    entries = [e for e in memory.entries if e.get("call_id", TARGET[2]) == TARGET[2] and e.get("event") != "session_end"]
+    decisions = [e for e in memory.entries if e.get("event") != "session_end"]
+    entries = [e for e in decisions if e.get("call_id", TARGET[2]) == TARGET[2]]
     write_fails = stage == "audit_write" or (stage == "audit_entry" and fault == "wrong_type")
     if write_fails:
         # the entry could not be written: nothing was recorded, and nothing ran
