@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 from ast import literal_eval
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -11,10 +12,13 @@ from typing import Any
 
 from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refusal_text, require, result_text
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Refused, Tools, authorized, decided, drive
+from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, decided, drive
 from guard.decision import Decision, Verdict
 from guard.errors import InputError, PolicyError
+from guard.policy.tools import from_openai_tools
 from guard.runtime import Guard, Session
+
+log = logging.getLogger("guard.adapters.agentdojo")
 
 try:
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
@@ -89,6 +93,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         self.max_probe_rounds = max_probe_rounds
         self.runs: deque[GuardedRun] = deque(maxlen=keep_runs)
         self._count = 0
+        self._checked: set[frozenset[str]] = set()
 
     def query(
         self,
@@ -102,6 +107,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if not messages:
             return query, runtime, env, messages, extra_args
         run = self._run_for(messages)
+        self._check(runtime)
         last = messages[-1]
         turn = last.get("role") == "assistant" and bool(last.get("tool_calls"))
         end = len(messages) - 1 if turn else len(messages)
@@ -123,6 +129,18 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             run.messages = list(error.messages)
             raise error
         return query, runtime, env, out, extra_args
+
+    def _check(self, runtime: FunctionsRuntime) -> None:
+        """At the first turn with a suite's tools: its functions against the policy (once per set of names)."""
+        names = frozenset(runtime.functions)
+        if names in self._checked:
+            return
+        self._checked.add(names)
+        schemas = [
+            {"type": "function", "name": f.name, "description": f.description, "parameters": _parameters(f)}
+            for f in runtime.functions.values()
+        ]
+        check_tools(self.guard.policy, from_openai_tools(schemas, "<AgentDojo suite>"), log.warning)
 
     def _decide_turn(
         self, run: GuardedRun, calls: list[Any], runtime: FunctionsRuntime, env: Any
@@ -266,3 +284,9 @@ def _with_args(call: Any) -> Callable[[Call, dict[str, Any]], Any]:
         return call.model_copy(update={"args": args})
 
     return payload
+
+
+def _parameters(function: Any) -> Any:
+    """The JSON schema of an AgentDojo function's parameters (a pydantic model), or ``{}``."""
+    schema = getattr(function.parameters, "model_json_schema", None)
+    return schema() if callable(schema) else {}

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_content import attachments, content_text, render_block
 from guard.adapters._refusal import refusal_text as refusal_text
-from guard.adapters.flow import Action, Call, Decide, observe
+from guard.adapters.flow import Action, Call, Decide, check_tools, observe
 from guard.decision import Decision
 from guard.errors import InputError
 from guard.records import safe_repr
@@ -68,20 +68,13 @@ log = logging.getLogger("guard.adapters.langchain")
 
 
 def check_agent_tools(policy: Any, tools: Sequence[Any]) -> list[str]:
-    """At start: every agent tool against the policy (names, payload/identifier args); each problem logged.
-
-    Tools the policy does not know are refused when called (the policy's ``on_unknown``); this makes the
-    mismatch visible before the first call instead.
-    """
-    from guard.policy.tools import check_tools, from_langchain_tools
+    """At start: every agent tool against the policy (names, payload/identifier args); each problem logged."""
+    from guard.policy.tools import from_langchain_tools
 
     readable = [
         t for t in tools if isinstance(getattr(t, "name", None), str) and isinstance(getattr(t, "args", None), Mapping)
     ]
-    problems = check_tools(policy, from_langchain_tools(readable), policy_extra=False)
-    for problem in problems:
-        log.warning("policy %r vs agent tools: %s", policy.name, problem)
-    return problems
+    return check_tools(policy, from_langchain_tools(readable), log.warning)
 
 
 SessionKey: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]

@@ -26,12 +26,15 @@ Adapters may import this module and ``guard``'s public surface, nothing else of 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
 from guard.decision import Decision, Verdict
 from guard.errors import BindingError, InputError
+from guard.policy import Policy
+from guard.policy import tools as policy_tools
+from guard.policy.tools import ToolSchema
 from guard.runtime import Session
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "Tools",
     "adrive",
     "authorized",
+    "check_tools",
     "decided",
     "drive",
     "execute",
@@ -139,6 +143,18 @@ def observe(
         name = tool if type(tool) is str and tool else None
         source = session.tool_source(name) if name else "untrusted_source"
         session.observe_content(text, source, f"stray_result:{name or 'unknown'}")
+
+
+def check_tools(policy: Policy, schemas: Iterable[ToolSchema], report: Callable[[str], None]) -> list[str]:
+    """At start: the agent's tools against the policy (unknown tools, argument names), each problem reported.
+
+    Calls to tools the policy does not know are refused when they come (the policy's ``on_unknown``);
+    this makes the mismatch visible before the first call.
+    """
+    problems = policy_tools.check_tools(policy, schemas, policy_extra=False)
+    for problem in problems:
+        report(f"carbguard: policy {policy.name!r} vs agent tools: {problem}")
+    return problems
 
 
 def settle(session: Session, decision: Decision, call: Call, tools: Tools) -> Flow[Decision]:

@@ -29,10 +29,10 @@ from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
 from guard.adapters._mcp_relay import GuardedRelay, mcp_tools, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
-from guard.adapters.flow import Call, Refused, adrive, decided, execute
+from guard.adapters.flow import Call, Refused, adrive, check_tools, decided, execute
 from guard.decision import Decision
 from guard.errors import InputError
-from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
+from guard.policy.tools import ToolSchema, from_mcp_tools
 from guard.runtime import Session
 
 log = logging.getLogger("guard.adapters.mcp")
@@ -73,8 +73,17 @@ class GuardedClientSession:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    async def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        """``initialize``, then the server's tools against the policy: every mismatch logged as a warning."""
+        result = await self._client.initialize(*args, **kwargs)
+        try:
+            await self.check_tools()
+        except Exception as exc:  # noqa: BLE001 - a failed check is a warning; calls are still decided one by one
+            log.warning("carbguard: tools/list at start did not complete: %s: %s", type(exc).__name__, exc)
+        return result
+
     async def check_tools(self) -> list[str]:
-        """List the server's tools (every page) and return every mismatch with the policy (see ``check_tools``)."""
+        """List the server's tools (every page) and return every mismatch with the policy (each logged)."""
         tools: list[Any] = []
         cursor: str | None = None
         types = _require_mcp().types
@@ -85,7 +94,7 @@ class GuardedClientSession:
             cursor = page.next_cursor
             if not cursor:
                 break
-        return check_tools(self.session.guard.policy, from_mcp_tools(tools), policy_extra=False)
+        return check_tools(self.session.guard.policy, from_mcp_tools(tools), log.warning)
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None, **kwargs: Any

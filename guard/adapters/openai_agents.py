@@ -48,7 +48,7 @@ from typing import Any
 from guard.adapters._openai_history import SERVER_STATE, memory_items, observe_items, on_default_loop
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Refused, Tools, adrive, decided, execute
+from guard.adapters.flow import Call, Refused, Tools, adrive, check_tools, decided, execute
 from guard.decision import Decision
 from guard.errors import GuardError, InputError
 from guard.runtime import Guard, Session
@@ -200,20 +200,14 @@ def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[s
 
 
 def _check_against_policy(policy: Any, tools: Iterable[Any]) -> list[str]:
-    """At start: the agent's function tools against the policy (unknown tools, argument names), each logged.
-
-    Calls to tools the policy does not know are refused when they come (the policy's ``on_unknown``).
-    """
-    from guard.policy.tools import check_tools, from_openai_tools
+    """At start: the agent's function tools against the policy (unknown tools, argument names), each logged."""
+    from guard.policy.tools import from_openai_tools
 
     schemas = [
         {"type": "function", "name": t.name, "description": t.description, "parameters": t.params_json_schema}
         for t in tools
     ]
-    problems = check_tools(policy, from_openai_tools(schemas, "<agent tools>"), policy_extra=False)
-    for problem in problems:
-        log.warning("carbguard: policy %r vs agent tools: %s", policy.name, problem)
-    return problems
+    return check_tools(policy, from_openai_tools(schemas, "<agent tools>"), _report)
 
 
 def guard_agent(agent: Agent[Any], session: Session, *, unguarded: Iterable[str] = ()) -> Agent[Any]:
