@@ -172,6 +172,8 @@ class GuardToolWrapper:
         if isinstance(outcome, Ran):
             return outcome.output
         decision = outcome.decision
+        if tracker.session.decision(cid) is not decision:  # refused while binding (e.g. ran already): no review
+            return not_executed(decision, call)
         reviewed = tracker.reviewed.get(plain(call_id))
         if reviewed is not None and reviewed.decision is decision:
             return (yield from self._reviewed(tracker, request, reviewed))
