@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from guard.calls import CallState
     from guard.decision import Certification
     from guard.graph import PrefixGraph
     from guard.policy import Policy, ToolSpec
@@ -85,6 +86,8 @@ class GuardConfig(Protocol):
     def mode(self) -> str: ...
     @property
     def breaker(self) -> Escalation: ...
+    @property
+    def audit(self) -> AuditSink | None: ...
 
 
 class SessionState(Protocol):
@@ -101,13 +104,17 @@ class SessionState(Protocol):
     @property
     def graph(self) -> PrefixGraph: ...
     @property
-    def proposals(self) -> dict[str, Record]: ...
-    @property
-    def executed(self) -> set[str]: ...
-    @property
-    def answered(self) -> set[str]: ...
+    def proposals(self) -> Mapping[str, Record]: ...
     @property
     def certifier_state(self) -> dict[str, Any]: ...
     @property
     def next_index(self) -> int: ...
+
+    def call_state(self, call_id: str) -> CallState:
+        """Where ``call_id`` stands (proposed, ran, answered, or unknown)."""
+        ...
+
+    def propose(self, call_id: str, record: Record) -> None:
+        """The pipeline's hook: add ``record`` to the graph as the proposal node of ``call_id``."""
+        ...
 

@@ -17,6 +17,11 @@ When a line is written:
 - records that arrive after the episode was written are not recorded (the ``session_end`` audit
   entry counts them as ``late_records``): one session is one episode.
 
+Metadata: ``Session.annotate`` sets it from the agent's code; ``EpisodeRecorder(path, annotate=...)``
+is asked for it just before each episode is written, whichever adapter drives the session (e.g. the
+task, attack and utility an integrator knows from its own bookkeeping).  An episode id the file
+already holds is never appended again (the session reports ``recorded: false``).
+
 Each line is appended under an exclusive ``flock``, flushed and ``fsync``'ed, so several threads and
 processes can share one file (as :mod:`guard.audit` does).  Proposals the guard refused before they
 reached the graph (unknown tool, malformed arguments, reused call id) are not in the episode; their
@@ -25,7 +30,7 @@ number is the tag ``unrecorded_proposals``.
 Failures: writing never raises into the agent, in either mode.  Enforcing mode: a decision never
 depends on the recorder (it runs only at final/close, after every decision).  Shadow mode: the same —
 shadow mode must not change what the agent sees, so a failed write is kept in
-``Session.record_error``, logged on the ``guard.recorder`` logger and reported in the session's
+``Session.recording.error``, logged on the ``guard.recorder`` logger and reported in the session's
 ``session_end`` audit entry (``recorded: false``) instead of raising.
 
 This module is on the decision floor: it imports :mod:`guard.episode_json`, never :mod:`guard.corpora`.
@@ -34,12 +39,14 @@ This module is on the decision floor: it imports :mod:`guard.episode_json`, neve
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import math
 import os
 import stat
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -67,29 +74,56 @@ class _Guard(Protocol):
     def review(self) -> Any: ...  # a guard.review.ReviewSampler, or None without review sampling
 
 
+@dataclass
+class RecordState:
+    """The recorder's own state of one session (``Session.recording``): only this module writes it.
+
+    ``recorded``: the episode was written (or attempted) once; ``records``: how many records it
+    held; ``error``: why writing failed; ``meta``: the episode metadata (``Session.annotate``).
+    """
+
+    recorded: bool = False
+    records: int = 0
+    error: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
 class Session(Protocol):
     """What the recorder reads of a :class:`guard.runtime.Session` (it never imports the runtime)."""
 
     session_id: str
     graph: PrefixGraph
-    decisions: dict[str, Decision]
-    proposals: dict[str, Record]
-    recorded: bool
-    recorded_records: int
-    record_error: str | None
-    meta: dict[str, Any]
+    recording: RecordState
 
+    @property
+    def decisions(self) -> Mapping[str, Decision]: ...
+    @property
+    def proposals(self) -> Mapping[str, Record]: ...
     @property
     def guard(self) -> _Guard: ...
 
 
-class EpisodeRecorder:
-    """Appends one JSON line per episode to a file created ``0600``; safe across threads and processes."""
+Annotate = Callable[[Any], Mapping[str, Any]]
+"""``annotate(session)``: episode metadata (``model``, ``task``, ``attack``, ``utility``, ``tags``) for a
+session, asked for just before its episode is written (see :class:`EpisodeRecorder`)."""
 
-    def __init__(self, path: str | Path, *, fsync: bool = True) -> None:
+
+class EpisodeRecorder:
+    """Appends one JSON line per episode to a file created ``0600``; safe across threads and processes.
+
+    ``annotate`` (optional) is asked for each session's metadata right before its episode is written,
+    whichever adapter drives the session: what it returns is merged over ``Session.annotate``'s.  An
+    episode whose id the file already holds is not appended (an id is written once, also across
+    processes and earlier runs): the write fails and the session reports ``recorded: false``.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: bool = True, annotate: Annotate | None = None) -> None:
         self.path = Path(path)
         self.fsync = fsync
+        self.annotate = annotate
         self._lock = threading.Lock()
+        self._ids: set[str] = set()  # episode ids of the file's first ``_scanned`` bytes
+        self._scanned = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             os.close(self._open())
@@ -97,20 +131,46 @@ class EpisodeRecorder:
             raise InputError(f"{self.path}: cannot create the episodes file: {exc.strerror or exc}") from None
 
     def _open(self) -> int:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(self.path, flags, FILE_MODE)
         if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
             os.fchmod(fd, FILE_MODE)
         return fd
 
+    def _scan(self, fd: int) -> None:
+        """Read the episode ids of what was appended since the last scan (from the start if the file shrank)."""
+        size = os.fstat(fd).st_size
+        if size < self._scanned:
+            self._ids, self._scanned = set(), 0
+        tail = b""
+        while self._scanned + len(tail) < size:
+            chunk = os.pread(fd, 1 << 20, self._scanned + len(tail))
+            if not chunk:
+                break
+            tail += chunk
+            *lines, tail = tail.split(b"\n")
+            for raw in lines:
+                self._scanned += len(raw) + 1
+                episode_id = _line_id(raw)
+                if episode_id is not None:
+                    self._ids.add(episode_id)
+
     def write(self, line: str) -> None:
-        """Append ``line`` and a newline under an exclusive lock, flushed and synced; raise OSError."""
+        """Append ``line`` and a newline under an exclusive lock, flushed and synced; raise OSError.
+
+        Raises :class:`~guard.errors.InputError` (nothing written) when the line is an episode whose
+        id the file already holds.
+        """
         data = line.encode("utf-8") + b"\n"
+        episode_id = _line_id(data)
         with self._lock:
             fd = self._open()
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 try:
+                    self._scan(fd)
+                    if episode_id is not None and episode_id in self._ids:
+                        raise InputError(f"{self.path}: episode id {episode_id!r} is already recorded; not appended")
                     view = memoryview(data)
                     while view:
                         view = view[os.write(fd, view) :]
@@ -120,6 +180,16 @@ class EpisodeRecorder:
                     fcntl.flock(fd, fcntl.LOCK_UN)
             finally:
                 os.close(fd)
+
+
+def _line_id(raw: bytes) -> str | None:
+    """The ``id`` of an episode line (None for a line that is not one)."""
+    try:
+        found = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    episode_id = found.get("id") if isinstance(found, dict) else None
+    return episode_id if isinstance(episode_id, str) else None
 
 
 def stop_max(scores: Iterable[float | None], threshold: float) -> float:
@@ -140,7 +210,11 @@ def stop_max(scores: Iterable[float | None], threshold: float) -> float:
 
 
 _META_TYPES: dict[str, tuple[type, ...]] = {
-    "model": (str,), "task": (str,), "attack": (str, type(None)), "utility": (bool, type(None)), "tags": (dict,),
+    "model": (str,),
+    "task": (str,),
+    "attack": (str, type(None)),
+    "utility": (bool, type(None)),
+    "tags": (dict,),
 }
 
 
@@ -157,12 +231,14 @@ def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
 def recorded_episode(session: Session) -> Episode:
     """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
     records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
-    meta = session.meta
+    meta = session.recording.meta
     return Episode(
         session.session_id,
         records,
         EpisodeMeta(
-            model=meta.get("model", ""), user_task=meta.get("task", ""), attack=meta.get("attack"),
+            model=meta.get("model", ""),
+            user_task=meta.get("task", ""),
+            attack=meta.get("attack"),
             utility=meta.get("utility"),
         ),
     )
@@ -172,7 +248,7 @@ def episode_tags(session: Session, ended: str) -> dict[str, Any]:
     """Free tags of a recorded episode (mode, how it ended, artifact, unrecorded proposals)."""
     in_graph = sum(1 for call_id in session.decisions if call_id in session.proposals)
     return {
-        **session.meta.get("tags", {}),
+        **session.recording.meta.get("tags", {}),
         "recorded_by": "carbguard",
         "mode": session.guard.mode,
         "ended": ended,
@@ -183,17 +259,19 @@ def episode_tags(session: Session, ended: str) -> dict[str, Any]:
 
 def write_episode(session: Session, ended: str) -> bool:
     """Write the session's episode once; True when written now.  Never raises (see the module docstring)."""
-    recorder = session.guard.recorder
-    if recorder is None or session.recorded:
+    recorder, state = session.guard.recorder, session.recording
+    if recorder is None or state.recorded:
         return False
-    session.recorded = True
-    session.recorded_records = len(session.graph.records)
+    state.recorded = True
+    state.records = len(session.graph.records)
     try:
+        if recorder.annotate is not None:
+            state.meta.update(check_meta(dict(recorder.annotate(session))))
         line = episode_line(recorded_episode(session), episode_tags(session, ended), session.guard.policy.name)
         recorder.write(line)
     except Exception as exc:  # noqa: BLE001 - the recorder must never crash the agent
-        session.record_error = f"{type(exc).__name__}: {exc}"[:500]
-        LOG.error("session %r: episode not recorded to %s: %s", session.session_id, recorder.path, session.record_error)
+        state.error = f"{type(exc).__name__}: {exc}"[:500]
+        LOG.error("session %r: episode not recorded to %s: %s", session.session_id, recorder.path, state.error)
         return False
     return True
 
@@ -205,7 +283,7 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
     ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`).
     """
-    guard = session.guard
+    guard, state = session.guard, session.recording
     scores = [d.score for d in session.decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
@@ -222,8 +300,8 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
         "stop_max": _encode(statistic),
         "intervened": statistic > guard.threshold,
         "verdicts": sorted({d.verdict.value for d in session.decisions.values()}),
-        "recorded": None if guard.recorder is None else session.record_error is None and session.recorded,
-        "late_records": len(session.graph.records) - session.recorded_records if session.recorded else 0,
+        "recorded": None if guard.recorder is None else state.error is None and state.recorded,
+        "late_records": len(session.graph.records) - state.records if state.recorded else 0,
     }
     if guard.review is not None:  # the keyed review pick and its rate: the risk monitor weights by 1/p
         entry["review"] = guard.review.entry(session.session_id)
@@ -247,4 +325,12 @@ def end_session(session: Session) -> None:
         LOG.error("session %r: session_end audit entry not written: %s", session.session_id, exc)
 
 
-__all__ = ["EpisodeRecorder", "end_session", "recorded_episode", "session_end_entry", "stop_max", "write_episode"]
+__all__ = [
+    "EpisodeRecorder",
+    "RecordState",
+    "end_session",
+    "recorded_episode",
+    "session_end_entry",
+    "stop_max",
+    "write_episode",
+]

@@ -9,7 +9,7 @@ exception inside fails closed: the verdict is ``escalate`` with reason ``interna
 from __future__ import annotations
 
 import asyncio
-import json
+import dataclasses
 import math
 import threading
 import time
@@ -21,14 +21,15 @@ from typing import Any
 from guard import stages
 from guard.audit import AuditLog
 from guard.breaker import Breaker
-from guard.decision import Decision
+from guard.calls import CallBook, CallState, decided_call
+from guard.decision import Decision, Reason
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
-from guard.policy import Policy, load_policy
+from guard.policy import Policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
-from guard.recorder import EpisodeRecorder, check_meta, end_session, write_episode
-from guard.records import Record, canonical_args, content, final, result, safe_repr, user
+from guard.recorder import EpisodeRecorder, RecordState, check_meta, end_session, write_episode
+from guard.records import Record, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.review import ReviewSampler, review_key
 from guard.scorer import WeightedScorer
@@ -82,8 +83,10 @@ class Guard:
         self.scorer = scorer or WeightedScorer(policy)
         self.certifier = certifier or stages.default_certifier(policy)
         self.recorder = EpisodeRecorder(record) if isinstance(record, str | Path) else record
-        self.review = None if policy.review is None else ReviewSampler(
-            review_key(policy.review, policy.resolve), policy.review.rate
+        self.review = (
+            None
+            if policy.review is None
+            else ReviewSampler(review_key(policy.review, policy.resolve), policy.review.rate)
         )  # guard.review: keyed pick of sessions for labelling
         self.breaker = Breaker(fallback, fallback_id, trip_file)  # guard.breaker: the switch on an alarm
 
@@ -102,31 +105,18 @@ class Guard:
         trip_file: str | Path | None = None,
     ) -> Guard:
         """Load a policy and the calibration artifact it names (its threshold and id), and its breaker fallback."""
-        from guard.artifact import apply_fitted_weights, load_artifact
+        from guard.deployment import load_deployment
 
-        policy = load_policy(path)
-        if policy.calibration.artifact is None:
-            raise PolicyError(f"{path}: calibration.artifact is not set; use Guard(policy, threshold=...) instead")
-        path_ = policy.resolve(policy.calibration.artifact)
-        policy = apply_fitted_weights(load_artifact(path_).body, policy, path_)  # fitted weights are frozen pipeline
-        artifact = load_artifact(path_, policy)
-        if audit is None and policy.audit.path is not None:
-            audit = policy.resolve(policy.audit.path)
-        fallback, fallback_id = -math.inf, None
-        if policy.calibration.fallback != "escalate":
-            strict = load_artifact(policy.resolve(policy.calibration.fallback), policy)
-            if strict.threshold > artifact.threshold:
-                raise PolicyError(f"{path}: calibration.fallback's threshold is looser than the artifact's")
-            fallback, fallback_id = strict.threshold, strict.artifact_id
+        found = load_deployment(path)
         return cls(
-            policy,
-            threshold=artifact.threshold,
-            audit=audit,
-            artifact_id=artifact.artifact_id,
+            found.policy,
+            threshold=found.threshold,
+            audit=found.audit if audit is None else audit,
+            artifact_id=found.artifact_id,
             mode=mode,
             record=record,
-            fallback=fallback,
-            fallback_id=fallback_id,
+            fallback=found.fallback,
+            fallback_id=found.fallback_id,
             trip_file=trip_file,
         )
 
@@ -142,19 +132,50 @@ class Session:
         self.guard = guard
         self.session_id = session_id
         self.graph = PrefixGraph(guard.policy)
-        self.decisions: dict[str, Decision] = {}
-        self.proposals: dict[str, Record] = {}
-        self.answered: set[str] = set()
-        self.executed: set[str] = set()
-        self.approved: set[str] = set()
-        self.reviews: set[tuple[Any, ...]] = set()
+        self._calls = CallBook()
+        self._reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
-        self.certifier_state: dict[str, Any] = {}
-        self.recorded = False
-        self.recorded_records = 0
-        self.record_error: str | None = None
-        self.closed = False
-        self.meta: dict[str, Any] = {}
+        self._closed = False
+        self.certifier_state: dict[str, Any] = {}  # the certifier's own state (guard.safecommit.runtime)
+        self.recording = RecordState()  # the recorder's own state (guard.recorder)
+
+    # ------------------------------------------------------------------ queries (read-only views)
+
+    @property
+    def decisions(self) -> Mapping[str, Decision]:
+        """The latest decision per call id (a read-only view)."""
+        return self._calls.decisions
+
+    @property
+    def proposals(self) -> Mapping[str, Record]:
+        """The proposal record per call id that entered the graph (a read-only view)."""
+        return self._calls.proposals
+
+    @property
+    def executed(self) -> frozenset[str]:
+        """The call ids authorized to run (a copy)."""
+        return self._calls.executed()
+
+    @property
+    def answered(self) -> frozenset[str]:
+        """The call ids whose result was observed (a copy)."""
+        return self._calls.answered()
+
+    def decision(self, call_id: str) -> Decision | None:
+        """The latest decision on ``call_id`` (None if it was never decided)."""
+        with self._lock:
+            return self._calls.decision(call_id)
+
+    def call_state(self, call_id: str) -> CallState:
+        """Where ``call_id`` is: never in the graph, proposed, ran (authorized) or answered (its result observed)."""
+        with self._lock:
+            return self._calls.state(call_id)
+
+    def propose(self, call_id: str, record: Record) -> None:
+        """The pipeline's hook (:func:`guard.stages.extend`): add ``record`` as the proposal node of ``call_id``."""
+        with self._lock:
+            self.graph.add(record)
+            self._calls.propose(call_id, record)
 
     # ------------------------------------------------------------------ observe
 
@@ -180,16 +201,16 @@ class Session:
         Never read by the gate; set it before the final answer (when the episode is written).
         """
         with self._lock:
-            self.meta.update(check_meta(meta))
+            self.recording.meta.update(check_meta(meta))
 
     def close(self) -> None:
         """End the session: record its episode if not yet recorded, write its ``session_end`` audit entry.
 
-        Idempotent; never raises (a failed write is logged and kept in :attr:`record_error`).
+        Idempotent; never raises (a failed write is logged and kept in ``recording.error``).
         """
         with self._lock:
-            if not self.closed:
-                self.closed = True
+            if not self._closed:
+                self._closed = True
                 end_session(self)
 
     def observe_result(self, call_id: str, text: str, status: str = "ok") -> None:
@@ -197,15 +218,15 @@ class Session:
         if not isinstance(call_id, str):
             raise InputError(f"session {self.session_id!r}: call id must be a string, got {type(call_id).__name__}")
         with self._lock:
-            proposal = self.proposals.get(call_id)
+            proposal = self._calls.proposals.get(call_id)
             if proposal is None:
                 raise InputError(f"session {self.session_id!r}: result for unknown call id {call_id!r}")
-            if call_id in self.answered:
+            if self._calls.state(call_id) is CallState.ANSWERED:
                 raise InputError(f"session {self.session_id!r}: call id {call_id!r} already has a result")
             trust = stages.result_trust(self.guard.policy, proposal.tool or "")
             record = result(self.next_index, call_id, _text(text, "tool result"), trust, proposal.tool or "", status)
             self.graph.add(record)
-            self.answered.add(call_id)
+            self._calls.answer(call_id)
 
     def observe_content(self, text: str, source: str, origin: str) -> None:
         """Record content the model is shown that no call decided by this session returned.
@@ -262,13 +283,19 @@ class Session:
                 entry_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             latency = (time.perf_counter_ns() - start) / 1000.0
             decision = stages.with_latency(decision, latency)
+        return self._entry(decision, tool, args, call_id, entry_error)
+
+    def _entry(
+        self, decision: Decision, tool: Any, args: Any, call_id: Any, error: str | None
+    ) -> tuple[Decision, dict[str, Any]]:
+        """The decision and its audit entry; an entry that cannot be built turns the decision into a refusal."""
         if self.guard.audit is None:
             return decision, {}
         try:
-            entry = stages.audit_entry(self, decision, args, entry_error)
+            return decision, stages.audit_entry(self, decision, args, error)
         except Exception as exc:  # noqa: BLE001 - fail closed on anything
             decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
-            entry = {
+            return decision, {
                 "session": self.session_id,
                 "call_id": decision.call_id,
                 "tool": decision.tool if self.guard.policy.tool(decision.tool) else hash_value(decision.tool),
@@ -276,7 +303,6 @@ class Session:
                 "reason": decision.reason.value,
                 "error": f"audit entry could not be built: {type(exc).__name__}",
             }
-        return decision, entry
 
     def _write(self, decision: Decision, entry: dict[str, Any]) -> Decision:
         sink = self.guard.audit
@@ -288,11 +314,27 @@ class Session:
             return stages.internal_error(decision.tool, decision.call_id, exc, self.guard.threshold)
         return decision
 
+    def refuse(self, tool: Any, args: Any, call_id: Any, exc: BaseException) -> Decision:
+        """Refuse a call after an error outside the pipeline (an adapter's, or ``authorize``'s), audited.
+
+        The refusal is an ``escalate``/``internal_error`` decision naming the error; it becomes the
+        call id's latest decision only when the call id had none (a refused attempt does not change
+        the decision a call id already has).  Never raises.
+        """
+        kind, known = type(exc).__name__, self.decision(call_id)
+        decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
+        ran = self.call_state(call_id) in (CallState.RAN, CallState.ANSWERED)
+        reused = isinstance(exc, BindingError) and known is not None and (ran or not decided_call(known, tool, args))
+        decision = dataclasses.replace(
+            decision, reason=Reason.CALL_REUSED if reused else decision.reason, message=f"not run: {kind}: {exc}"[:600]
+        )
+        decision = self._write(*self._entry(decision, tool, args, call_id, f"{kind}: {exc}"[:500]))
+        return decision if known is not None else self._remember(call_id, decision)
+
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
-            self.decisions[call_id if type(call_id) is str else safe_repr(call_id)] = decision
-        return decision
+            return self._calls.remember(call_id, decision)
 
     # ---------------------------------------------------------------- execute
 
@@ -305,21 +347,8 @@ class Session:
         object.  Anything else raises :class:`~guard.errors.BindingError` and nothing is marked run.
         """
         with self._lock:
-            decision = self.decisions.get(call_id) if type(call_id) is str else None
             where = f"session {self.session_id!r}, call id {safe_repr(call_id)[:80]}"
-            if decision is None or decision.args is None:
-                raise BindingError(f"{where}: no decision for this call; decide it first")
-            if type(tool) is not str or tool != decision.tool:
-                raise BindingError(f"{where}: decided for tool {decision.tool!r}, asked to run another tool")
-            if call_id in self.executed or call_id in self.answered:
-                raise BindingError(f"{where}: already ran; a decided call runs once")
-            if not decided_call(decision, tool, args):
-                raise BindingError(f"{where}: arguments differ from the ones decided; decide the new call")
-            if not decision.allowed and self.guard.mode != "shadow" and call_id not in self.approved:
-                raise BindingError(f"{where}: verdict is {decision.verdict.value}, not execute")
-            self.executed.add(call_id)
-            copy: dict[str, Any] = json.loads(json.dumps(dict(decision.args)))
-            return copy
+            return self._calls.bind(where, call_id, tool, args, self.guard.mode == "shadow")
 
     # ---------------------------------------------------------------- human review
 
@@ -333,15 +362,13 @@ class Session:
         is raised and nothing is approved.
         """
         if answer not in REVIEW_ANSWERS:
-            raise InputError(
-                f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {safe_repr(answer)}"
-            )
+            raise InputError(f"review answer must be one of {', '.join(REVIEW_ANSWERS)}, got {safe_repr(answer)}")
         with self._lock:
-            decision = self.decisions.get(call_id) if type(call_id) is str else None
+            decision = self._calls.decision(call_id)
             if decision is None:
                 raise BindingError(f"session {self.session_id!r}: no decision to review for this call id")
             key = (call_id, decision.proposal_index, answer, reviewer, message, tuple(sorted(link.items())))
-            if key in self.reviews:  # the same answer again (a resumed graph re-runs its node): recorded once
+            if key in self._reviews:  # the same answer again (a resumed graph re-runs its node): recorded once
                 return
             entry = stages.review_entry(self, decision, answer, reviewer, message, link)
             if self.guard.audit is not None:
@@ -351,9 +378,9 @@ class Session:
                     raise AuditError(
                         f"session {self.session_id!r}: review could not be audited: {type(exc).__name__}"
                     ) from exc
-            self.reviews.add(key)
+            self._reviews.add(key)
             if answer == "approve" and decision.args is not None:
-                self.approved.add(call_id)
+                self._calls.approve(call_id)
 
     def redacted(self, text: str, decision: Decision) -> str:
         """``text`` with the private values of this session and ``decision``'s arguments redacted (for reviewers)."""
@@ -363,26 +390,10 @@ class Session:
 REVIEW_ANSWERS = ("approve", "reject", "edit", "respond")
 
 
-def decided_call(decision: Decision | None, tool: Any, args: Any) -> bool:
-    """Whether ``decision`` was made on exactly this call: the same plain-str tool and canonical arguments.
-
-    :meth:`Session.authorize` uses it; adapters use it to tell an unchanged request (reuse the decision)
-    from a changed one (decide it again).
-    """
-    if decision is None or decision.args is None or type(tool) is not str or tool != decision.tool:
-        return False
-    if not isinstance(args, Mapping):
-        return False
-    try:
-        return canonical_args(args) == dict(decision.args)
-    except (TypeError, ValueError, RecursionError):
-        return False
-
-
 def _text(value: Any, what: str) -> str:
     if not isinstance(value, str):
         raise InputError(f"{what} must be a string, got {type(value).__name__}")
     return value
 
 
-__all__ = ["Guard", "Session", "decided_call"]
+__all__ = ["CallState", "Guard", "Session", "decided_call"]

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from guard.calls import CallState
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
 from guard.graph import NodeSet
@@ -148,7 +149,7 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
     problem = _args_problem(args)
     if problem is not None:
         return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
-    if call_id in session.executed or call_id in session.answered:
+    if session.call_state(call_id) in (CallState.RAN, CallState.ANSWERED):
         message = f"call id {redact_text(_clip(call_id), session, args)} already ran; a decided call runs once"
         return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id)
     seen = session.proposals.get(call_id)
@@ -189,8 +190,7 @@ def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -
     if seen is not None:
         return seen.index
     record = proposal(session.next_index, tool, args, call_id)
-    session.graph.add(record)
-    session.proposals[call_id] = record
+    session.propose(call_id, record)
     return record.index
 
 
@@ -279,7 +279,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     """The audit entry of METHOD §12: argument values hashed (keyed with the sink's key), every string redacted."""
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
-    key = getattr(getattr(guard, "audit", None), "value_key", None)
+    key = getattr(guard.audit, "value_key", None)  # an AuditLog's key; another sink may have none
     key = key if isinstance(key, bytes) else None
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
     if decision.args is not None:  # decided: audit exactly the canonical copy that was scored

@@ -26,7 +26,7 @@ from guard.adapters.agentdojo import (
     run_suite,
     transcript,
 )
-from guard.adapters.agentdojo import _injections as rebuilt_injections
+from guard.adapters.agentdojo import episode_injections as rebuilt_injections
 from guard.calibration.replay import replay_decisions
 from guard.corpora.agentdojo import LoadReport, load_runs, load_suite_policy
 from guard.decision import Certification
@@ -356,7 +356,7 @@ def test_every_content_block_is_observed_as_the_model_gets_it() -> None:
     Catches: keeping only text blocks (a private value inside an unknown block would reach the model
     while the guard records an empty result), and a block that is not an object being skipped.
     """
-    from guard.adapters._agentdojo_compat import _content_text
+    from guard.adapters._agentdojo_compat import content_text
 
     blocks = [
         {"type": "text", "content": "visible"},
@@ -364,8 +364,8 @@ def test_every_content_block_is_observed_as_the_model_gets_it() -> None:
         "PRIVATE-2",
         {"type": "text", "content": {"nested": "PRIVATE-3"}},
     ]
-    text = _content_text(blocks)
+    text = content_text(blocks)
     assert text.startswith("visible\n")
     assert all(f"PRIVATE-{n}" in text for n in (1, 2, 3))
-    assert _content_text({"odd": "PRIVATE-4"}) == '{"odd": "PRIVATE-4"}'
-    assert _content_text([{"type": "text", "text": "t"}]) == "t" and _content_text(None) == ""
+    assert content_text({"odd": "PRIVATE-4"}) == '{"odd": "PRIVATE-4"}'
+    assert content_text([{"type": "text", "text": "t"}]) == "t" and content_text(None) == ""

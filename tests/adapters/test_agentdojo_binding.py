@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from guard import Guard, Verdict
+from guard import Guard, Verdict, load_policy
 from guard.audit import MemoryAudit
 from guard.corpora.agentdojo import load_suite_policy
 from guard.stages import PassThroughCertifier
@@ -154,3 +154,21 @@ def test_shadow_element_changes_nothing_and_decides_as_enforcing() -> None:
     verdicts = [[d.verdict for d in run.decisions] for run in (shadow.runs[-1], deny.runs[-1])]
     assert verdicts[0] == verdicts[1] == [Verdict.EXECUTE, Verdict.ESCALATE]
     assert shadow.guard.mode == "shadow"
+
+
+def test_element_warns_when_the_suite_has_tools_the_policy_lacks(caplog: pytest.LogCaptureFixture) -> None:
+    """Catches an AgentDojo element that starts deciding without checking the suite's tools against the policy."""
+    import logging
+    from pathlib import Path
+
+    pytest.importorskip("agentdojo")
+    from guard.adapters.agentdojo import GuardElement
+
+    policy = load_policy(Path(__file__).resolve().parents[1] / "fixtures" / "mcp_policy.yaml")  # no direct messages
+    element = GuardElement(Guard(policy, threshold=0.5, audit=MemoryAudit()), "deny", session_id="w")
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.agentdojo"):
+        pipeline_run(element)
+        first = caplog.text.count("vs agent tools")
+        pipeline_run(element)
+    assert "'send_direct_message' is not in policy" in caplog.text
+    assert first >= 1 and caplog.text.count("vs agent tools") == first  # once per set of tools, not per run

@@ -1,4 +1,4 @@
-"""Binding in the LangChain adapters (issue 13 items 1–5, 7, 13): every execution is exactly a call that was decided.
+"""Binding in the LangChain adapters: every execution is exactly a call that was decided.
 
 Each test drives a real ``create_agent`` / ``ToolNode`` / ``guard_tools`` run with the offline scripted
 model and checks what the spy tools actually received against what the audit log says was decided.
@@ -38,8 +38,9 @@ def make_guard(**kwargs: Any) -> Guard:
 
 
 def entries(guard: Guard) -> list[dict[str, Any]]:
+    """The decision and review entries (not the ``session_end`` entries the middleware writes at a run's end)."""
     assert isinstance(guard.audit, MemoryAudit)
-    return list(guard.audit.entries)
+    return [e for e in guard.audit.entries if e.get("event") != "session_end"]
 
 
 def assert_bound(guard: Guard, received: list[tuple[str, Any]]) -> None:
@@ -351,3 +352,37 @@ def test_agent_tools_are_checked_against_the_policy_at_start(caplog: pytest.LogC
         guard_tool_node([wipe_disk], guard)
     hits = [r.getMessage() for r in caplog.records if "wipe_disk" in r.getMessage()]
     assert len(hits) == 2, [r.getMessage() for r in caplog.records]
+
+
+# --------------------------------------------------------------------------- session end and start-up checks
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_middleware_writes_the_session_end_entry(spies, received, use_async: bool) -> None:
+    """Catches a middleware whose runs never end their session (no ``session_end`` audit entry for monitoring)."""
+    guard = make_guard()
+    run_agent(guard, spies, [AIMessage(content="", tool_calls=[READ])], use_async=use_async)
+    assert isinstance(guard.audit, MemoryAudit)
+    ends = [e for e in guard.audit.entries if e.get("event") == "session_end"]
+    assert len(ends) == 1 and ends[0]["proposals"] == 1 and ends[0]["ended"] == "final"
+
+
+def test_middleware_warns_when_the_policy_does_not_match_the_tools(spies, received, caplog) -> None:
+    """Catches a middleware that starts without checking the agent's tools against the policy."""
+    import logging
+
+    from langchain_core.tools import tool
+
+    @tool
+    def wipe_disk(path: str) -> str:
+        """Delete everything under a path."""
+        return "gone"
+
+    guard = make_guard()
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.langchain"):
+        GuardMiddleware(guard, tools=[*spies, wipe_disk])
+    assert "wipe_disk" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.langchain"):
+        run_agent(guard, [*spies, wipe_disk], [AIMessage(content="", tool_calls=[READ])])
+    assert "wipe_disk" in caplog.text and [n for n, _ in received] == ["read_record"]

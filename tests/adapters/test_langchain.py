@@ -331,7 +331,7 @@ def test_invalid_tool_calls_are_refused_audited_and_the_session_goes_on(make_gua
     refusal = next(m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "bad-1")
     assert refusal.status == "error" and "bad_arguments" in refusal.text and "truncated" in refusal.text
     assert ran == ["read_record", "read_inbox"]
-    assert [e["reason"] for e in guard.audit.entries if e["call_id"] == "bad-1"] == ["bad_arguments"]  # type: ignore[union-attr]
+    assert [e["reason"] for e in guard.audit.entries if e.get("call_id") == "bad-1"] == ["bad_arguments"]  # type: ignore[union-attr]
     assert verdicts(middleware.session(run_key(out)))[-1][:2] == ("read_inbox", "execute")
 
 
@@ -414,6 +414,53 @@ def test_guard_tool_node_in_a_hand_built_graph(make_guard, tools, ran) -> None:
     out = builder.compile().invoke({"messages": [HumanMessage(TASK)]})
     assert ran == ["read_record", "read_inbox", "save_draft"]
     assert ("send_email", "error") in statuses(out)
+
+
+class ProbeEditedSend:
+    """Certifies every sink, except that a send to lena (the reviewer's edit) first needs a lookup_contact probe."""
+
+    def certify(self, session: Session, node: int, spec: ToolSpec) -> Certification:
+        record = session.graph.records[node]
+        probed = any(r.call_id == "probe-edit" and r.kind.value == "result" for r in session.graph.records.values())
+        if record.tool != "send_email" or "lena" not in str(record.args.get("to")) or probed:
+            return Certification(Verdict.EXECUTE, Reason.CERTIFIED, "certified")
+        probe = ProbeCall(tool="lookup_contact", args={"name": "Lena Novak"}, call_id="probe-edit")
+        return Certification(Verdict.PROBE, Reason.PROBE_NEEDED, "read the record first", probes=(probe,))
+
+
+class OutsideSends:
+    """1.0 for a send to the outside auditor, 0.0 otherwise."""
+
+    def score(self, graph: Any, node: int, selected: frozenset[int]) -> tuple[float, Any]:
+        record = graph.records[node]
+        outside = record.tool == "send_email" and "audit-desk" in str(record.args.get("to"))
+        return (1.0 if outside else 0.0), {"outside": outside}
+
+
+def test_tool_node_review_edit_runs_the_edited_call_s_probes(make_guard, tools, ran) -> None:
+    """Catches a ToolNode review whose edited call skips the probes its decision asks for (it must probe, then run)."""
+    model = Scripted(responses=leak_script())
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    guard = make_guard(certifier=ProbeEditedSend(), scorer=OutsideSends())
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", guard_tool_node(tools, guard))
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", tools_condition, {"tools": "tools", END: END})
+    builder.add_edge("tools", "agent")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "edit-probe"}}
+    paused = graph.invoke({"messages": [HumanMessage(TASK)]}, config)
+    assert len(paused["__interrupt__"]) == 1
+    safe = {"to": "lena.novak@example.com", "subject": "Record", "body": "Your record is on file."}
+    graph.invoke(Command(resume={"type": "edit", "edited_action": {"name": "send_email", "args": safe}}), config)
+    assert ran[-2:] == ["lookup_contact", "send_email"]
+    assert isinstance(guard.audit, MemoryAudit)
+    edited = [e for e in guard.audit.entries if str(e.get("call_id", "")).startswith("c4~")]
+    assert [(e["verdict"], e["reason"]) for e in edited] == [("probe", "probe_needed"), ("execute", "certified")]
 
 
 # --------------------------------------------------------------------------- langchain-core only

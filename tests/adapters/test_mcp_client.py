@@ -118,3 +118,21 @@ def test_guarded_client_session_observes_resources_and_refuses_undeclared(tmp_pa
     shown, sent, refused = anyio.run(go)
     assert shown == ALICE and sent.is_error and "undeclared uri" in refused
     assert not log.exists()  # no tool reached the server
+
+
+def test_initialize_warns_about_tools_missing_from_the_policy(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Catches a guarded client that starts (``initialize``) without checking the server's tools against the policy."""
+    import logging
+
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY.read_text().split("  delete_file:")[0])
+    guard = Guard(load_policy(policy), threshold=0.5)
+
+    async def start() -> None:
+        params = StdioServerParameters(command=sys.executable, args=[str(SERVER)], env={"MCP_FIXTURE_LOG": "/dev/null"})
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await GuardedClientSession(client, guard.session("s")).initialize()
+
+    with caplog.at_level(logging.WARNING, logger="guard.adapters.mcp"):
+        anyio.run(start)
+    assert "'delete_file' is not in policy" in caplog.text

@@ -155,3 +155,40 @@ def test_resource_read_then_sent_is_refused_like_a_tool_read(tmp_path: Path, cha
     assert sent.is_error and "did not run `send_email`" in sent.content[0].text
     assert "undeclared uri" in out["notes"] and "on_unknown" in out["notes"]
     assert _received(tmp_path / "server.log") == []  # no tool ran: the send never reached the server
+
+
+def _proxy_without_client(tmp_path: Path, stdin: Any, shell: str = 'exec "$@"') -> Any:
+    """The proxy run with ``stdin`` and no client (``shell`` may close fd 0 first: ``exec "$@" <&-``)."""
+    import subprocess
+
+    command = [sys.executable, "-m", "guard", "mcp-proxy", "--policy", str(POLICY), "--threshold", "0.5", "--"]
+    return subprocess.run(
+        ["sh", "-c", shell, "sh", *command, sys.executable, str(SERVER)],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(ROOT),
+        env=_env(tmp_path / "server.log"),
+        check=False,
+    )
+
+
+def test_closed_stdin_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """Catches a proxy that meets a closed stdin with a traceback (or starts the server first) instead of one line."""
+    import subprocess
+
+    done = _proxy_without_client(tmp_path, subprocess.DEVNULL, 'exec "$@" <&-')
+    assert done.returncode == 2, done.stderr
+    line = "carbguard: error: stdin is closed: mcp-proxy speaks MCP to its client over stdin/stdout"
+    assert done.stderr.strip().splitlines() == [line]
+
+
+def test_empty_stdin_ends_with_one_line(tmp_path: Path) -> None:
+    """Catches a proxy that hangs (or prints a traceback) when its client's stdin is /dev/null."""
+    import subprocess
+
+    done = _proxy_without_client(tmp_path, subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    line = "carbguard: the client closed stdin before sending anything; the proxy stops"
+    assert done.stderr.strip().splitlines() == [line]

@@ -300,6 +300,26 @@ def test_probe_runs_the_probe_tool_observes_it_and_decides_again(make_guard, too
     assert session.decisions["c1"].reason is Reason.CERTIFIED and "probe-1" in session.answered
 
 
+def test_a_probe_that_cannot_be_bound_is_a_refusal_not_an_error(make_guard, tools, ran, monkeypatch) -> None:
+    """Catches a probe loop whose ``authorize`` error escapes the guardrail (the run crashes instead of refusing)."""
+    session = session_for(make_guard(certifier=ProbeOnceCertifier()))
+    authorize = session.authorize
+
+    def refuse_probes(call_id: str, tool: str, args: Any) -> dict[str, Any]:
+        if call_id.startswith("probe-"):
+            from guard.errors import BindingError
+
+            raise BindingError("planted: the probe cannot be bound")
+        return authorize(call_id, tool, args)
+
+    monkeypatch.setattr(session, "authorize", refuse_probes)
+    model = ScriptedModel([[function_call("save_draft", DRAFT, "c1")], "ok"])
+    Runner.run_sync(guard_agent(Agent(name="m", tools=tools, model=model), session), TASK, run_config=NO_TRACE)
+    assert ran == [] and not session.decisions["c1"].allowed
+    told = [i for i in model.inputs[-1] if isinstance(i, dict) and i.get("type") == "function_call_output"]
+    assert told and "carbguard did not run `save_draft`" in told[0]["output"]
+
+
 def test_probe_loop_is_bounded(make_guard, tools, ran) -> None:
     """A certifier that always asks for probes ends in a refusal after MAX_PROBE_ROUNDS probe runs."""
     from guard.adapters.openai_agents import MAX_PROBE_ROUNDS

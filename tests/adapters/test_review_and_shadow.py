@@ -341,3 +341,24 @@ def test_an_approval_that_cannot_be_audited_approves_nothing() -> None:
         session.review("c4", "approve", reviewer="alice")
     with pytest.raises(BindingError):
         session.authorize("c4", EXFIL["name"], EXFIL["args"])
+
+
+def test_an_unknown_mode_is_a_policy_error_in_every_adapter() -> None:
+    """Catches an adapter that answers a mode typo with a bare ValueError where Guard raises PolicyError."""
+    from guard.adapters._shadow import guard_in_mode
+    from guard.errors import PolicyError
+
+    guard = make_guard()
+    with pytest.raises(PolicyError, match="mode must be one of"):
+        Guard(guard.policy, threshold=0.5, mode="shadw")
+    for build in (
+        lambda: guard_in_mode(guard, "shadw"),
+        lambda: GuardToolWrapper(guard, mode="shadw"),
+        lambda: GuardMiddleware(guard, mode="shadw"),
+    ):
+        with pytest.raises(PolicyError, match="mode must be one of"):
+            build()
+    from guard.adapters.agentdojo import GuardElement
+
+    with pytest.raises(PolicyError, match="mode must be 'abort'"):
+        GuardElement(guard, mode="shadw")  # type: ignore[arg-type]

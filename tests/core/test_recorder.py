@@ -210,7 +210,7 @@ def test_failing_recorder_never_crashes(small_policy: Policy, tmp_path: Path, te
     s.close()
     plain = Guard(small_policy, threshold=0.5, mode=mode).session("s")
     assert seen == _agent(plain, _tools(texts))
-    assert s.record_error is not None and "No space" in s.record_error
+    assert s.recording.error is not None and "No space" in s.recording.error
     assert audit.entries[-1]["recorded"] is False
 
 
@@ -253,3 +253,53 @@ def test_stop_max_oracle() -> None:
     assert stop_max([0.1, None, 0.9], 0.5) == float("inf")
     assert stop_max([], 0.5) == float("-inf")
     assert stop_max([0.5, 0.9], 0.5) == 0.9
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_annotate_hook_sets_metadata_before_the_episode_is_written(small_policy: Policy, tmp_path: Path) -> None:
+    """Catches a recorder that writes the episode at the final answer without asking for its metadata first."""
+    path = tmp_path / "e.jsonl"
+    asked: list[str] = []
+
+    def annotate(session: Any) -> dict[str, Any]:
+        asked.append(session.session_id)
+        return {"task": f"task of {session.session_id}", "utility": True}
+
+    guard = Guard(small_policy, threshold=0.5, record=EpisodeRecorder(path, fsync=False, annotate=annotate))
+    session = guard.session("s-1")
+    session.annotate(attack="inbox")
+    session.observe_user("Tidy up my documents.")
+    session.observe_final("Done.")
+    (line,) = _lines(path)
+    assert asked == ["s-1"]
+    assert (line["meta"]["task"], line["meta"]["utility"], line["meta"]["attack"]) == ("task of s-1", True, "inbox")
+
+
+def test_a_bad_annotation_is_reported_not_raised(small_policy: Policy, tmp_path: Path) -> None:
+    """Catches an annotate hook whose mistake crashes the agent or writes an episode with unchecked metadata."""
+    path = tmp_path / "e.jsonl"
+    guard = Guard(small_policy, threshold=0.5, record=EpisodeRecorder(path, annotate=lambda s: {"taks": "x"}))
+    session = guard.session("s-1")
+    session.observe_user("hi")
+    session.observe_final("Done.")
+    assert path.read_text() == "" and session.recording.error is not None and "taks" in session.recording.error
+
+
+def test_appending_never_duplicates_an_episode_id(small_policy: Policy, tmp_path: Path) -> None:
+    """Catches a recording that appends a second episode under an id the file already holds (two runs, one file)."""
+    path = tmp_path / "e.jsonl"
+    audit = MemoryAudit()
+    for run in range(2):  # two guards: as two processes, or a rerun appending to last run's file
+        guard = Guard(small_policy, threshold=0.5, record=path, audit=audit)
+        for sid in ("same", f"new-{run}"):
+            session = guard.session(sid)
+            session.observe_user("hi")
+            session.close()
+    assert [line["id"] for line in _lines(path)] == ["same", "new-0", "new-1"]
+    ends = [e for e in audit.entries if e.get("event") == "session_end"]
+    assert [(e["session"], e["recorded"]) for e in ends] == [
+        ("same", True), ("new-0", True), ("same", False), ("new-1", True)
+    ]

@@ -451,7 +451,7 @@ def test_control_without_a_fault_the_call_executes(
     assert outcome.ran == ["send_email"]
     assert outcome.decision is not None and outcome.decision.verdict is Verdict.EXECUTE
     assert isinstance(guard.audit, MemoryAudit)
-    assert [e["verdict"] for e in guard.audit.entries if e["call_id"] == TARGET[2]] == ["execute"]
+    assert [e["verdict"] for e in guard.audit.entries if e.get("call_id") == TARGET[2]] == ["execute"]
 
 
 def _matrix() -> list[Any]:
@@ -498,7 +498,8 @@ def test_fault_fails_closed(
     assert not decision.allowed and decision.message.startswith("internal error, failing closed")
     fault_counts.escalate_internal_error += 1
 
-    entries = [e for e in memory.entries if e.get("call_id", TARGET[2]) == TARGET[2]]
+    decisions = [e for e in memory.entries if e.get("event") != "session_end"]
+    entries = [e for e in decisions if e.get("call_id", TARGET[2]) == TARGET[2]]
     write_fails = stage == "audit_write" or (stage == "audit_entry" and fault == "wrong_type")
     if write_fails:
         # the entry could not be written: nothing was recorded, and nothing ran
@@ -771,7 +772,7 @@ def test_binding_attack_never_runs_an_undecided_call(
         attack_agentdojo(guard, runs, adapter.removeprefix("agentdojo_"))
     assert isinstance(guard.audit, MemoryAudit)
     missing = unbound(runs, list(guard.audit.entries))
-    evil_decided = any(e["args"] == redact_args(EVIL, ()) for e in guard.audit.entries)
+    evil_decided = any(e.get("args") == redact_args(EVIL, ()) for e in guard.audit.entries)
     forged = {
         # AgentDojo gives every call a unique id (as the offline loader does): a repeated call is a new
         # call, decided on its own prefix; the unbound count still checks each run has its own decision.

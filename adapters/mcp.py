@@ -27,11 +27,12 @@ from typing import Any
 
 from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
-from guard.adapters._mcp_relay import GuardedRelay, refusal_result, refusal_text, result_text, settle
+from guard.adapters._mcp_relay import GuardedRelay, mcp_tools, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
+from guard.adapters.flow import Call, Refused, adrive, check_tools, decided, execute
 from guard.decision import Decision
 from guard.errors import InputError
-from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
+from guard.policy.tools import ToolSchema, from_mcp_tools
 from guard.runtime import Session
 
 log = logging.getLogger("guard.adapters.mcp")
@@ -72,8 +73,17 @@ class GuardedClientSession:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    async def initialize(self, *args: Any, **kwargs: Any) -> Any:
+        """``initialize``, then the server's tools against the policy: every mismatch logged as a warning."""
+        result = await self._client.initialize(*args, **kwargs)
+        try:
+            await self.check_tools()
+        except Exception as exc:  # noqa: BLE001 - a failed check is a warning; calls are still decided one by one
+            log.warning("carbguard: tools/list at start did not complete: %s: %s", type(exc).__name__, exc)
+        return result
+
     async def check_tools(self) -> list[str]:
-        """List the server's tools (every page) and return every mismatch with the policy (see ``check_tools``)."""
+        """List the server's tools (every page) and return every mismatch with the policy (each logged)."""
         tools: list[Any] = []
         cursor: str | None = None
         types = _require_mcp().types
@@ -84,7 +94,7 @@ class GuardedClientSession:
             cursor = page.next_cursor
             if not cursor:
                 break
-        return check_tools(self.session.guard.policy, from_mcp_tools(tools), policy_extra=False)
+        return check_tools(self.session.guard.policy, from_mcp_tools(tools), log.warning)
 
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None, **kwargs: Any
@@ -92,13 +102,19 @@ class GuardedClientSession:
         """Decide, then run (with the decided arguments) or refuse one tool call; returns a ``CallToolResult``."""
         args: Any = {} if arguments is None else arguments
         cid = call_id if call_id is not None else f"{self._prefix}{next(self._ids)}"
-        decision = await self.session.adecide(name, args, cid)
-        decision = await self._settle(decision, name, args, cid)
-        self.last_decision = decision
+        tools = mcp_tools(log.warning, lambda result: result_text(_wire(result)))
+        flow = decided(self.session, Call(name, args, cid), tools)
+        self.last_decision = decision = await adrive(flow, self.session, self._probe)
         if not (decision.allowed or self.session.guard.mode == "shadow"):
             return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
-        authorized = self.session.authorize(cid, name, args)
-        return await self._run(cid, name, authorized, **kwargs)
+        run = execute(self.session, Call(name, args, cid), decision, tools)
+        outcome = await adrive(run, self.session, lambda params: self._client.call_tool(**params, **kwargs))
+        if isinstance(outcome, Refused):
+            return _require_mcp().types.CallToolResult.model_validate(refusal_result(outcome.decision))
+        return outcome.output
+
+    async def _probe(self, params: Mapping[str, Any]) -> Any:
+        return await self._client.call_tool(**params)
 
     async def read_resource(self, uri: Any, *args: Any, **kwargs: Any) -> Any:
         """``read_resource``, observed as the kind the policy's ``mcp.resources`` gives ``uri``."""
@@ -142,22 +158,6 @@ class GuardedClientSession:
             raise
         observe_all(self._content, method, params, {"result": _wire(result)})
         return result
-
-    async def _run(self, call_id: str, name: str, args: dict[str, Any], **kwargs: Any) -> Any:
-        try:
-            result = await self._client.call_tool(name, args, **kwargs)
-        except Exception as exc:
-            self.session.observe_result(call_id, f"{type(exc).__name__}: {exc}", "error")
-            raise
-        text, status = result_text(_wire(result))
-        self.session.observe_result(call_id, text, status)
-        return result
-
-    async def _settle(self, decision: Decision, name: str, args: Any, call_id: str) -> Decision:
-        async def run(tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
-            return result_text(_wire(await self._client.call_tool(tool, probe_args)))
-
-        return await settle(self.session, decision, (name, args, call_id), run, log.warning)
 
 
 async def list_server_tools(command: Sequence[str], env: Mapping[str, str] | None = None) -> list[ToolSchema]:

@@ -9,78 +9,72 @@ import asyncio
 import importlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from guard.adapters._langchain_binding import edited_call_id
-from guard.adapters._langchain_content import attachments, content_text, observe_result, render_block
+from guard.adapters._langchain_content import attachments, content_text, render_block
 from guard.adapters._refusal import refusal_text as refusal_text
-from guard.decision import Decision, ProbeCall, Verdict
-from guard.errors import BindingError, InputError
+from guard.adapters.flow import Action, Call, Decide, check_tools, observe
+from guard.decision import Decision
+from guard.errors import InputError
 from guard.records import safe_repr
-from guard.runtime import Session, decided_call
+from guard.runtime import CallState, Session, decided_call
 
-_HINT = "pip install 'carbguard[langchain]'"
+HINT = "pip install 'carbguard[langchain]'"
 
 # The adapter imports without LangChain (so ``import guard.adapters.langchain`` works in a core-only
-# install); every entry point calls ``_require`` first and raises ImportError with the install hint.
-_MISSING: dict[str, ImportError] = {}
+# install); every entry point calls ``require`` first and raises ImportError with the install hint.
+MISSING: dict[str, ImportError] = {}
 try:
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
     from langchain_core.tools import BaseTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    _MISSING["langchain-core"] = exc
+    MISSING["langchain-core"] = exc
     AIMessage = BaseMessage = HumanMessage = ToolMessage = BaseTool = object  # type: ignore[assignment,misc,unused-ignore]
 
 try:
-    from langchain.agents.middleware import AgentMiddleware as _MiddlewareBase
+    from langchain.agents.middleware import AgentMiddleware as MiddlewareBase
 except ImportError as exc:  # pragma: no cover - guard_tools works with langchain-core alone
-    _MISSING["langchain"] = exc
-    _MiddlewareBase = object  # type: ignore[assignment,misc,unused-ignore]
+    MISSING["langchain"] = exc
+    MiddlewareBase = object  # type: ignore[assignment,misc,unused-ignore]
 
-_MODULES = {
+MODULES = {
     "langchain-core": ("langchain_core.messages", "langchain_core.tools"),
     "langchain": ("langchain.agents.middleware",),
 }
 
 
-def _require(*packages: str) -> None:
+def require(*packages: str) -> None:
     """Raise ImportError with the install hint when one of ``packages`` did not import.
 
     The modules are looked up again at call time (a ``sys.modules`` hit once imported), so every
     module of the adapter answers the same however its modules were imported.
     """
     for package in packages:
-        missing = _MISSING.get(package)
+        missing = MISSING.get(package)
         if missing is None:
             try:
-                for name in _MODULES[package]:
+                for name in MODULES[package]:
                     importlib.import_module(name)
             except ImportError as exc:
                 missing = exc
         if missing is not None:
-            raise ImportError(f"this part of guard.adapters.langchain needs {package}: {_HINT}") from missing
+            raise ImportError(f"this part of guard.adapters.langchain needs {package}: {HINT}") from missing
 
 
 log = logging.getLogger("guard.adapters.langchain")
 
 
 def check_agent_tools(policy: Any, tools: Sequence[Any]) -> list[str]:
-    """At start: every agent tool against the policy (names, payload/identifier args); each problem logged.
-
-    Tools the policy does not know are refused when called (the policy's ``on_unknown``); this makes the
-    mismatch visible before the first call instead.
-    """
-    from guard.policy.tools import check_tools, from_langchain_tools
+    """At start: every agent tool against the policy (names, payload/identifier args); each problem logged."""
+    from guard.policy.tools import from_langchain_tools
 
     readable = [
         t for t in tools if isinstance(getattr(t, "name", None), str) and isinstance(getattr(t, "args", None), Mapping)
     ]
-    problems = check_tools(policy, from_langchain_tools(readable), policy_extra=False)
-    for problem in problems:
-        log.warning("policy %r vs agent tools: %s", policy.name, problem)
-    return problems
+    return check_tools(policy, from_langchain_tools(readable), log.warning)
 
 
 SessionKey: TypeAlias = Callable[[Mapping[str, Any]], "str | None"]
@@ -98,27 +92,12 @@ def thread_session_key(config: Mapping[str, Any]) -> str | None:
 # --------------------------------------------------------------------------- the shared core
 
 
-@dataclass(frozen=True, slots=True)
-class _Decide:
-    tool: Any
-    args: Any
-    call_id: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _Execute:
-    payload: Any
-
-
-_Action: TypeAlias = _Decide | _Execute
-_Flow: TypeAlias = Generator[_Action, Any, Any]
-
-
-def _text(message: BaseMessage) -> str:
+def text_of(message: BaseMessage) -> str:
+    """The text blocks of a message (what ``observe_user`` / ``observe_final`` record)."""
     return str(message.text)
 
 
-def _tool_output(out: Any) -> tuple[str, str]:
+def tool_output(out: Any) -> tuple[str, str]:
     """Text and status of what a tool run returned (a ToolMessage, a Command, or a plain value)."""
     if isinstance(out, ToolMessage):
         return content_text(out), "error" if out.status == "error" else "ok"
@@ -126,92 +105,20 @@ def _tool_output(out: Any) -> tuple[str, str]:
     if isinstance(update, Mapping):
         for message in update.get("messages") or ():
             if isinstance(message, ToolMessage):
-                return _tool_output(message)
+                return tool_output(message)
     return str(out), "ok"
 
 
-def _authorize(session: Session, call_id: Any, tool: Any, args: Any) -> dict[str, Any] | None:
-    """The authorized canonical arguments of exactly this call, or None (the call must not run)."""
-    try:
-        return session.authorize(call_id, tool, args)
-    except BindingError as exc:
-        log.warning("carbguard: %s", exc)
-        return None
-
-
-def _settle(
-    session: Session,
-    decision: Decision,
-    call: tuple[Any, Any, Any],
-    probe_payload: Callable[[ProbeCall, dict[str, Any]], Any | None],
-    max_rounds: int,
-    skipped: list[str],
-) -> Generator[_Action, Any, Decision]:
-    """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded).
-
-    Each probe goes decide → authorize → run with the authorized arguments → observe_result.  In
-    shadow mode no probe runs (shadow changes nothing the agent or its tools see).
-    """
-    if session.guard.mode == "shadow":
-        return decision
-    for _ in range(max_rounds):
-        if decision.verdict is not Verdict.PROBE:
-            return decision
-        ran = 0
-        for probe in decision.probes:
-            gate = yield _Decide(probe.tool, dict(probe.args), probe.call_id)
-            if not gate.allowed:
-                continue
-            bound = _authorize(session, probe.call_id, probe.tool, dict(probe.args))
-            payload = None if bound is None else probe_payload(probe, bound)
-            if payload is None:
-                skipped.append(f"probe tool {probe.tool!r} is not among the agent's tools")
-                continue
-            text, status = _tool_output((yield _Execute(payload)))
-            observe_result(session, probe.call_id, text, status, skipped)
-            ran += 1
-        decision = yield _Decide(*call)
-        if ran == 0:
-            break
-    return decision
-
-
-def _drive_sync(flow: _Flow, session: Session, execute: Callable[[Any], Any]) -> Any:
-    try:
-        action = next(flow)
-        while True:
-            if isinstance(action, _Decide):
-                value: Any = session.decide(action.tool, action.args, action.call_id)
-            else:
-                value = execute(action.payload)
-            action = flow.send(value)
-    except StopIteration as stop:
-        return stop.value
-
-
-async def _drive_async(flow: _Flow, session: Session, execute: Callable[[Any], Awaitable[Any]]) -> Any:
-    try:
-        action = next(flow)
-        while True:
-            if isinstance(action, _Decide):
-                value: Any = await session.adecide(action.tool, action.args, action.call_id)
-            else:
-                value = await execute(action.payload)
-            action = flow.send(value)
-    except StopIteration as stop:
-        return stop.value
-
-
-def _not_executed(decision: Decision, tool_call: Mapping[str, Any]) -> ToolMessage:
+def not_executed(decision: Decision, tool_call: Mapping[str, Any]) -> ToolMessage:
     return ToolMessage(
         content=refusal_text(decision),
-        name=_plain(tool_call.get("name")),
-        tool_call_id=_plain(tool_call.get("id")),
+        name=plain(tool_call.get("name")),
+        tool_call_id=plain(tool_call.get("id")),
         status="error",
     )
 
 
-def _plain(value: Any) -> str:
+def plain(value: Any) -> str:
     """A plain ``str`` for a message field (a hostile object becomes a placeholder, never raises)."""
     if type(value) is str:
         return value
@@ -222,7 +129,7 @@ def _plain(value: Any) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Asked:
+class Asked:
     """A tool call of the message history and the decision the feed made on it."""
 
     tool: Any
@@ -231,7 +138,7 @@ class _Asked:
 
 
 @dataclass(frozen=True, slots=True)
-class _Reviewed:
+class Reviewed:
     """A human's settled answer to an escalated call of a turn (``GuardMiddleware``'s batched review).
 
     ``decision`` is the escalated decision that was reviewed (the answer applies only to it);
@@ -246,17 +153,22 @@ class _Reviewed:
 
 
 @dataclass
-class _Tracker:
+class Tracker:
     """One session and what of the message history it has seen."""
 
     session: Session
     seen: set[str] = field(default_factory=set)
-    asked: dict[str, list[_Asked]] = field(default_factory=dict)
+    asked: dict[str, list[Asked]] = field(default_factory=dict)
     alias: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
-    reviewed: dict[str, _Reviewed] = field(default_factory=dict)
+    reviewed: dict[str, Reviewed] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def report(self, problem: str) -> None:
+        """Keep a problem of the feed (see ``GuardToolWrapper.skipped``) and log it."""
+        self.skipped.append(problem)
+        log.warning("%s", problem)
 
     @property
     def decided(self) -> dict[str, Decision]:
@@ -279,7 +191,7 @@ class UnboundCallError(InputError):
     """No session or message key can be had (no thread id and no message ids): nothing may run."""
 
 
-def _message_key(message: BaseMessage) -> str:
+def message_key(message: BaseMessage) -> str:
     if type(message.id) is not str or not message.id:
         raise UnboundCallError(
             "carbguard: a message has no id and the run has no thread id to key its session; "
@@ -288,7 +200,7 @@ def _message_key(message: BaseMessage) -> str:
     return f"id:{message.id}"
 
 
-def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any, list[ToolMessage]]:
+def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, list[ToolMessage]]:
     """Feed unseen messages in order; decide every tool call of a new AI message (reused ids too).
 
     Returns refusal ToolMessages for unparseable tool calls.  Raises :class:`UnboundCallError` when a
@@ -298,31 +210,31 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
     for message in messages:
         if not isinstance(message, BaseMessage):
             continue
-        key = _message_key(message)
+        key = message_key(message)
         if key in tracker.seen:
             continue
         tracker.seen.add(key)
         if isinstance(message, HumanMessage):
-            session.observe_user(_text(message))
+            session.observe_user(text_of(message))
             for block in attachments(message):  # the user's attachments speak for their author, not the user
                 session.observe_content(render_block(block), "untrusted_source", "human:attachment")
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
-            observe_result(session, call_id, content_text(message), status, tracker.skipped, message.name)
+            observe(session, call_id, content_text(message), status, tracker.report, message.name)
         elif isinstance(message, AIMessage):
             if not message.tool_calls and not message.invalid_tool_calls:
-                session.observe_final(_text(message))
+                session.observe_final(text_of(message))
             for call in message.tool_calls:
                 call_id = call.get("id") or ""
-                decision = yield _Decide(call["name"], call["args"], call_id)
-                tracker.asked.setdefault(_plain(call_id), []).append(_Asked(call["name"], call["args"], decision))
+                decision = yield Decide(Call(call["name"], call["args"], call_id))
+                tracker.asked.setdefault(plain(call_id), []).append(Asked(call["name"], call["args"], decision))
             for bad in message.invalid_tool_calls:
                 # LangChain could not parse these arguments: the raw text goes to the gate, which
                 # refuses it (bad_arguments), so the refusal is audited like any other decision.
                 call_id = bad.get("id") or ""
-                decision = yield _Decide(bad.get("name") or "", bad.get("args"), call_id)
-                tracker.asked.setdefault(_plain(call_id), []).append(_Asked(bad.get("name"), bad.get("args"), decision))
+                decision = yield Decide(Call(bad.get("name") or "", bad.get("args"), call_id))
+                tracker.asked.setdefault(plain(call_id), []).append(Asked(bad.get("name"), bad.get("args"), decision))
                 if call_id and session.guard.mode != "shadow":
                     text = (
                         f"{refusal_text(decision)} Parser error: {bad.get('error') or 'arguments are not valid JSON'}"
@@ -333,7 +245,7 @@ def _feed(tracker: _Tracker, messages: Sequence[Any]) -> Generator[_Action, Any,
     return refusals
 
 
-def _bind(tracker: _Tracker, tool: Any, args: Any, call_id: Any) -> Generator[_Action, Any, tuple[Any, Decision]]:
+def bind_call(tracker: Tracker, tool: Any, args: Any, call_id: Any) -> Generator[Action, Any, tuple[Any, Decision]]:
     """The call id and decision for exactly the call about to run; decide it when there is none.
 
     The decision the feed made is used only when it was made on the same tool and canonical
@@ -345,19 +257,17 @@ def _bind(tracker: _Tracker, tool: Any, args: Any, call_id: Any) -> Generator[_A
     found = tracker.bound(tool, args, call_id)
     if found is not None:
         return call_id, found
-    if type(call_id) is not str or call_id not in session.proposals or call_id in session.executed:
-        return call_id, (yield _Decide(tool, args, call_id))
-    if call_id in session.answered:
-        return call_id, (yield _Decide(tool, args, call_id))
+    if type(call_id) is not str or session.call_state(call_id) is not CallState.PROPOSED:
+        return call_id, (yield Decide(Call(tool, args, call_id)))  # new, ran or answered: decided under its own id
     cid = edited_call_id(call_id, tool, args)
     tracker.alias[call_id] = cid
-    latest = session.decisions.get(cid)
+    latest = session.decision(cid)
     if decided_call(latest, tool, args) and latest is not None:
         return cid, latest
-    return cid, (yield _Decide(tool, args, cid))
+    return cid, (yield Decide(Call(tool, args, cid)))
 
 
-def _state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
+def state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
     if isinstance(state, Mapping):
         found = state.get(key)
     elif isinstance(state, list | tuple):
@@ -367,7 +277,7 @@ def _state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
     return found if isinstance(found, list | tuple) else ()
 
 
-def _current_config() -> Mapping[str, Any]:
+def current_config() -> Mapping[str, Any]:
     try:
         from langgraph.config import get_config
 
@@ -376,20 +286,49 @@ def _current_config() -> Mapping[str, Any]:
         return {}
 
 
-def _has_checkpointer(config: Mapping[str, Any]) -> bool:
+def has_checkpointer(config: Mapping[str, Any]) -> bool:
     from langgraph.constants import CONFIG_KEY_CHECKPOINTER
 
     return (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
 
 
-def _no_execute(payload: Any) -> Any:
+def no_execute(payload: Any) -> Any:
     raise AssertionError("the message feed never executes a tool")  # pragma: no cover
 
 
-async def _no_execute_async(payload: Any) -> Any:
+async def no_execute_async(payload: Any) -> Any:
     raise AssertionError("the message feed never executes a tool")  # pragma: no cover
 
 
-# Names the sibling modules take from here (the framework classes are re-exported so that the
-# optional-import fallback lives in one place).
-__all__ = ["AIMessage", "BaseMessage", "BaseTool", "HumanMessage", "ToolMessage", "_MiddlewareBase"]
+# The framework classes are re-exported so that the optional-import fallback lives in one place.
+__all__ = [
+    "HINT",
+    "MISSING",
+    "AIMessage",
+    "Asked",
+    "BaseMessage",
+    "BaseTool",
+    "HumanMessage",
+    "MiddlewareBase",
+    "Reviewed",
+    "SessionKey",
+    "ToolMessage",
+    "Tracker",
+    "UnboundCallError",
+    "bind_call",
+    "check_agent_tools",
+    "current_config",
+    "feed",
+    "has_checkpointer",
+    "message_key",
+    "no_execute",
+    "no_execute_async",
+    "not_executed",
+    "plain",
+    "refusal_text",
+    "require",
+    "state_messages",
+    "text_of",
+    "thread_session_key",
+    "tool_output",
+]

@@ -23,8 +23,9 @@ from typing import Any
 
 from guard.adapters._mcp_content import ContentObserver, observe_all, result_text
 from guard.adapters._refusal import refusal_text as refusal_text
-from guard.decision import Decision, Verdict
-from guard.errors import BindingError, GuardError, InputError
+from guard.adapters.flow import Call, Refused, Tools, adrive, authorized, decided
+from guard.decision import Decision
+from guard.errors import GuardError, InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
 from guard.runtime import Session
 
@@ -48,43 +49,13 @@ def refusal_result(decision: Decision) -> dict[str, Any]:
     }
 
 
-RunProbe = Callable[[str, dict[str, Any]], Awaitable[tuple[str, str]]]
-"""Runs one authorized probe call against the server; returns its result text and status."""
+def mcp_tools(warn: Warn, result: Callable[[Any], tuple[str, str]]) -> Tools:
+    """The flow's view of an MCP server: a call runs as ``tools/call`` params; ``result`` reads what it returned."""
 
+    def payload(call: Call, args: dict[str, Any]) -> Any:
+        return {"name": call.tool, "arguments": args}
 
-async def settle(
-    session: Session, decision: Decision, call: tuple[Any, Any, str], run: RunProbe, warn: Warn
-) -> Decision:
-    """Run the probes of a ``probe`` verdict (decide → authorize → run → observe each) and decide again.
-
-    Shared by the proxy and the guarded client.  Bounded by ``MAX_PROBE_ROUNDS``; a round in which
-    no probe ran ends the loop, and the last decision (still ``probe``: not executed) is returned.
-    """
-    tool, args, call_id = call
-    for _ in range(MAX_PROBE_ROUNDS):
-        if decision.verdict is not Verdict.PROBE:
-            return decision
-        ran = 0
-        for probe in decision.probes:
-            gate = await session.adecide(probe.tool, dict(probe.args), probe.call_id)
-            if not gate.allowed:
-                continue
-            try:
-                authorized = session.authorize(probe.call_id, probe.tool, dict(probe.args))
-                text, status = await run(probe.tool, authorized)
-            except Exception as exc:  # noqa: BLE001 - a probe that failed settles nothing
-                warn(f"carbguard: probe {probe.call_id} did not run: {type(exc).__name__}: {exc}")
-                continue
-            try:
-                session.observe_result(probe.call_id, text, status)
-            except InputError as exc:
-                warn(f"carbguard: probe result not observed: {exc}")
-                continue
-            ran += 1
-        decision = await session.adecide(tool, args, call_id)
-        if ran == 0:
-            break
-    return decision
+    return Tools(payload, result, warn, MAX_PROBE_ROUNDS)
 
 
 def _rpc_error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -120,11 +91,13 @@ class GuardedRelay:
         self.tools: dict[str, ToolSchema] = {}
         self.problems: list[str] = []
         self.started: asyncio.Task[None] | None = None
+        self.heard = False  # whether the client sent anything
 
     # ------------------------------------------------------------------ client -> server
 
     async def from_client(self, message: Any) -> None:
         """Handle one message from the client (the caller awaits each in order)."""
+        self.heard = True
         if isinstance(message, list):
             for item in message:
                 if isinstance(item, Mapping) and "id" in item and "method" in item:
@@ -164,25 +137,21 @@ class GuardedRelay:
             text = "carbguard: task-augmented tools/call is not supported; call the tool without `task`"
             await self._to_client(_rpc_error(msg_id, -32602, text))
             return
-        decision = await self._settle(await self.session.adecide(tool_name, args, call_id), tool_name, args, call_id)
-        if decision.allowed or self.session.guard.mode == "shadow":
-            try:
-                authorized = self.session.authorize(call_id, tool_name, args)
-            except BindingError as exc:
-                self._warn(f"carbguard: call {call_id} not forwarded: {exc}")
-                await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
-                return
-            self._guarded[json.dumps(msg_id, sort_keys=True)] = call_id
-            forwarded = {**message, "params": {**params, "name": tool_name, "arguments": authorized}}
-            await self._to_server(forwarded)
+        call, tools = Call(tool_name, args, call_id), mcp_tools(self._warn, response_text)
+        decision = await adrive(decided(self.session, call, tools), self.session, self._probe)
+        if not (decision.allowed or self.session.guard.mode == "shadow"):
+            await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
             return
-        await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
+        forwarded = authorized(self.session, call, decision, tools)
+        if isinstance(forwarded, Refused):
+            await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(forwarded.decision)})
+            return
+        self._guarded[json.dumps(msg_id, sort_keys=True)] = call_id
+        await self._to_server({**message, "params": {**params, **forwarded}})
 
-    async def _settle(self, decision: Decision, tool: str, args: Any, call_id: str) -> Decision:
-        async def run(probe_tool: str, probe_args: dict[str, Any]) -> tuple[str, str]:
-            return _response_text(await self._request("tools/call", {"name": probe_tool, "arguments": probe_args}))
-
-        return await settle(self.session, decision, (tool, args, call_id), run, self._warn)
+    async def _probe(self, params: Mapping[str, Any]) -> Any:
+        """Run one authorized probe against the server; its result (the JSON-RPC response) never reaches the client."""
+        return await self._request("tools/call", params)
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
         """A request of the proxy's own to the server; its response never reaches the client."""
@@ -240,7 +209,7 @@ class GuardedRelay:
         pending = self._pending.pop(key, None)
         try:
             if call_id is not None:
-                text, status = _response_text(message)
+                text, status = response_text(message)
                 self.session.observe_result(call_id, text, status)
             elif pending is not None:
                 observe_all(self._content, pending[0], pending[1], message)
@@ -303,7 +272,8 @@ class GuardedRelay:
                     self._warn(f"carbguard: warning: server tool {schema.name!r} is not in the policy; refused")
 
 
-def _response_text(response: Any) -> tuple[str, str]:
+def response_text(response: Any) -> tuple[str, str]:
+    """Text and status of a JSON-RPC response to ``tools/call`` (an error response is an ``error`` result)."""
     if not isinstance(response, Mapping):
         return "", "error"
     if "error" in response:
@@ -311,4 +281,4 @@ def _response_text(response: Any) -> tuple[str, str]:
     return result_text(response.get("result"))
 
 
-__all__ = ["GuardedRelay", "refusal_result", "refusal_text", "result_text", "settle"]
+__all__ = ["GuardedRelay", "mcp_tools", "refusal_result", "refusal_text", "response_text", "result_text"]

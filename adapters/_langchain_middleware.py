@@ -5,31 +5,31 @@ Both are thin shells over :class:`~guard.adapters._langchain_wrapper.GuardToolWr
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._langchain_core import (
-    _HINT,
+    HINT,
+    MiddlewareBase,
     SessionKey,
     UnboundCallError,
-    _current_config,
-    _drive_async,
-    _drive_sync,
-    _has_checkpointer,
-    _MiddlewareBase,
-    _no_execute,
-    _no_execute_async,
-    _require,
-    _state_messages,
     check_agent_tools,
+    current_config,
+    has_checkpointer,
     log,
+    no_execute,
+    no_execute_async,
+    require,
+    state_messages,
     thread_session_key,
 )
 from guard.adapters._langchain_wrapper import GuardToolWrapper
+from guard.adapters.flow import adrive, drive
 from guard.runtime import Guard, Session
 
 
-class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
+class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
     """``AgentMiddleware`` for ``create_agent``: every tool call goes through the guard.
 
     ``after_model`` decides the new turn's tool calls in the order the model wrote them, answers
@@ -47,20 +47,23 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         max_probe_rounds: int = 2,
         max_sessions: int = 1024,
         mode: str | None = None,
+        tools: Sequence[Any] | None = None,
     ) -> None:
-        _require("langchain-core", "langchain")
+        require("langchain-core", "langchain")
         super().__init__()
         self.wrapper = GuardToolWrapper(
             guard, session_key=session_key, max_probe_rounds=max_probe_rounds, max_sessions=max_sessions, mode=mode
         )
         self.guard = self.wrapper.guard
+        if tools is not None:  # else: checked before the agent's first tool call runs
+            self.wrapper.check_tools(tools)
 
     def session(self, key: str) -> Session | None:
         """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
         return self.wrapper.session(key)
 
     def _reviews(self, config: Mapping[str, Any]) -> bool:
-        return self.guard.mode != "shadow" and _has_checkpointer(config)
+        return self.guard.mode != "shadow" and has_checkpointer(config)
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Decide the new turn's calls; refuse the ones LangChain could not parse; review the escalated ones.
@@ -68,7 +71,7 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         With a checkpointer, every escalated call of the turn is put to a human in one interrupt
         (see :mod:`guard.adapters._langchain_review`) before any tool of the turn runs.
         """
-        config, messages = _current_config(), _state_messages(state)
+        config, messages = current_config(), state_messages(state)
         try:
             tracker, refusals = self.wrapper.sync(config, messages)
         except UnboundCallError as exc:  # wrap_tool_call refuses each call
@@ -76,12 +79,12 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
             return None
         if self._reviews(config):
             with tracker.lock:
-                _drive_sync(self.wrapper.review_turn(tracker, messages, config), tracker.session, _no_execute)
+                drive(self.wrapper.review_turn(tracker, messages, config), tracker.session, no_execute)
         return {"messages": refusals} if refusals else None
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Async twin of :meth:`after_model` (same feed and review, ``adecide``)."""
-        config, messages = _current_config(), _state_messages(state)
+        config, messages = current_config(), state_messages(state)
         try:
             tracker, refusals = await self.wrapper.async_sync(config, messages)
         except UnboundCallError as exc:
@@ -90,8 +93,36 @@ class GuardMiddleware(_MiddlewareBase):  # type: ignore[misc,unused-ignore]
         if self._reviews(config):
             async with tracker.alock:
                 flow = self.wrapper.review_turn(tracker, messages, config)
-                await _drive_async(flow, tracker.session, _no_execute_async)
+                await adrive(flow, tracker.session, no_execute_async)
         return {"messages": refusals} if refusals else None
+
+    def _ended(self, state: Any) -> Session | None:
+        """The session of the run that just ended (fed its last messages), if it has one."""
+        config, messages = current_config(), state_messages(state)
+        try:
+            tracker, _ = self.wrapper.sync(config, messages)
+        except UnboundCallError:
+            return None
+        return tracker.session
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """End of a run: close its session (its ``session_end`` audit entry, and its episode when recording).
+
+        A thread that runs again continues the same session; its ``session_end`` entry was written once.
+        """
+        session = self._ended(state)
+        if session is not None:
+            session.close()
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent` (the writes off the event loop)."""
+        try:
+            tracker, _ = await self.wrapper.async_sync(current_config(), state_messages(state))
+        except UnboundCallError:
+            return None
+        await asyncio.to_thread(tracker.session.close)
+        return None
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Act on the decision for this call (run, probe, refuse, or interrupt)."""
@@ -111,7 +142,7 @@ def guard_tool_node(tools: Sequence[Any], guard: Guard, **options: Any) -> Any:
     try:
         from langgraph.prebuilt import ToolNode
     except ImportError as exc:  # pragma: no cover - exercised only without the extra
-        raise ImportError(f"guard_tool_node needs langgraph: {_HINT}") from exc
+        raise ImportError(f"guard_tool_node needs langgraph: {HINT}") from exc
     own = {
         k: options.pop(k)
         for k in ("session_key", "max_probe_rounds", "max_sessions", "messages_key", "mode")

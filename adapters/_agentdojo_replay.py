@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from guard.adapters._agentdojo_compat import _EMPTY_ENV, _content_text, _require
+from guard.adapters._agentdojo_compat import EMPTY_ENV, content_text, require
 from guard.errors import CorpusError
 from guard.records import Episode, RecordKind
 
@@ -19,7 +19,7 @@ try:
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
-except ImportError:  # pragma: no cover - exercised only without the extra; _require reports it
+except ImportError:  # pragma: no cover - exercised only without the extra; require reports it
     BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc,unused-ignore]
 
 
@@ -42,7 +42,7 @@ def _turns_from_messages(messages: Any, where: str) -> list[dict[str, Any]]:
                 raise CorpusError(f"{where}: message {position}, tool call {j}: 'args' is not an object")
             calls.append({"function": fields["function"], "args": dict(args), "id": fields.get("id")})
         content = message.get("content")
-        turns.append({"content": None if content is None else _content_text(content), "tool_calls": calls})
+        turns.append({"content": None if content is None else content_text(content), "tool_calls": calls})
     return turns
 
 
@@ -84,7 +84,7 @@ class ReplayLLM(BasePipelineElement):  # type: ignore[misc]
     name = "carbguard-replay"
 
     def __init__(self, source: Episode | Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
-        _require()
+        require()
         self.turns = _assistant_turns(source)
         self._cursor = 0
 
@@ -92,7 +92,7 @@ class ReplayLLM(BasePipelineElement):  # type: ignore[misc]
         self,
         query: str,
         runtime: FunctionsRuntime,
-        env: Any = _EMPTY_ENV,
+        env: Any = EMPTY_ENV,
         messages: Sequence[Any] = (),
         extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
@@ -117,7 +117,7 @@ class ReplayLLM(BasePipelineElement):  # type: ignore[misc]
         return query, runtime, env, [*messages, message], extra_args
 
 
-class _Recorder(BasePipelineElement):  # type: ignore[misc]
+class Recorder(BasePipelineElement):  # type: ignore[misc]
     """Keeps the messages of the last run that ended normally."""
 
     def __init__(self) -> None:
@@ -127,7 +127,7 @@ class _Recorder(BasePipelineElement):  # type: ignore[misc]
         self,
         query: str,
         runtime: FunctionsRuntime,
-        env: Any = _EMPTY_ENV,
+        env: Any = EMPTY_ENV,
         messages: Sequence[Any] = (),
         extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
@@ -160,7 +160,7 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
     guard refused (``deny``/``abort``): it is put back into that turn, in the order of the tool
     messages, so the transcript lists every proposal the online session decided.
     """
-    _require()
+    require()
     out: list[dict[str, Any]] = []
     for position, message in enumerate(messages):
         role = message.get("role")
@@ -168,7 +168,7 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "role": "tool",
-                    "content": _content_text(message.get("content")),
+                    "content": content_text(message.get("content")),
                     "tool_call_id": message.get("tool_call_id"),
                     "tool_call": _dump_call(message["tool_call"]) if message.get("tool_call") is not None else None,
                     "error": message.get("error"),
@@ -177,7 +177,7 @@ def transcript(messages: Sequence[Any]) -> list[dict[str, Any]]:
             continue
         item = {
             "role": role,
-            "content": _content_text(message.get("content")) if message.get("content") is not None else None,
+            "content": content_text(message.get("content")) if message.get("content") is not None else None,
         }
         if role == "assistant":
             calls = [_dump_call(c) for c in message.get("tool_calls") or []]

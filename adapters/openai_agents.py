@@ -48,8 +48,9 @@ from typing import Any
 from guard.adapters._openai_history import SERVER_STATE, memory_items, observe_items, on_default_loop
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
-from guard.decision import Decision, ProbeCall, Verdict
-from guard.errors import BindingError, GuardError, InputError
+from guard.adapters.flow import Call, Refused, Tools, adrive, check_tools, decided, execute
+from guard.decision import Decision
+from guard.errors import GuardError, InputError
 from guard.runtime import Guard, Session
 
 try:
@@ -99,6 +100,10 @@ def _info(decision: Decision) -> dict[str, Any]:
     }
 
 
+def _report(problem: str) -> None:
+    log.warning("%s", problem)
+
+
 @dataclass
 class _Binding:
     """The guarded copies of one agent's tools and the session they answer to."""
@@ -106,77 +111,51 @@ class _Binding:
     session: Session
     originals: dict[str, FunctionTool] = field(default_factory=dict)
 
-    # ------------------------------------------------------------------ decide
+    def _tools(self, ctx: ToolContext[Any]) -> Tools:
+        """The flow's view of one tool context: a call runs as its tool's ``on_invoke_tool`` with JSON arguments."""
+
+        def payload(call: Call, args: dict[str, Any]) -> Any:
+            tool = self.originals.get(call.tool) if type(call.tool) is str else None
+            if tool is None:
+                return None
+            text = json.dumps(args)
+            if call.call_id == ctx.tool_call_id:
+                return tool, ctx, text
+            probe_ctx = ToolContext(
+                context=ctx.context,
+                usage=ctx.usage,
+                tool_name=call.tool,
+                tool_call_id=call.call_id,
+                tool_arguments=text,
+                agent=ctx.agent,
+                run_config=ctx.run_config,
+            )
+            return tool, probe_ctx, text
+
+        return Tools(payload, lambda out: (_output_text(out), "ok"), _report, MAX_PROBE_ROUNDS)
+
+    @staticmethod
+    async def _run(payload: tuple[FunctionTool, ToolContext[Any], str]) -> Any:
+        tool, ctx, args = payload
+        return await tool.on_invoke_tool(ctx, args)
 
     async def guardrail(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        """Decide the call (probes included); shadow mode allows every decided call."""
         ctx = data.context
-        name, call_id = ctx.tool_name, ctx.tool_call_id
-        call = (name, _parse(ctx.tool_arguments), call_id)
-        decision = await self.session.adecide(*call)
-        if self.session.guard.mode == "shadow":  # decided and audited; nothing blocked, no probe runs
-            return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
-        decision = await self._settle(decision, call, ctx)
-        if decision.allowed:
+        call = Call(ctx.tool_name, _parse(ctx.tool_arguments), ctx.tool_call_id)
+        decision = await adrive(decided(self.session, call, self._tools(ctx)), self.session, self._run)
+        if decision.allowed or self.session.guard.mode == "shadow":
             return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
         return ToolGuardrailFunctionOutput.reject_content(refusal_text(decision), output_info=_info(decision))
 
-    async def _settle(self, decision: Decision, call: tuple[str, Any, str], ctx: ToolContext[Any]) -> Decision:
-        """Run the probes a ``probe`` verdict asks for, observe them, and decide again (bounded)."""
-        for _ in range(MAX_PROBE_ROUNDS):
-            if decision.verdict is not Verdict.PROBE:
-                return decision
-            ran = sum([await self._probe(probe, ctx) for probe in decision.probes])
-            decision = await self.session.adecide(*call)
-            if ran == 0:
-                break
-        return decision
-
-    async def _probe(self, probe: ProbeCall, ctx: ToolContext[Any]) -> bool:
-        tool = self.originals.get(probe.tool)
-        if tool is None:
-            log.warning("carbguard: probe tool %r is not among the agent's tools; probe skipped", probe.tool)
-            return False
-        gate = await self.session.adecide(probe.tool, dict(probe.args), probe.call_id)
-        if not gate.allowed:
-            return False
-        args = json.dumps(self.session.authorize(probe.call_id, probe.tool, dict(probe.args)))
-        probe_ctx = ToolContext(
-            context=ctx.context,
-            usage=ctx.usage,
-            tool_name=probe.tool,
-            tool_call_id=probe.call_id,
-            tool_arguments=args,
-            agent=ctx.agent,
-            run_config=ctx.run_config,
-        )
-        await self._run(tool, probe_ctx, args, probe.call_id)
-        return True
-
-    # ----------------------------------------------------------------- execute
-
     async def invoke(self, tool: FunctionTool, ctx: ToolContext[Any], raw: str) -> Any:
-        """Run ``tool`` only with the arguments ``session.authorize`` returns for this call id."""
-        try:
-            args = self.session.authorize(ctx.tool_call_id, tool.name, _parse(raw))
-        except BindingError as exc:
-            log.warning("carbguard: %s (not run)", exc)
-            return f"carbguard did not run `{tool.name}`: {exc}"
-        return await self._run(tool, ctx, json.dumps(args), ctx.tool_call_id)
-
-    async def _run(self, tool: FunctionTool, ctx: ToolContext[Any], args: str, call_id: str) -> Any:
-        try:
-            out = await tool.on_invoke_tool(ctx, args)
-        except Exception as exc:
-            self._observe(call_id, f"{type(exc).__name__}: {exc}", "error")
-            raise
-        self._observe(call_id, _output_text(out), "ok")
-        return out
-
-    def _observe(self, call_id: str, text: str, status: str) -> None:
-        try:
-            self.session.observe_result(call_id, text, status)
-        except InputError as exc:
-            log.warning("carbguard: %s (not fed to the session)", exc)
+        """Run ``tool`` only with the arguments ``session.authorize`` returns for this call id; observe its output."""
+        call = Call(tool.name, _parse(raw), ctx.tool_call_id)
+        flow = execute(self.session, call, self.session.decision(ctx.tool_call_id), self._tools(ctx))
+        outcome = await adrive(flow, self.session, self._run)
+        if isinstance(outcome, Refused):
+            return refusal_text(outcome.decision)
+        return outcome.output
 
 
 def _guarded_copy(tool: FunctionTool, binding: _Binding) -> FunctionTool:
@@ -221,20 +200,14 @@ def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[s
 
 
 def _check_against_policy(policy: Any, tools: Iterable[Any]) -> list[str]:
-    """At start: the agent's function tools against the policy (unknown tools, argument names), each logged.
-
-    Calls to tools the policy does not know are refused when they come (the policy's ``on_unknown``).
-    """
-    from guard.policy.tools import check_tools, from_openai_tools
+    """At start: the agent's function tools against the policy (unknown tools, argument names), each logged."""
+    from guard.policy.tools import from_openai_tools
 
     schemas = [
         {"type": "function", "name": t.name, "description": t.description, "parameters": t.params_json_schema}
         for t in tools
     ]
-    problems = check_tools(policy, from_openai_tools(schemas, "<agent tools>"), policy_extra=False)
-    for problem in problems:
-        log.warning("carbguard: policy %r vs agent tools: %s", policy.name, problem)
-    return problems
+    return check_tools(policy, from_openai_tools(schemas, "<agent tools>"), _report)
 
 
 def guard_agent(agent: Agent[Any], session: Session, *, unguarded: Iterable[str] = ()) -> Agent[Any]:

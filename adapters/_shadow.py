@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+from guard.errors import PolicyError
 from guard.runtime import MODES, Guard
 
 
@@ -17,7 +18,7 @@ def guard_in_mode(guard: Guard, mode: str | None) -> Guard:
     if mode is None or mode == guard.mode:
         return guard
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise PolicyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     twin = copy.copy(guard)
     twin.mode = mode
     return twin

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import copy
+import logging
 from ast import literal_eval
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.adapters._agentdojo_compat import _EMPTY_ENV, Mode, _content_text, _refusal_text, _require, _result_text
+from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refusal_text, require, result_text
 from guard.adapters._shadow import guard_in_mode
+from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, decided, drive
 from guard.decision import Decision, Verdict
-from guard.errors import BindingError, InputError
+from guard.errors import InputError, PolicyError
+from guard.policy.tools import from_openai_tools
 from guard.runtime import Guard, Session
+
+log = logging.getLogger("guard.adapters.agentdojo")
 
 try:
     from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
@@ -21,7 +26,7 @@ try:
     from agentdojo.agent_pipeline.tool_execution import ToolsExecutor, is_string_list
     from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
     from agentdojo.types import text_content_block_from_string
-except ImportError:  # pragma: no cover - exercised only without the extra; _require reports it
+except ImportError:  # pragma: no cover - exercised only without the extra; require reports it
     BasePipelineElement = FunctionCall = object  # type: ignore[assignment,misc,unused-ignore]
 
 
@@ -76,24 +81,25 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         max_probe_rounds: int = 2,
         keep_runs: int = 64,
     ) -> None:
-        _require()
+        require()
         if mode not in ("abort", "deny", "enforce", "shadow"):
-            raise ValueError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
+            raise PolicyError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
         self.guard = guard_in_mode(guard, "shadow" if mode == "shadow" else None)
         if self.guard.mode == "shadow" and mode != "shadow":
-            raise ValueError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
+            raise PolicyError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
         self.mode: Mode = "abort" if mode == "enforce" else mode
         self.session_id = session_id
         self.executor = executor or ToolsExecutor()
         self.max_probe_rounds = max_probe_rounds
         self.runs: deque[GuardedRun] = deque(maxlen=keep_runs)
         self._count = 0
+        self._checked: set[frozenset[str]] = set()
 
     def query(
         self,
         query: str,
         runtime: FunctionsRuntime,
-        env: Any = _EMPTY_ENV,
+        env: Any = EMPTY_ENV,
         messages: Sequence[Any] = (),
         extra_args: dict[str, Any] = {},  # noqa: B006 - AgentDojo's signature; never mutated
     ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
@@ -101,6 +107,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if not messages:
             return query, runtime, env, messages, extra_args
         run = self._run_for(messages)
+        self._check(runtime)
         last = messages[-1]
         turn = last.get("role") == "assistant" and bool(last.get("tool_calls"))
         end = len(messages) - 1 if turn else len(messages)
@@ -118,10 +125,22 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if self.mode == "abort":
             refusal = next(d for _, d in decided if not d.allowed)
             run.aborted = True
-            error = AbortAgentError(f"carbguard stopped the agent. {_refusal_text(refusal)}", out, env)
+            error = AbortAgentError(f"carbguard stopped the agent. {refusal_text(refusal)}", out, env)
             run.messages = list(error.messages)
             raise error
         return query, runtime, env, out, extra_args
+
+    def _check(self, runtime: FunctionsRuntime) -> None:
+        """At the first turn with a suite's tools: its functions against the policy (once per set of names)."""
+        names = frozenset(runtime.functions)
+        if names in self._checked:
+            return
+        self._checked.add(names)
+        schemas = [
+            {"type": "function", "name": f.name, "description": f.description, "parameters": _parameters(f)}
+            for f in runtime.functions.values()
+        ]
+        check_tools(self.guard.policy, from_openai_tools(schemas, "<AgentDojo suite>"), log.warning)
 
     def _decide_turn(
         self, run: GuardedRun, calls: list[Any], runtime: FunctionsRuntime, env: Any
@@ -139,18 +158,15 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     def _bound(self, run: GuardedRun, decided: list[tuple[Any, Decision]]) -> list[tuple[Any, Decision]]:
         """Each allowed call authorized and carrying the authorized arguments; a call that cannot be is refused."""
         out = []
-        session = run.session
         for call, decision in decided:
             if decision.allowed or self.mode == "shadow":
-                try:
-                    bound = session.authorize(call.id, call.function, dict(call.args))
-                except BindingError as exc:
-                    run.skipped.append(str(exc))
-                    if self.mode != "shadow":
-                        decision = session.decide(call.function, dict(call.args), call.id)  # refused, audited
-                        run.decisions.append(decision)
+                tools = Tools(_with_args(call), report=run.skipped.append)
+                bound = authorized(run.session, Call(call.function, dict(call.args), call.id), decision, tools)
+                if isinstance(bound, Refused):
+                    decision = bound.decision
+                    run.decisions.append(decision)
                 else:
-                    call = call.model_copy(update={"args": bound})
+                    call = bound
             out.append((call, decision))
         return out
 
@@ -189,13 +205,13 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             message = messages[position]
             role = message.get("role")
             if role == "user":
-                session.observe_user(_content_text(message.get("content")))
+                session.observe_user(content_text(message.get("content")))
             elif role == "assistant" and message.get("tool_calls"):
                 # a turn this element did not see as newest (e.g. placed outside the loop): decide late
                 for call in self._resolve(run, position, message["tool_calls"]):
                     run.decisions.append(session.decide(call.function, dict(call.args), call.id))
             elif role == "assistant":
-                session.observe_final(_content_text(message.get("content")))
+                session.observe_final(content_text(message.get("content")))
             elif role == "tool":
                 self._observe_tool(run, message)
         run.position = max(run.position, end)
@@ -209,7 +225,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         else:
             run.skipped.append(f"tool result for unknown call id {call_id!r}")
             return
-        text, status = _result_text(message)
+        text, status = result_text(message)
         try:
             run.session.observe_result(call_id, text, status)
         except InputError as exc:  # a call refused before it entered the graph (unknown tool, bad args)
@@ -231,37 +247,24 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         return out
 
     def _settle(self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any) -> Decision:
+        """decide → probes (run in the suite's runtime) → decide again, through the one flow."""
         session = run.session
-        decision = session.decide(call.function, dict(call.args), call.id)
-        for _ in range(0 if self.mode == "shadow" else self.max_probe_rounds):
-            if decision.verdict is not Verdict.PROBE:
-                break
-            if run.first_probe is None:
-                run.first_probe = len(run.decisions)
-            ran = sum(self._probe(run, probe, runtime, env) for probe in decision.probes)
-            decision = session.decide(call.function, dict(call.args), call.id)
-            if ran == 0:
-                break
-        return decision
+        main = Call(call.function, dict(call.args), call.id)
+        decision = session.decide(main.tool, main.args, main.call_id)
+        if decision.verdict is Verdict.PROBE and run.first_probe is None and self.mode != "shadow":
+            run.first_probe = len(run.decisions)
 
-    def _probe(self, run: GuardedRun, probe: Any, runtime: FunctionsRuntime, env: Any) -> int:
-        if probe.tool not in runtime.functions:
-            run.skipped.append(f"probe tool {probe.tool!r} is not in the suite")
-            return 0
-        if not run.session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
-            return 0
-        try:
-            bound = run.session.authorize(probe.call_id, probe.tool, dict(probe.args))
-        except BindingError as exc:
-            run.skipped.append(str(exc))
-            return 0
-        value, error = runtime.run_function(env, probe.tool, bound)
-        text, status = _result_text({"content": self.executor.output_formatter(value), "error": error})
-        try:
-            run.session.observe_result(probe.call_id, text, status)
-        except InputError as exc:
-            run.skipped.append(str(exc))
-        return 1
+        def payload(probe: Call, args: dict[str, Any]) -> Any:
+            if probe.tool not in runtime.functions:
+                return None
+            return probe.tool, args
+
+        def execute(probe: tuple[str, dict[str, Any]]) -> Any:
+            value, error = runtime.run_function(env, *probe)
+            return {"content": self.executor.output_formatter(value), "error": error}
+
+        tools = Tools(payload, result_text, run.skipped.append, self.max_probe_rounds)
+        return drive(decided(session, main, tools, decision), session, execute)
 
     @staticmethod
     def _refusal(call: Any, decision: Decision) -> dict[str, Any]:
@@ -270,5 +273,20 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             "content": [text_content_block_from_string("")],
             "tool_call_id": call.id,
             "tool_call": call,
-            "error": _refusal_text(decision),
+            "error": refusal_text(decision),
         }
+
+
+def _with_args(call: Any) -> Callable[[Call, dict[str, Any]], Any]:
+    """The flow's payload of a turn's call: a copy of the ``FunctionCall`` carrying the authorized arguments."""
+
+    def payload(target: Call, args: dict[str, Any]) -> Any:
+        return call.model_copy(update={"args": args})
+
+    return payload
+
+
+def _parameters(function: Any) -> Any:
+    """The JSON schema of an AgentDojo function's parameters (a pydantic model), or ``{}``."""
+    schema = getattr(function.parameters, "model_json_schema", None)
+    return schema() if callable(schema) else {}

@@ -48,12 +48,8 @@ The module imports without LangChain; its entry points raise ImportError with th
 """
 
 from guard.adapters._langchain_binding import edited_call_id
-from guard.adapters._langchain_core import _HINT as _HINT
-from guard.adapters._langchain_core import _MISSING as _MISSING
 from guard.adapters._langchain_core import SessionKey as SessionKey
 from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
-from guard.adapters._langchain_core import _require as _require
-from guard.adapters._langchain_core import log as log
 from guard.adapters._langchain_middleware import GuardMiddleware, guard_tool_node
 from guard.adapters._langchain_review import (
     ApproveDecision,

@@ -27,9 +27,7 @@ The module imports without AgentDojo; its entry points raise ImportError with th
 (``pip install 'carbguard[agentdojo]'``).
 """
 
-from guard.adapters._agentdojo_compat import _HINT as _HINT
 from guard.adapters._agentdojo_compat import Mode as Mode
-from guard.adapters._agentdojo_compat import _require as _require
 from guard.adapters._agentdojo_element import GuardedRun, GuardElement
 from guard.adapters._agentdojo_replay import ReplayLLM, offline_episode, transcript
 from guard.adapters._agentdojo_runner import (
@@ -41,7 +39,6 @@ from guard.adapters._agentdojo_runner import (
     rerun_episode,
     run_suite,
 )
-from guard.adapters._agentdojo_runner import _injections as _injections
 from guard.adapters._agentdojo_runner import injection_candidates as injection_candidates
 
 __all__ = [

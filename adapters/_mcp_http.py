@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._mcp_relay import GuardedRelay
-from guard.adapters._mcp_stdio import LineWriter, _stop, pump, spawn_server
+from guard.adapters._mcp_stdio import LineWriter, pump, spawn_server, stop_server
 from guard.errors import GuardError, InputError
 from guard.runtime import Guard
 
@@ -280,7 +280,7 @@ class HttpProxy:
                     with anyio.CancelScope(shield=True):
                         if not transport.is_terminated:
                             await transport.terminate()
-                        await _stop(process)
+                        await stop_server(process)
                     self.processes -= 1
         finally:
             self._forget(sid)

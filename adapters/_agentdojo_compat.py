@@ -13,10 +13,10 @@ from typing import Any, Literal
 from guard.decision import Decision
 from guard.records import safe_repr
 
-_HINT = "pip install 'carbguard[agentdojo]'"
+HINT = "pip install 'carbguard[agentdojo]'"
 
 # The adapter imports without AgentDojo (so ``import guard.adapters.agentdojo`` works in a core-only
-# install); every entry point calls ``_require`` first and raises ImportError with the install hint.
+# install); every entry point calls ``require`` first and raises ImportError with the install hint.
 _MISSING: ImportError | None = None
 try:
     from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline, load_system_message  # noqa: F401
@@ -44,7 +44,7 @@ _AGENTDOJO_MODULES = (
 )
 
 
-def _require() -> None:
+def require() -> None:
     """Raise ImportError with the install hint when AgentDojo did not import.
 
     The modules are looked up again at call time (a ``sys.modules`` hit once imported), so every
@@ -58,14 +58,14 @@ def _require() -> None:
         except ImportError as exc:
             missing = exc
     if missing is not None:
-        raise ImportError(f"guard.adapters.agentdojo needs AgentDojo: {_HINT}") from missing
+        raise ImportError(f"guard.adapters.agentdojo needs AgentDojo: {HINT}") from missing
 
 
 Mode = Literal["abort", "deny", "enforce", "shadow"]
-_EMPTY_ENV: Any = EmptyEnv() if _MISSING is None else None
+EMPTY_ENV: Any = EmptyEnv() if _MISSING is None else None
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     """Everything of an AgentDojo ``content`` that reaches the model, as text.
 
     A string as itself; a text block as its text; any other block (an unknown type, a block that
@@ -94,15 +94,15 @@ def _opaque(value: Any) -> str:
         return safe_repr(value)
 
 
-def _result_text(message: Mapping[str, Any]) -> tuple[str, str]:
+def result_text(message: Mapping[str, Any]) -> tuple[str, str]:
     """Text and status of a tool message (an error is appended to any content, as the loader does)."""
-    text, error = _content_text(message.get("content")), message.get("error")
+    text, error = content_text(message.get("content")), message.get("error")
     if error is None:
         return text, "ok"
     return (f"{text}\n{error}" if text else str(error)), "error"
 
 
-def _refusal_text(decision: Decision) -> str:
+def refusal_text(decision: Decision) -> str:
     """What the agent is told about a refused call (with SafeCommit's certified replacement, if any)."""
     verdict, reason = decision.verdict.value, decision.reason.value
     text = f"carbguard did not run `{decision.tool}` ({verdict}: {reason}). {decision.message}"

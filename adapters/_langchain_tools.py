@@ -9,24 +9,17 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from guard.adapters._langchain_content import observe_result
 from guard.adapters._langchain_core import (
     BaseTool,
-    _authorize,
-    _Decide,
-    _drive_async,
-    _drive_sync,
-    _Execute,
-    _Flow,
-    _not_executed,
-    _require,
-    _settle,
-    _tool_output,
     check_agent_tools,
+    not_executed,
     refusal_text,
+    require,
+    tool_output,
 )
-from guard.decision import Decision, ProbeCall, Reason, Verdict
-from guard.errors import InputError
+from guard.adapters.flow import Call, Flow, Ran, Refused, Tools, adrive, drive, guarded_call
+from guard.decision import Decision, Reason, Verdict
+from guard.errors import InputError, PolicyError
 from guard.records import safe_repr
 from guard.runtime import Session
 
@@ -59,42 +52,29 @@ class GuardedTool(BaseTool):
         args = dict(input) if isinstance(input, Mapping) else {"input": input}
         return {"name": self.inner.name, "args": args, "id": f"guard-{uuid.uuid4().hex}", "type": "tool_call"}, False
 
-    def _flow(self, call: dict[str, Any], as_call: bool) -> _Flow:
-        skipped: list[str] = []
-        session: Session = self.session
+    def _flow(self, call: dict[str, Any], as_call: bool) -> Flow[Ran | Refused]:
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
         if type(name) is not str or name != self.inner.name:
-            return _mismatch(self.inner.name, name, call_id), None
-        decision = yield _Decide(name, args, call_id)
+            return Refused(_mismatch(self.inner.name, name, call_id))
+        main = Call(name, args, call_id)
 
-        def probe_payload(probe: ProbeCall, bound: dict[str, Any]) -> Any | None:
-            tool = self.siblings.get(probe.tool)
+        def payload(target: Call, bound: dict[str, Any]) -> Any:
+            if target == main:
+                return self.inner, {**call, "args": bound} if as_call else bound
+            tool = self.siblings.get(target.tool)
             if tool is None:
                 return None
-            return tool, {"name": probe.tool, "args": bound, "id": probe.call_id, "type": "tool_call"}
+            return tool, {"name": target.tool, "args": bound, "id": target.call_id, "type": "tool_call"}
 
-        decision = yield from _settle(
-            session, decision, (name, args, call_id), probe_payload, self.max_probe_rounds, skipped
-        )
-        shadow = session.guard.mode == "shadow"
-        if not decision.allowed and not shadow:
-            return decision, None
-        bound = _authorize(session, call_id, name, args)
-        if bound is None and not shadow:
-            return (yield _Decide(name, args, call_id)), None  # ran already: refused and audited
-        run_args = args if bound is None else bound
-        out = yield _Execute((self.inner, {**call, "args": run_args} if as_call else run_args))
-        text, status = _tool_output(out)
-        observe_result(session, call_id, text, status, skipped, name)
-        return decision, out
+        tools = Tools(payload, tool_output, max_probe_rounds=self.max_probe_rounds)
+        return (yield from guarded_call(self.session, main, tools))
 
-    def _finish(self, call: dict[str, Any], as_call: bool, outcome: tuple[Decision, Any]) -> Any:
-        decision, out = outcome
-        if out is not None or decision.allowed or self.session.guard.mode == "shadow":
-            return out
+    def _finish(self, call: dict[str, Any], as_call: bool, outcome: Ran | Refused) -> Any:
+        if isinstance(outcome, Ran):
+            return outcome.output
         if as_call:
-            return _not_executed(decision, call)
-        raise InputError(refusal_text(decision))
+            return not_executed(outcome.decision, call)
+        raise InputError(refusal_text(outcome.decision))
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Decide, then run the wrapped tool with the authorized arguments, or refuse."""
@@ -104,7 +84,7 @@ class GuardedTool(BaseTool):
             tool, tool_input = payload
             return tool.invoke(tool_input, config, **kwargs)
 
-        return self._finish(call, as_call, _drive_sync(self._flow(call, as_call), self.session, execute))
+        return self._finish(call, as_call, drive(self._flow(call, as_call), self.session, execute))
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
@@ -114,7 +94,7 @@ class GuardedTool(BaseTool):
             tool, tool_input = payload
             return await tool.ainvoke(tool_input, config, **kwargs)
 
-        return self._finish(call, as_call, await _drive_async(self._flow(call, as_call), self.session, execute))
+        return self._finish(call, as_call, await adrive(self._flow(call, as_call), self.session, execute))
 
 
 def _mismatch(own: str, name: Any, call_id: Any) -> Decision:
@@ -141,9 +121,9 @@ def guard_tools(
     None or the session's guard's mode (``"enforce"`` / ``"shadow"``): a session belongs to its
     guard, so build the guard with ``Guard(..., mode="shadow")`` for shadow runs.
     """
-    _require("langchain-core")
+    require("langchain-core")
     if mode is not None and mode != session.guard.mode:
-        raise ValueError(f"guard_tools(mode={mode!r}) needs a session of a Guard built with mode={mode!r}")
+        raise PolicyError(f"guard_tools(mode={mode!r}) needs a session of a Guard built with mode={mode!r}")
     by_name = {t.name: t for t in tools}
     if len(by_name) != len(tools):
         raise ValueError("guard_tools: tool names must be unique")

@@ -9,35 +9,32 @@ from typing import Any
 
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
+    AIMessage,
     BaseMessage,
+    Reviewed,
     SessionKey,
     ToolMessage,
+    Tracker,
     UnboundCallError,
-    _authorize,
-    _bind,
-    _current_config,
-    _Decide,
-    _drive_async,
-    _drive_sync,
-    _Execute,
-    _feed,
-    _Flow,
-    _has_checkpointer,
-    _no_execute,
-    _no_execute_async,
-    _not_executed,
-    _plain,
-    _require,
-    _Reviewed,
-    _settle,
-    _state_messages,
-    _Tracker,
+    bind_call,
+    check_agent_tools,
+    current_config,
+    feed,
+    has_checkpointer,
     log,
+    no_execute,
+    no_execute_async,
+    not_executed,
+    plain,
+    require,
+    state_messages,
     thread_session_key,
+    tool_output,
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._shadow import guard_in_mode
-from guard.decision import Decision, ProbeCall, Verdict
+from guard.adapters.flow import Call, Decide, Flow, Ran, Tools, adrive, drive, execute, guarded_call
+from guard.decision import Decision, Verdict
 from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session, decided_call
 
@@ -70,7 +67,7 @@ class GuardToolWrapper:
         messages_key: str = "messages",
         mode: str | None = None,
     ) -> None:
-        _require("langchain-core")
+        require("langchain-core")
         if max_probe_rounds < 0 or max_sessions < 1:
             raise ValueError("max_probe_rounds must be >= 0 and max_sessions >= 1")
         self.guard = guard_in_mode(guard, mode)
@@ -79,8 +76,18 @@ class GuardToolWrapper:
         self.max_sessions = max_sessions
         self.messages_key = messages_key
         self.max_reviews = 3
-        self._trackers: OrderedDict[str, _Tracker] = OrderedDict()
+        self._trackers: OrderedDict[str, Tracker] = OrderedDict()
         self._lock = threading.Lock()
+        self._checked: set[frozenset[str]] = set()
+
+    def check_tools(self, tools: Sequence[Any]) -> list[str]:
+        """The agent's tools against the policy, each problem logged as a warning; once per set of tool names."""
+        names = frozenset(str(getattr(t, "name", "")) for t in tools)
+        with self._lock:
+            if names in self._checked:
+                return []
+            self._checked.add(names)
+        return check_agent_tools(self.guard.policy, tools)
 
     # ------------------------------------------------------------------ sessions
 
@@ -109,86 +116,93 @@ class GuardToolWrapper:
         tracker = self._trackers.get(key)
         return list(tracker.skipped) if tracker is not None else []
 
-    def _tracker(self, key: str) -> _Tracker:
+    def _tracker(self, key: str) -> Tracker:
         with self._lock:
             tracker = self._trackers.get(key)
             if tracker is None:
-                tracker = _Tracker(self.guard.session(key))
+                tracker = Tracker(self.guard.session(key))
                 self._trackers[key] = tracker
                 while len(self._trackers) > self.max_sessions:
                     self._trackers.popitem(last=False)
             self._trackers.move_to_end(key)
             return tracker
 
-    def sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[_Tracker, list[ToolMessage]]:
+    def sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[Tracker, list[ToolMessage]]:
         """Feed the unseen messages of a run into its session (sync)."""
         tracker = self._tracker(self.key_for(config, messages))
         with tracker.lock:
-            refusals = _drive_sync(_feed(tracker, messages), tracker.session, _no_execute)
+            refusals = drive(feed(tracker, messages), tracker.session, no_execute)
         return tracker, refusals
 
-    async def async_sync(
-        self, config: Mapping[str, Any], messages: Sequence[Any]
-    ) -> tuple[_Tracker, list[ToolMessage]]:
+    async def async_sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[Tracker, list[ToolMessage]]:
         """Feed the unseen messages of a run into its session (async)."""
         tracker = self._tracker(self.key_for(config, messages))
         async with tracker.alock:
-            refusals = await _drive_async(_feed(tracker, messages), tracker.session, _no_execute_async)
+            refusals = await adrive(feed(tracker, messages), tracker.session, no_execute_async)
         return tracker, refusals
 
     # ------------------------------------------------------------------ one tool call
 
-    def _flow(self, tracker: _Tracker, request: Any, config: Mapping[str, Any]) -> _Flow:
+    def _tools(self, tracker: Tracker, request: Any, main: Call) -> Tools:
+        """The flow's view of this request: ``main`` runs as the request, a probe as a request for its tool."""
+        tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
+        call = request.tool_call
+
+        def payload(target: Call, bound: dict[str, Any]) -> Any:
+            if target == main:
+                return _with_args(request, call, bound)
+            tool = tools.get(target.tool)
+            if tool is None:
+                return None
+            probe_call = {"name": target.tool, "args": bound, "id": target.call_id, "type": "tool_call"}
+            return request.override(tool_call=probe_call, tool=tool)
+
+        def result(output: Any) -> tuple[str, str]:
+            return tool_output(output)
+
+        return Tools(payload, result, tracker.report, self.max_probe_rounds, observe_calls=False)
+
+    def _flow(self, tracker: Tracker, request: Any, config: Mapping[str, Any]) -> Flow[Any]:
         """decide (or reuse the decision on exactly this call) → probes → authorize → run; or refuse / ask."""
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
-        cid, decision = yield from _bind(tracker, name, args, call_id)
-        tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
-
-        def probe_request(probe: ProbeCall, bound: dict[str, Any]) -> Any | None:
-            tool = tools.get(probe.tool)
-            if tool is None:
-                return None
-            probe_call = {"name": probe.tool, "args": bound, "id": probe.call_id, "type": "tool_call"}
-            return request.override(tool_call=probe_call, tool=tool)
-
-        session = tracker.session
-        decision = yield from _settle(
-            session, decision, (name, args, cid), probe_request, self.max_probe_rounds, tracker.skipped
-        )
-        if session.guard.mode == "shadow":
-            bound = _authorize(session, cid, name, args)  # permits any decided call once; never blocks
-            return (yield _Execute(request if bound is None else _with_args(request, call, bound)))
-        if decision.allowed:
-            bound = _authorize(session, cid, name, args)
-            if bound is not None:
-                return (yield _Execute(_with_args(request, call, bound)))
-            decision = yield _Decide(name, args, cid)  # e.g. the same id twice in one turn: refused, audited
-            return _not_executed(decision, call)
-        reviewed = tracker.reviewed.get(_plain(call_id))
+        cid, decision = yield from bind_call(tracker, name, args, call_id)
+        main = Call(name, args, cid)
+        outcome = yield from guarded_call(tracker.session, main, self._tools(tracker, request, main), decision)
+        if isinstance(outcome, Ran):
+            return outcome.output
+        decision = outcome.decision
+        if tracker.session.decision(cid) is not decision:  # refused while binding (e.g. ran already): no review
+            return not_executed(decision, call)
+        reviewed = tracker.reviewed.get(plain(call_id))
         if reviewed is not None and reviewed.decision is decision:
             return (yield from self._reviewed(tracker, request, reviewed))
-        if decision.verdict is Verdict.ESCALATE and _has_checkpointer(config):
+        if decision.verdict is Verdict.ESCALATE and has_checkpointer(config):
             return (yield from self._review(tracker, request, cid, decision, config))
-        return _not_executed(decision, call)
+        return not_executed(decision, call)
 
-    def _reviewed(self, tracker: _Tracker, request: Any, reviewed: _Reviewed) -> _Flow:
+    def _run(self, tracker: Tracker, request: Any, main: Call, decision: Decision) -> Flow[Any]:
+        """authorize → run exactly ``main`` (an approved or edited call); the refusal message otherwise."""
+        outcome = yield from execute(tracker.session, main, decision, self._tools(tracker, request, main))
+        if isinstance(outcome, Ran):
+            return outcome.output
+        return not_executed(outcome.decision, request.tool_call)
+
+    def _reviewed(self, tracker: Tracker, request: Any, reviewed: Reviewed) -> Flow[Any]:
         """Act on the turn review's answer: its message, or run the approved / edited call once."""
         if reviewed.message is not None:
             return reviewed.message
-        session, call = tracker.session, dict(reviewed.call)
+        call = dict(reviewed.call)
         if call is not request.tool_call and call != request.tool_call:
             edited = _edited_request(request, call)
             if edited is None:
-                return _not_executed(reviewed.decision, call)
+                return not_executed(reviewed.decision, call)
             request = edited
-            tracker.alias[_plain(call.get("id"))] = reviewed.cid
-        bound = _authorize(session, reviewed.cid, call.get("name"), call.get("args"))
-        if bound is None:  # ran already, or the decision changed: refused and audited
-            return _not_executed((yield _Decide(call.get("name"), call.get("args"), reviewed.cid)), call)
-        return (yield _Execute(_with_args(request, call, bound)))
+            tracker.alias[plain(call.get("id"))] = reviewed.cid
+        main = Call(call.get("name"), call.get("args"), reviewed.cid)
+        return (yield from self._run(tracker, request, main, reviewed.decision))
 
-    def review_turn(self, tracker: _Tracker, messages: Sequence[Any], config: Mapping[str, Any]) -> _Flow:
+    def review_turn(self, tracker: Tracker, messages: Sequence[Any], config: Mapping[str, Any]) -> Flow[Any]:
         """Review every escalated call of the latest model turn with one interrupt (``GuardMiddleware``).
 
         Each answer is audited (``Session.review``) and settled into ``tracker.reviewed``, which
@@ -198,8 +212,6 @@ class GuardToolWrapper:
         again, and is refused otherwise.  The pending list depends only on the turn and the answers,
         so a resumed node asks the same questions in the same order.
         """
-        from guard.adapters._langchain_core import AIMessage
-
         session = tracker.session
         last = next((m for m in reversed(messages) if isinstance(m, BaseMessage)), None)
         if not isinstance(last, AIMessage) or not last.tool_calls:
@@ -216,24 +228,24 @@ class GuardToolWrapper:
             again: list[tuple[Decision, str, dict[str, Any]]] = []
             for (decision, cid, call), answer in zip(pending, answers, strict=True):
                 settled = yield from self._settle_answer(tracker, decision, cid, call, answer, config)
-                if isinstance(settled, _Reviewed):
-                    tracker.reviewed[_plain(call.get("id"))] = settled
+                if isinstance(settled, Reviewed):
+                    tracker.reviewed[plain(call.get("id"))] = settled
                 else:
                     again.append(settled)
             pending = again
         for decision, _, call in pending:
-            tracker.reviewed[_plain(call.get("id"))] = _Reviewed(decision, "", call, _not_executed(decision, call))
+            tracker.reviewed[plain(call.get("id"))] = Reviewed(decision, "", call, not_executed(decision, call))
         return None
 
     def _settle_answer(
         self,
-        tracker: _Tracker,
+        tracker: Tracker,
         decision: Decision,
         cid: str,
         call: dict[str, Any],
         answer: Mapping[str, Any],
         config: Mapping[str, Any],
-    ) -> Generator[Any, Any, _Reviewed | tuple[Decision, str, dict[str, Any]]]:
+    ) -> Generator[Any, Any, Reviewed | tuple[Decision, str, dict[str, Any]]]:
         """One reviewed call: its settled outcome, or (decision, call id, call) to ask about again."""
         session = tracker.session
         original = tracker.bound(call["name"], call["args"], call.get("id"))
@@ -248,25 +260,25 @@ class GuardToolWrapper:
             session.review(cid, kind, reviewer=reviewer, message=message, **link)
         except (AuditError, BindingError) as exc:
             log.warning("carbguard: %s", exc)
-            return _Reviewed(first, cid, call, _not_executed(decision, call))
+            return Reviewed(first, cid, call, not_executed(decision, call))
         if kind == "approve":
-            return _Reviewed(first, cid, call, None)
+            return Reviewed(first, cid, call, None)
         if kind == "respond":
-            return _Reviewed(first, cid, call, _respond_message(call, message))
+            return Reviewed(first, cid, call, _respond_message(call, message))
         if kind == "reject" or new_call is None:
-            return _Reviewed(first, cid, call, _reject_message(call, decision, message))
+            return Reviewed(first, cid, call, _reject_message(call, decision, message))
         new_cid = link["edited_call_id"]
-        known = session.decisions.get(new_cid)
+        known = session.decision(new_cid)
         again = known if known is not None and decided_call(known, new_call["name"], new_call["args"]) else None
         if again is None:
-            again = yield _Decide(new_call["name"], new_call["args"], new_cid)
+            again = yield Decide(Call(new_call["name"], new_call["args"], new_cid))
         if again.allowed:
-            return _Reviewed(first, new_cid, new_call, None)
+            return Reviewed(first, new_cid, new_call, None)
         if again.verdict is Verdict.ESCALATE:
             return again, new_cid, new_call
-        return _Reviewed(first, new_cid, new_call, _not_executed(again, new_call))
+        return Reviewed(first, new_cid, new_call, not_executed(again, new_call))
 
-    def _review(self, tracker: _Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> _Flow:
+    def _review(self, tracker: Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> Flow[Any]:
         """Ask a human (LangChain HITL answers); every answer is audited; an edit is decided again."""
         session, call = tracker.session, request.tool_call
         for _ in range(self.max_reviews):
@@ -283,59 +295,55 @@ class GuardToolWrapper:
                 session.review(cid, kind, reviewer=reviewer, message=message, **link)
             except (AuditError, BindingError) as exc:
                 log.warning("carbguard: %s", exc)
-                return _not_executed(decision, call)
+                return not_executed(decision, call)
             if kind == "approve":
-                bound = _authorize(session, cid, call.get("name"), call.get("args"))
-                return (
-                    _not_executed(decision, call)
-                    if bound is None
-                    else (yield _Execute(_with_args(request, call, bound)))
-                )
+                return (yield from self._run(tracker, request, Call(call.get("name"), call.get("args"), cid), decision))
             if kind == "respond":
                 return _respond_message(call, message)
             if kind == "reject" or new_call is None:
                 return _reject_message(call, decision, message)
-            # edit: the reviewer's call is a new call, decided on its own arguments before it may run
+            # edit: the reviewer's call is a new call, decided (and probed) on its own arguments before it may run
             edited_request = _edited_request(request, new_call)
             if edited_request is None:
-                return _not_executed(decision, new_call)
+                return not_executed(decision, new_call)
             request, call = edited_request, new_call
             cid = link["edited_call_id"]
-            tracker.alias[_plain(call.get("id"))] = cid
-            known = tracker.session.decisions.get(cid)
-            decision = known if known is not None and decided_call(known, call["name"], call["args"]) else None
-            if decision is None:
-                decision = yield _Decide(call["name"], call["args"], cid)
-            decision = yield from _settle(
-                session, decision, (call["name"], call["args"], cid), lambda p, b: None, 0, tracker.skipped
-            )
-            if decision.allowed:
-                bound = _authorize(session, cid, call["name"], call["args"])
-                if bound is not None:
-                    return (yield _Execute(_with_args(request, call, bound)))
-                return _not_executed((yield _Decide(call["name"], call["args"], cid)), call)
+            tracker.alias[plain(call.get("id"))] = cid
+            main = Call(call["name"], call["args"], cid)
+            known = session.decision(cid)
+            known = known if known is not None and decided_call(known, call["name"], call["args"]) else None
+            outcome = yield from guarded_call(session, main, self._tools(tracker, request, main), known)
+            if isinstance(outcome, Ran):
+                return outcome.output
+            decision = outcome.decision
             if decision.verdict is not Verdict.ESCALATE:
-                return _not_executed(decision, call)
-        return _not_executed(decision, call)
+                return not_executed(decision, call)
+        return not_executed(decision, call)
+
+    def _start(self, request: Any) -> Mapping[str, Any]:
+        """Before the first call of an agent runs: its tools against the policy (warnings); the run's config."""
+        tools = list(getattr(request.runtime, "tools", None) or ()) or [request.tool]
+        self.check_tools([t for t in tools if t is not None])
+        return getattr(request.runtime, "config", None) or current_config()
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         """Sync interceptor (LangGraph ``ToolCallWrapper``)."""
-        config = getattr(request.runtime, "config", None) or _current_config()
+        config = self._start(request)
         try:
-            tracker, _ = self.sync(config, _state_messages(request.state, self.messages_key))
+            tracker, _ = self.sync(config, state_messages(request.state, self.messages_key))
         except UnboundCallError as exc:
             return self._unbound(request, handler, exc)
-        return _drive_sync(self._flow(tracker, request, config), tracker.session, handler)
+        return drive(self._flow(tracker, request, config), tracker.session, handler)
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async interceptor (LangGraph ``AsyncToolCallWrapper``)."""
-        config = getattr(request.runtime, "config", None) or _current_config()
+        config = self._start(request)
         try:
-            tracker, _ = await self.async_sync(config, _state_messages(request.state, self.messages_key))
+            tracker, _ = await self.async_sync(config, state_messages(request.state, self.messages_key))
         except UnboundCallError as exc:
             out = self._unbound(request, handler, exc)
             return (await out) if not isinstance(out, ToolMessage) else out
-        return await _drive_async(self._flow(tracker, request, config), tracker.session, handler)
+        return await adrive(self._flow(tracker, request, config), tracker.session, handler)
 
     def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: UnboundCallError) -> Any:
         """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""
@@ -344,7 +352,7 @@ class GuardToolWrapper:
         if self.guard.mode == "shadow":
             return handler(request)
         return ToolMessage(
-            content=str(exc), name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="error"
+            content=str(exc), name=plain(call.get("name")), tool_call_id=plain(call.get("id")), status="error"
         )
 
 
@@ -354,18 +362,18 @@ class GuardToolWrapper:
 def _respond_message(call: Mapping[str, Any], message: str | None) -> ToolMessage:
     """The human's answer in place of the tool's (the tool does not run)."""
     return ToolMessage(
-        content=message or "", name=_plain(call.get("name")), tool_call_id=_plain(call.get("id")), status="success"
+        content=message or "", name=plain(call.get("name")), tool_call_id=plain(call.get("id")), status="success"
     )
 
 
 def _reject_message(call: Mapping[str, Any], decision: Decision, message: str | None) -> ToolMessage:
     """The refusal the model gets when a human rejected an escalated call."""
-    name = _plain(call.get("name"))
+    name = plain(call.get("name"))
     text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
     return ToolMessage(
         content=f"{text} Reason: {message}" if message else text,
         name=name,
-        tool_call_id=_plain(call.get("id")),
+        tool_call_id=plain(call.get("id")),
         status="error",
     )
 

@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import json
 import os
+import stat
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, BinaryIO
 
@@ -53,11 +55,35 @@ class LineWriter:
                 self._sink.flush()
 
 
-async def stdin_reader() -> asyncio.StreamReader:
-    """This process's stdin as an asyncio stream."""
+def stdin_fd() -> int:
+    """This process's stdin file descriptor; InputError when stdin is closed."""
+    try:
+        fd = sys.stdin.fileno()
+        os.fstat(fd)
+    except (AttributeError, OSError, ValueError):
+        raise InputError("stdin is closed: mcp-proxy speaks MCP to its client over stdin/stdout") from None
+    return fd
+
+
+async def stdin_reader(fd: int) -> asyncio.StreamReader:
+    """Stdin as an asyncio stream: a pipe, socket or terminal directly; a file or ``/dev/null`` by a reader thread."""
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd):
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        return reader
+
+    def feed() -> None:  # epoll cannot wait on a regular file or /dev/null
+        try:
+            while chunk := os.read(fd, 65536):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+        except OSError:
+            pass
+        finally:
+            loop.call_soon_threadsafe(reader.feed_eof)
+
+    threading.Thread(target=feed, name="carbguard-stdin", daemon=True).start()
     return reader
 
 
@@ -101,7 +127,7 @@ async def pump(
         await handle(message)
 
 
-async def _stop(process: asyncio.subprocess.Process) -> int:
+async def stop_server(process: asyncio.subprocess.Process) -> int:
     if process.stdin is not None and not process.stdin.is_closing():
         process.stdin.close()
     try:
@@ -141,9 +167,9 @@ async def serve_stdio(
     warn: Callable[[str], None] = _stderr,
 ) -> int:
     """Run the proxy for one client connection until the client or the server hangs up; the server's exit code."""
+    reader = client_in if client_in is not None else await stdin_reader(stdin_fd())  # before the server starts
     process = await spawn_server(command, env)
     assert process.stdin is not None and process.stdout is not None
-    reader = client_in if client_in is not None else await stdin_reader()
     to_client = LineWriter(client_out if client_out is not None else sys.stdout.buffer)
     to_server = LineWriter(process.stdin)
     relay = GuardedRelay(guard.session(session_id), to_client.send, to_server.send, warn=warn)
@@ -161,20 +187,22 @@ async def serve_stdio(
         done, _ = await asyncio.wait({client_task, server_task}, return_when=asyncio.FIRST_COMPLETED)
         if client_task in done:  # the client hung up: let the server finish what it was sent
             _report(client_task, "the client connection", warn)
+            if not relay.heard:
+                warn("carbguard: the client closed stdin before sending anything; the proxy stops")
             relay.close()
-            code = await _stop(process)
+            code = await stop_server(process)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(server_task, SHUTDOWN_GRACE_S)
             return code
         _report(server_task, "the server connection", warn)
         relay.close()
         client_task.cancel()
-        return await _stop(process)
+        return await stop_server(process)
     finally:
         for task in (client_task, server_task):
             task.cancel()
         if process.returncode is None:
-            await _stop(process)
+            await stop_server(process)
 
 
 __all__ = ["LineWriter", "serve_stdio", "spawn_server"]

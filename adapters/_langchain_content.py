@@ -3,15 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
-from guard.errors import InputError
 from guard.records import safe_repr
-from guard.runtime import Session
-
-log = logging.getLogger("guard.adapters.langchain")
 
 
 def render_block(block: Any) -> str:
@@ -52,23 +47,4 @@ def attachments(message: Any) -> list[Any]:
     return [b for b in content if type(b) is not str and not (isinstance(b, Mapping) and b.get("type") == "text")]
 
 
-def observe_result(
-    session: Session, call_id: str, text: str, status: str, skipped: list[str], tool: Any = None
-) -> None:
-    """Record a result; one the session cannot place (unknown or answered call id) is reported in ``skipped``.
-
-    The model still reads such a stray result, so its text is recorded as content (never as the
-    result of a call): with the source kind the policy gives the tool the message names, else
-    ``untrusted_source``.
-    """
-    try:
-        session.observe_result(call_id, text, status)
-    except InputError as exc:
-        skipped.append(str(exc))
-        log.warning("carbguard: %s (recorded as content, answering no call)", exc)
-        name = tool if type(tool) is str and tool else None
-        source = session.tool_source(name) if name else "untrusted_source"
-        session.observe_content(text, source, f"stray_result:{name or 'unknown'}")
-
-
-__all__ = ["attachments", "content_text", "observe_result", "render_block"]
+__all__ = ["attachments", "content_text", "render_block"]

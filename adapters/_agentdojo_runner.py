@@ -16,16 +16,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from guard.adapters._agentdojo_compat import Mode, _require
+from guard.adapters._agentdojo_compat import Mode, require
 from guard.adapters._agentdojo_element import GuardedRun, GuardElement
-from guard.adapters._agentdojo_replay import ReplayLLM, _Recorder, offline_episode
+from guard.adapters._agentdojo_replay import Recorder, ReplayLLM, offline_episode
 from guard.decision import Decision
-from guard.errors import CorpusError
+from guard.errors import CorpusError, PolicyError
 from guard.progress import Progress
 from guard.records import Episode, RecordKind
 from guard.runtime import Guard
 
-with contextlib.suppress(ImportError):  # exercised only without the extra; _require reports it
+with contextlib.suppress(ImportError):  # exercised only without the extra; require reports it
     from agentdojo.agent_pipeline.agent_pipeline import AgentPipeline, load_system_message
     from agentdojo.agent_pipeline.basic_elements import InitQuery, SystemMessage
     from agentdojo.agent_pipeline.ground_truth_pipeline import GroundTruthPipeline
@@ -50,7 +50,7 @@ def _task(suite: Any, task_id: str) -> Any:
 
 def compatible_versions(episode: Episode) -> tuple[str, ...]:
     """The benchmark versions whose task texts match a logged episode (user prompt, injection goal)."""
-    _require()
+    require()
     meta = episode.meta
     said = _norm(next((r.text for r in episode.records if r.kind is RecordKind.USER), ""))
     payloads = [_norm(p) for p in meta.injections]
@@ -97,7 +97,7 @@ def _choose_versions(episodes: Sequence[Episode], declared: Mapping[str, str] | 
 @cache
 def injection_candidates(version: str, suite_name: str, user_task: str) -> tuple[str, ...]:
     """The injection vectors the ground truth of ``user_task`` sees (AgentDojo's own rule)."""
-    _require()
+    require()
     suite = get_suite(version, suite_name)
     task = suite.get_user_task_by_id(user_task)
     canaries = {v: f"<CANARY---{v}--->" for v in suite.get_injection_vector_defaults()}
@@ -118,11 +118,6 @@ def episode_injections(episode: Episode, version: str) -> dict[str, str]:
     this mapping) and the vectors the user task's ground truth sees in ``version``; ``{}`` for a
     benign episode.  Raises CorpusError when payloads and vectors cannot be paired.
     """
-    return _injections(episode, version)
-
-
-def _injections(episode: Episode, version: str) -> dict[str, str]:
-    """The attack's injections, rebuilt from the episode's payloads (sorted by vector id in the loader)."""
     meta = episode.meta
     if not meta.attack or not meta.injection_task:
         return {}
@@ -173,7 +168,7 @@ def rerun_episode(
     ``version`` should be one of :func:`compatible_versions` ``(episode)``; another one re-runs
     tasks whose texts differ from the log and warns (:class:`AgentDojoVersionWarning`).
     """
-    _require()
+    require()
     meta = episode.meta
     matching = compatible_versions(episode)
     if version not in matching:
@@ -188,12 +183,13 @@ def rerun_episode(
     injection_task = (
         suite.get_injection_task_by_id(meta.injection_task) if meta.attack and meta.injection_task else None
     )
-    replay, recorder = ReplayLLM(episode), _Recorder()
+    replay, recorder = ReplayLLM(episode), Recorder()
     element = GuardElement(guard, mode, session_id=episode.episode_id) if guard is not None else None
     loop = ToolsExecutionLoop([*([element] if element else []), ToolsExecutor(), replay], max_iters=max_iters)
     pipeline = AgentPipeline([SystemMessage(load_system_message(None)), InitQuery(), replay, loop, recorder])
     pipeline.name = "carbguard-replay"
-    utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection_task, _injections(episode, version))
+    injections = episode_injections(episode, version)
+    utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection_task, injections)
     outcome = EpisodeOutcome(episode.episode_id, version, injection_task is not None, bool(utility), bool(security))
     if guard is None or element is None or not element.runs:
         return dataclasses.replace(outcome, messages=tuple(recorder.messages or ()))
@@ -311,9 +307,9 @@ def run_suite(
     second one replays the transcripts offline.  Pass a list as ``outcomes`` to receive the
     per-episode ``(without, with)`` outcomes.
     """
-    _require()
+    require()
     if mode not in ("abort", "deny"):
-        raise ValueError(f"mode must be 'abort' or 'deny', got {mode!r}")
+        raise PolicyError(f"mode must be 'abort' or 'deny', got {mode!r}")
     if version is not None and version not in VERSIONS:
         raise ValueError(f"unknown AgentDojo benchmark version {version!r}; known: {', '.join(VERSIONS)}")
     episodes, declared = _episodes_of(runs_or_report, suite)
