@@ -50,7 +50,8 @@ def _type(prop: dict[str, Any]) -> str:
 
 
 def _cell(text: str) -> str:
-    return clean(text).replace("|", "\\|").replace("\n", " ")
+    escaped = clean(text).replace("|", "\\|").replace("[", "\\[").replace("]", "\\]")
+    return escaped.replace("\n", " ")
 
 
 def _default(prop: dict[str, Any]) -> str:
