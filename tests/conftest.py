@@ -185,3 +185,22 @@ def run_script(g: Guard, steps: list[tuple[Any, ...]], session_id: str = "script
 def script_runner() -> Callable[..., tuple[Session, list[Decision]]]:
     """:func:`run_script`: feed a script into a new session whatever the verdicts."""
     return run_script
+
+
+# --------------------------------------------------------------------------- parallel runs (pytest-xdist)
+
+#: Modules whose session fixtures add up counts over all their tests and write them to one file under
+#: ci-artifacts/ at the end of the session: under xdist each must run in one worker, or each worker
+#: would write its own partial counts over the others'.  (``--dist loadgroup`` is in pytest's addopts.)
+ONE_WORKER = {
+    "tests/reliability/test_fault_injection.py": "fault_injection",
+    "tests/reliability/test_fuzz.py": "fuzz",
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each count-writing module on one xdist worker."""
+    for item in items:
+        group = ONE_WORKER.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
