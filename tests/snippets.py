@@ -76,8 +76,10 @@ def _regions(document: Document) -> Iterator[Region]:
         unknown = [f for f in flags if f not in FLAGS]
         line = document.text.count("\n", 0, region.start) + 1
         if language not in RUN + PARSED + OUTPUT:
-            raise SnippetError(f"{document.path}:L{line}: unknown fence language {language!r} (use one of "
-                               f"{', '.join(repr(x) for x in RUN + PARSED + OUTPUT)})")
+            raise SnippetError(
+                f"{document.path}:L{line}: unknown fence language {language!r} (use one of "
+                f"{', '.join(repr(x) for x in RUN + PARSED + OUTPUT)})"
+            )
         if unknown:
             raise SnippetError(f"{document.path}:L{line}: unknown fence flag(s) {unknown} (known: {FLAGS})")
         source = str(region.lexemes["source"])

@@ -16,8 +16,14 @@ from tests.snippets import ROOT, snippets
 README = ROOT / "README.md"
 TEXT = README.read_text(encoding="utf-8")
 SETUP = 'python3 -m venv .venv && .venv/bin/pip install -e ".[all,dev]" && .venv/bin/carbguard evaluate'
-INTEGRATIONS = ("LangChain `create_agent`", "LangGraph `ToolNode`", "Your own loop", "OpenAI Agents SDK", "MCP proxy",
-                "AgentDojo")
+INTEGRATIONS = (
+    "LangChain `create_agent`",
+    "LangGraph `ToolNode`",
+    "Your own loop",
+    "OpenAI Agents SDK",
+    "MCP proxy",
+    "AgentDojo",
+)
 
 
 def test_at_most_400_lines() -> None:

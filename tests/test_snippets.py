@@ -38,7 +38,8 @@ def test_shell_blocks_use_the_venv() -> None:
         for line in snippet.source.splitlines():
             words = line.split()
             creates_a_venv = line.strip().startswith("python3 -m venv ")  # the one command run before a venv exists
-            if words and words[0] in {"carbguard", "python", "python3", "pip", "pytest", "mkdocs"} and not creates_a_venv:
+            bare_tool = bool(words) and words[0] in {"carbguard", "python", "python3", "pip", "pytest", "mkdocs"}
+            if bare_tool and not creates_a_venv:
                 bare.append(f"{snippet.name}: {line.strip()}")
     assert not bare, bare
 
