@@ -114,7 +114,11 @@ def _walk(parser: argparse.ArgumentParser, path: str, help_text: str) -> Iterato
         names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}`"
         choices = f" (one of {', '.join(str(c) for c in action.choices)})" if action.choices else ""
         text = (action.help or "") % {"default": action.default, "prog": parser.prog} if action.help else ""
-        rows.append(f"| {names} | {_cell(text)}{choices} |")
+        default = action.default
+        empty = default is None or default is False or default == [] or default == argparse.SUPPRESS
+        shown = not empty and "default" not in text.lower()
+        suffix = f" (default: `{default}`)" if shown else ""
+        rows.append(f"| {names} | {_cell(text)}{choices}{suffix} |")
     if rows:
         yield "| argument | meaning |"
         yield "| --- | --- |"
