@@ -198,9 +198,25 @@ ONE_WORKER = {
 }
 
 
+#: End-to-end runs and statistical studies that take more than a few seconds each (tens of seconds on a loaded
+#: 2-core machine), marked ``slow`` here so that ``-m "not slow"`` skips them; node-id prefixes.  CI runs them.
+SLOW = (
+    "tests/test_own_deployment.py",
+    "tests/reliability/test_concurrency.py",
+    "tests/reliability/test_crash_durability.py",
+    "tests/adapters/test_mcp_http.py",
+    "tests/adapters/test_mcp_readme.py::test_policy_init_and_proxy_commands_run_as_written",
+    "tests/adapters/test_agentdojo_adapter.py::test_run_suite_on_attacked_and_benign_episodes",
+    "tests/calibration/test_risk_monitor.py::test_readme_table_is_what_the_command_prints",
+    "tests/calibration/test_risk_monitor.py::test_readme_review_table_is_what_the_command_prints",
+)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Keep each count-writing module on one xdist worker."""
+    """Keep each count-writing module on one xdist worker; mark the slow end-to-end runs and studies."""
     for item in items:
         group = ONE_WORKER.get(item.nodeid.split("::", 1)[0])
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
