@@ -193,7 +193,7 @@ def test_label_loss() -> None:
 
 
 def test_readme_table_is_what_the_command_prints() -> None:
-    """Catches a monitoring-page detection-delay table that `python -m guard.calibration.risk_monitor` does not print."""
+    """Catches a docs detection-delay table that `python -m guard.calibration.risk_monitor` does not print."""
     done = subprocess.run([sys.executable, "-m", "guard.calibration.risk_monitor"], cwd=ROOT, capture_output=True,
                           text=True, check=True, timeout=120)
     readme = (ROOT / "docs" / "monitoring.md").read_text(encoding="utf-8")
@@ -202,7 +202,7 @@ def test_readme_table_is_what_the_command_prints() -> None:
 
 
 def test_readme_review_table_is_what_the_command_prints() -> None:
-    """Catches a monitoring-page review-sampling delay table that `python -m guard.calibration.risk_monitor --review` does
+    """Catches a docs review-sampling delay table that `python -m guard.calibration.risk_monitor --review` does
     not print (e.g. the 1/p weighting dropped from the simulation: delays would not grow with 1/p)."""
     done = subprocess.run([sys.executable, "-m", "guard.calibration.risk_monitor", "--review"], cwd=ROOT,
                           capture_output=True, text=True, check=True, timeout=120)
