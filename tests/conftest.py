@@ -185,3 +185,38 @@ def run_script(g: Guard, steps: list[tuple[Any, ...]], session_id: str = "script
 def script_runner() -> Callable[..., tuple[Session, list[Decision]]]:
     """:func:`run_script`: feed a script into a new session whatever the verdicts."""
     return run_script
+
+
+# --------------------------------------------------------------------------- parallel runs (pytest-xdist)
+
+#: Modules whose session fixtures add up counts over all their tests and write them to one file under
+#: ci-artifacts/ at the end of the session: under xdist each must run in one worker, or each worker
+#: would write its own partial counts over the others'.  (``--dist loadgroup`` is in pytest's addopts.)
+ONE_WORKER = {
+    "tests/reliability/test_fault_injection.py": "fault_injection",
+    "tests/reliability/test_fuzz.py": "fuzz",
+}
+
+
+#: End-to-end runs and statistical studies that take more than a few seconds each (tens of seconds on a loaded
+#: 2-core machine), marked ``slow`` here so that ``-m "not slow"`` skips them; node-id prefixes.  CI runs them.
+SLOW = (
+    "tests/test_own_deployment.py",
+    "tests/reliability/test_concurrency.py",
+    "tests/reliability/test_crash_durability.py",
+    "tests/adapters/test_mcp_http.py",
+    "tests/adapters/test_mcp_readme.py::test_policy_init_and_proxy_commands_run_as_written",
+    "tests/adapters/test_agentdojo_adapter.py::test_run_suite_on_attacked_and_benign_episodes",
+    "tests/calibration/test_risk_monitor.py::test_readme_table_is_what_the_command_prints",
+    "tests/calibration/test_risk_monitor.py::test_readme_review_table_is_what_the_command_prints",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each count-writing module on one xdist worker; mark the slow end-to-end runs and studies."""
+    for item in items:
+        group = ONE_WORKER.get(item.nodeid.split("::", 1)[0])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

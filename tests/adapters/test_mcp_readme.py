@@ -1,4 +1,8 @@
-"""The README's `policy init` and MCP snippets run as written (`carbguard` and `python` mapped to this interpreter)."""
+"""The MCP page's `policy init` and proxy commands run as written, the proxy driven by a real MCP client.
+
+(`.venv/bin/carbguard` and `.venv/bin/python` are mapped to this interpreter; tests/test_snippets.py runs the
+page's other blocks.)
+"""
 
 from __future__ import annotations
 
@@ -19,17 +23,17 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-SECTION = README.split("**A policy from your tools' schemas**", 1)[1].split("**AgentDojo** — ", 1)[0]
-BASH = re.findall(r"```bash\n(.*?)```", SECTION, re.S)
+SECTION = (ROOT / "docs" / "integrations" / "mcp.md").read_text(encoding="utf-8")
+BASH = re.findall(r"```bash(?: notest)?\n(.*?)```", SECTION, re.S)
 PYTHON = re.findall(r"```python\n(.*?)```", SECTION, re.S)
+CONFIG = re.findall(r"```json\n(.*?)```", SECTION, re.S)
 ALICE = "Alice Meyer, IBAN DE89370400440532013000, passport C01X00T47"
 
 
 def _argv(line: str) -> list[str]:
     words = shlex.split(line, comments=True)
-    assert words[0] == "carbguard"
-    return [sys.executable, "-m", "guard", *(sys.executable if w == "python" else w for w in words[1:])]
+    assert words[0] == ".venv/bin/carbguard"
+    return [sys.executable, "-m", "guard", *(sys.executable if w == ".venv/bin/python" else w for w in words[1:])]
 
 
 @pytest.fixture
@@ -40,13 +44,17 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def test_snippets_are_short() -> None:
-    """Catches an integration snippet that grew to 15 lines or more (the issue's bar)."""
+    """Catches a command block that grew to 15 lines or more, or a wrapper example longer than 30 lines.
+
+    (The Python example is complete as pasted — imports, server parameters and the run — hence its own bound.)
+    """
     assert len(BASH) == 2 and len(PYTHON) == 1
-    assert all(len(block.strip().splitlines()) < 15 for block in (*BASH, *PYTHON))
+    assert all(len(block.strip().splitlines()) < 15 for block in BASH)
+    assert len(PYTHON[0].strip().splitlines()) <= 30
 
 
 def test_policy_init_and_proxy_commands_run_as_written(workdir: Path) -> None:
-    """Catches a README command that fails, or a generated policy under which the exfiltration gets through."""
+    """Catches a documented command that fails, or a generated policy under which the exfiltration gets through."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for line in BASH[0].strip().splitlines():
         done = subprocess.run(_argv(line), cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
@@ -77,14 +85,13 @@ def test_policy_init_and_proxy_commands_run_as_written(workdir: Path) -> None:
 
 def test_client_config_is_json_naming_the_proxy() -> None:
     """Catches a broken JSON example for Claude Desktop's config."""
-    found = re.search(r"`(\{\"mcpServers\".*?\}\}\})`", SECTION, re.S)
-    assert found is not None
-    config = json.loads(found.group(1).replace("\n", " "))
+    (found,) = CONFIG
+    config = json.loads(found)
     args = config["mcpServers"]["files"]["args"]
-    assert config["mcpServers"]["files"]["command"] == "carbguard" and args[0] == "mcp-proxy" and "--" in args
+    assert config["mcpServers"]["files"]["command"].endswith("/carbguard") and args[0] == "mcp-proxy" and "--" in args
 
 
 def test_guarded_client_snippet_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Catches a README wrapper example that does not run or whose refusal assertion fails."""
+    """Catches a documented wrapper example that does not run or whose refusal assertion fails."""
     monkeypatch.chdir(ROOT)
-    exec(compile(PYTHON[0], "README.md", "exec"), {"__name__": "readme"})
+    exec(compile(PYTHON[0], "docs/integrations/mcp.md", "exec"), {"__name__": "docs"})

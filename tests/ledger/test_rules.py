@@ -175,25 +175,21 @@ def test_ledger_is_not_in_the_pipeline_fingerprint() -> None:
 
 
 def test_readme_ledger_example_and_reference_row() -> None:
-    """The README's ledger: example is a valid section and its reference row names every key: catches doc drift."""
+    """The ledger page's example is a valid policy and its rule table names every key: catches doc drift."""
     import re
 
     from guard.policy.ledger import LedgerSpec
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Calibrate on your own agent", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```yaml\n(ledger:.*?)```", section, re.S)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "ledger.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(version: 1\n.*?)```", page, re.S)
     assert block is not None
-    data = copy.deepcopy(BASE)
-    data["tools"]["update_password"] = {"kind": "other", "effect": "irreversible"}
-    data.update(yaml.safe_load(block.group(1)))
-    assert parse_policy(data).ledger is not None
-    row = next(line for line in readme.splitlines() if line.startswith("| `ledger` |"))
+    assert parse_policy(yaml.safe_load(block.group(1))).ledger is not None
+    table = page.split("## Categories and their rule shapes", 1)[1].split("\n## ", 1)[0]
     for name, field in LedgerSpec.model_fields.items():
-        assert f"`{name}`" in row
+        (row,) = [line for line in table.splitlines() if line.startswith(f"| `{name}` |")]
         rule = field.annotation.__args__[0]  # type: ignore[union-attr]
         for key in rule.model_fields:
-            assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the README reference row"
+            assert f"`{key}`" in row, f"ledger.{name}.{key} missing from the ledger page's rule table"
 
 
 def test_untrusted_reuse_is_not_charged_when_the_user_named_every_recipient() -> None:

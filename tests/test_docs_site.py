@@ -1,0 +1,135 @@
+"""The documentation site: generated references match the code, results regions exist, the strict build passes."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", ROOT / "docs" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+hooks = _load("hooks")
+gen = _load("gen_results")
+
+
+def test_policy_reference_covers_the_schema() -> None:
+    """Catches a policy key or schema definition that the generated reference leaves out."""
+    from guard.policy import policy_json_schema
+
+    schema = policy_json_schema()
+    text = hooks.policy_reference()
+    for key in schema["properties"]:
+        assert f"| `{key}` |" in text, key
+    for name, sub in schema["$defs"].items():
+        assert f"### {name}" in text, name
+        for key in sub.get("properties", {}):
+            assert f"| `{key}` |" in text, (name, key)
+
+
+def test_cli_reference_covers_every_command_and_option() -> None:
+    """Catches a subcommand or option of the parsers that the generated CLI reference leaves out."""
+    import argparse
+
+    from guard.cli import build_parser
+
+    text = hooks.cli_reference()
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        assert f"### `{path}`" in text, path
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}`" in text, (path, option)
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+
+    walk(build_parser(), "carbguard")
+
+
+def test_generated_text_has_no_outside_pointers() -> None:
+    """Catches a design-document pointer (METHOD §N) leaking from docstrings or help into the pages."""
+    assert hooks.clean("the gate (METHOD §4) decides") == "the gate decides"
+    for text in (hooks.policy_reference(), hooks.cli_reference()):
+        assert "METHOD §" not in text
+
+
+def test_markers_are_filled() -> None:
+    """Catches a page marker that the build would leave as an HTML comment (a missing generator or file)."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    markers = [(p, m) for p in pages for m in hooks.MARKER.finditer(p.read_text(encoding="utf-8"))]
+    assert {m.group(2) for _, m in markers} >= {"policy-reference", "cli-reference", "CHANGELOG.md"}
+    for page, _ in markers:
+        assert "<!-- generated" not in hooks.expand(page.read_text(encoding="utf-8")), page
+
+
+def test_every_results_region_exists_once() -> None:
+    """Catches a results table whose page region is missing or duplicated (the generator would fail or misplace)."""
+    for table in gen.TABLES:
+        text = (ROOT / "docs" / table.page).read_text(encoding="utf-8")
+        assert text.count(f"<!-- results:{table.name} -->") == 1, table.name
+        assert text.count(f"<!-- /results:{table.name} -->") == 1, table.name
+        region = text.split(f"<!-- results:{table.name} -->", 1)[1].split("<!-- /results:", 1)[0]
+        assert f"Command: `{gen.command(table.job)}`" in region, table.name
+
+
+def test_rewrite_replaces_only_the_region() -> None:
+    """Catches a generator that touches text outside its markers or accepts a page without them."""
+    table = gen.Table("x.md", "demo", "ledger", lambda data: f"n={data['n']}")
+    page = "before\n<!-- results:demo -->\nold\n<!-- /results:demo -->\nafter\n"
+    new = gen.rewrite(page, table, {"n": 3})
+    assert new.startswith("before\n<!-- results:demo -->") and new.endswith("<!-- /results:demo -->\nafter\n")
+    assert "n=3" in new and "old" not in new
+    with pytest.raises(SystemExit, match="no <!-- results:demo --> region"):
+        gen.rewrite("no markers here", table, {"n": 3})
+
+
+def test_nav_lists_every_page() -> None:
+    """Catches a page missing from mkdocs.yml's nav, or a nav entry without its page."""
+    config: dict[str, Any] = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+
+    def files(nav: Any) -> list[str]:
+        if isinstance(nav, str):
+            return [nav]
+        if isinstance(nav, list):
+            return [f for item in nav for f in files(item)]
+        return [f for value in nav.values() for f in files(value)]
+
+    listed = set(files(config["nav"]))
+    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert listed == pages
+
+
+@pytest.mark.slow
+def test_strict_build(tmp_path: Path) -> None:
+    """Catches a broken link, anchor, nav entry or API reference: ``mkdocs build --strict`` must pass."""
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    done = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "cli" / "index.html").exists()

@@ -1,0 +1,96 @@
+"""Every code block of README.md and docs/**/*.md runs as pasted (the runner is tests/snippets.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.snippets import ROOT, Snippet, SnippetError, documents, run_snippet, snippets
+
+ALL = [s for path in documents() for s in snippets(path)]
+
+
+def _param(snippet: Snippet) -> object:
+    marks = [pytest.mark.slow] if "slow" in snippet.flags else []
+    return pytest.param(snippet, id=snippet.name, marks=marks)
+
+
+@pytest.mark.parametrize("snippet", [_param(s) for s in ALL if s.runs])
+def test_snippet_runs(snippet: Snippet) -> None:
+    """Catches a README or docs code block that fails as pasted (NameError, a wrong path, a failing command)."""
+    run_snippet(snippet)
+
+
+def test_every_page_is_scanned() -> None:
+    """Catches a runner that silently finds no blocks (a lexer or glob that matches nothing)."""
+    assert len(documents()) > 10
+    by_language = {lang: sum(s.language == lang and s.runs for s in ALL) for lang in ("python", "bash")}
+    assert by_language["python"] >= 10 and by_language["bash"] >= 5, by_language
+
+
+def test_shell_blocks_use_the_venv() -> None:
+    """Catches a shell block that calls a bare ``carbguard``/``python``/``pip`` instead of ``.venv/bin/…``."""
+    bare = []
+    for snippet in ALL:
+        if snippet.language != "bash":
+            continue
+        for line in snippet.source.splitlines():
+            words = line.split()
+            creates_a_venv = line.strip().startswith("python3 -m venv ")  # the one command run before a venv exists
+            bare_tool = bool(words) and words[0] in {"carbguard", "python", "python3", "pip", "pytest", "mkdocs"}
+            if bare_tool and not creates_a_venv:
+                bare.append(f"{snippet.name}: {line.strip()}")
+    assert not bare, bare
+
+
+def _page(tmp_path: Path, body: str) -> list[Snippet]:
+    page = tmp_path / "page.md"
+    page.write_text(body, encoding="utf-8")
+    return snippets(page)
+
+
+def test_a_broken_python_block_fails(tmp_path: Path) -> None:
+    """Negative control: a block that uses a name it never imports must fail the runner."""
+    (snippet,) = _page(tmp_path, "# t\n\n```python\nguard = Guard.from_policy('x.yaml')\n```\n")
+    with pytest.raises(SnippetError, match="NameError"):
+        run_snippet(snippet)
+
+
+def test_a_failing_command_fails(tmp_path: Path) -> None:
+    """Negative control: a shell block whose command exits non-zero (here: bad input, exit 2) must fail."""
+    (snippet,) = _page(tmp_path, "```bash\n.venv/bin/carbguard policy validate no-such-policy.yaml\n```\n")
+    with pytest.raises(SnippetError, match="exited 2"):
+        run_snippet(snippet)
+
+
+def test_blocks_are_isolated(tmp_path: Path) -> None:
+    """Catches a runner that shares a namespace: the second block cannot see the first block's names."""
+    first, second = _page(tmp_path, "```python\nx = 1\n```\n\n```python\nassert x == 1\n```\n")
+    run_snippet(first)
+    with pytest.raises(SnippetError, match="NameError"):
+        run_snippet(second)
+
+
+def test_flags_and_languages(tmp_path: Path) -> None:
+    """Catches a ``notest`` block that runs anyway, or an unknown fence language or flag accepted silently."""
+    (skipped,) = _page(tmp_path, "```bash notest\nexit 1\n```\n")
+    run_snippet(skipped)  # not run, so no failure
+    with pytest.raises(SnippetError, match="unknown fence language"):
+        _page(tmp_path, "```pyhton\nprint(1)\n```\n")
+    with pytest.raises(SnippetError, match="unknown fence flag"):
+        _page(tmp_path, "```python notset\nprint(1)\n```\n")
+
+
+def test_a_bad_policy_block_fails(tmp_path: Path) -> None:
+    """Catches a YAML policy example with a typo that the strict loader refuses."""
+    (snippet,) = _page(tmp_path, "```yaml\nversion: 1\nname: x\ntools: {a: {kind: sinc}}\n```\n")
+    with pytest.raises(SnippetError, match="not a valid policy"):
+        run_snippet(snippet)
+
+
+def test_runner_sees_nested_fences(tmp_path: Path) -> None:
+    """Catches a lexer that misses a block inside a list item."""
+    found = _page(tmp_path, "1. step\n\n   ```bash\n   .venv/bin/carbguard --help\n   ```\n")
+    assert [(s.language, s.source.strip()) for s in found] == [("bash", ".venv/bin/carbguard --help")]
+    assert ROOT.exists()
