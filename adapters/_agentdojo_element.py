@@ -14,6 +14,7 @@ from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refu
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, decided, drive
 from guard.decision import Decision, Verdict
+from guard.decision import Mode as GuardMode
 from guard.errors import InputError, PolicyError
 from guard.policy.tools import from_openai_tools
 from guard.runtime import Guard, Session
@@ -85,7 +86,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if mode not in ("abort", "deny", "enforce", "shadow"):
             raise PolicyError(f"mode must be 'abort', 'deny', 'enforce' or 'shadow', got {mode!r}")
         self.guard = guard_in_mode(guard, "shadow" if mode == "shadow" else None)
-        if self.guard.mode == "shadow" and mode != "shadow":
+        if self.guard.mode is GuardMode.SHADOW and mode != "shadow":
             raise PolicyError(f"mode {mode!r} needs an enforcing guard; this guard is in shadow mode")
         self.mode: Mode = "abort" if mode == "enforce" else mode
         self.session_id = session_id

@@ -17,7 +17,7 @@ from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_content import attachments, content_text, render_block
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters.flow import Action, Call, Decide, check_tools, observe
-from guard.decision import Decision
+from guard.decision import Decision, Mode
 from guard.errors import InputError
 from guard.records import safe_repr
 from guard.runtime import CallState, Session, decided_call
@@ -235,7 +235,7 @@ def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, li
                 call_id = bad.get("id") or ""
                 decision = yield Decide(Call(bad.get("name") or "", bad.get("args"), call_id))
                 tracker.asked.setdefault(plain(call_id), []).append(Asked(bad.get("name"), bad.get("args"), decision))
-                if call_id and session.guard.mode != "shadow":
+                if call_id and session.guard.mode is not Mode.SHADOW:
                     text = (
                         f"{refusal_text(decision)} Parser error: {bad.get('error') or 'arguments are not valid JSON'}"
                     )

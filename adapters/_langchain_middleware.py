@@ -26,6 +26,7 @@ from guard.adapters._langchain_core import (
 )
 from guard.adapters._langchain_wrapper import GuardToolWrapper
 from guard.adapters.flow import adrive, drive
+from guard.decision import Mode
 from guard.runtime import Guard, Session
 
 
@@ -63,7 +64,7 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
         return self.wrapper.session(key)
 
     def _reviews(self, config: Mapping[str, Any]) -> bool:
-        return self.guard.mode != "shadow" and has_checkpointer(config)
+        return self.guard.mode is not Mode.SHADOW and has_checkpointer(config)
 
     def after_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """Decide the new turn's calls; refuse the ones LangChain could not parse; review the escalated ones.

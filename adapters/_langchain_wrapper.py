@@ -34,7 +34,7 @@ from guard.adapters._langchain_core import (
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Decide, Flow, Ran, Tools, adrive, drive, execute, guarded_call
-from guard.decision import Decision, Verdict
+from guard.decision import Decision, Mode, Verdict
 from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session, decided_call
 
@@ -349,7 +349,7 @@ class GuardToolWrapper:
         """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""
         log.warning("%s", exc)
         call = request.tool_call
-        if self.guard.mode == "shadow":
+        if self.guard.mode is Mode.SHADOW:
             return handler(request)
         return ToolMessage(
             content=str(exc), name=plain(call.get("name")), tool_call_id=plain(call.get("id")), status="error"

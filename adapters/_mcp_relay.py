@@ -24,7 +24,7 @@ from typing import Any
 from guard.adapters._mcp_content import ContentObserver, observe_all, result_text
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters.flow import Call, Refused, Tools, adrive, authorized, decided
-from guard.decision import Decision
+from guard.decision import Decision, Mode
 from guard.errors import GuardError, InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
 from guard.runtime import Session
@@ -139,7 +139,7 @@ class GuardedRelay:
             return
         call, tools = Call(tool_name, args, call_id), mcp_tools(self._warn, response_text)
         decision = await adrive(decided(self.session, call, tools), self.session, self._probe)
-        if not (decision.allowed or self.session.guard.mode == "shadow"):
+        if not (decision.allowed or self.session.guard.mode is Mode.SHADOW):
             await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
             return
         forwarded = authorized(self.session, call, decision, tools)

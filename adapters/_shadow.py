@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from guard.errors import PolicyError
-from guard.runtime import MODES, Guard
+from guard.decision import Mode
+from guard.runtime import Guard
 
 
 def guard_in_mode(guard: Guard, mode: str | None) -> Guard:
@@ -15,10 +15,11 @@ def guard_in_mode(guard: Guard, mode: str | None) -> Guard:
     decisions and audit entries are those of ``guard``; only :meth:`Session.authorize` differs
     (shadow permits every decided call once).
     """
-    if mode is None or mode == guard.mode:
+    if mode is None:
         return guard
-    if mode not in MODES:
-        raise PolicyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    wanted = Mode.parse(mode)  # a typo is a PolicyError, as in Guard
+    if wanted is guard.mode:
+        return guard
     twin = copy.copy(guard)
-    twin.mode = mode
+    twin.mode = wanted
     return twin

@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from guard.decision import Decision
+from guard.decision import Decision, Mode
 from guard.episode_json import episode_line
 from guard.errors import InputError
 from guard.graph import PrefixGraph
+from guard.jsonio import encode_float
 from guard.policy import Policy
 from guard.protocols import AuditSink
 from guard.records import Episode, EpisodeMeta, Record, RecordKind
@@ -66,7 +67,7 @@ class _Guard(Protocol):
     policy: Policy
     threshold: float
     artifact_id: str | None
-    mode: str
+    mode: Mode
     audit: AuditSink | None
     recorder: EpisodeRecorder | None
 
@@ -292,12 +293,12 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
         "session": session.session_id,
         "mode": guard.mode,
         "artifact": guard.artifact_id,
-        "threshold": _encode(guard.threshold),
+        "threshold": encode_float(guard.threshold),
         "ended": ended,
         "proposals": len(scores),
         "unscored": len(scores) - len(finite),
-        "max_score": _encode(max(finite)) if finite else None,
-        "stop_max": _encode(statistic),
+        "max_score": encode_float(max(finite)) if finite else None,
+        "stop_max": encode_float(statistic),
         "intervened": statistic > guard.threshold,
         "verdicts": sorted({d.verdict.value for d in session.decisions.values()}),
         "recorded": None if guard.recorder is None else state.error is None and state.recorded,
@@ -306,10 +307,6 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     if guard.review is not None:  # the keyed review pick and its rate: the risk monitor weights by 1/p
         entry["review"] = guard.review.entry(session.session_id)
     return entry
-
-
-def _encode(value: float) -> float | str:
-    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 def end_session(session: Session) -> None:

@@ -22,7 +22,7 @@ from guard import stages
 from guard.audit import AuditLog
 from guard.breaker import Breaker
 from guard.calls import CallBook, CallState, decided_call
-from guard.decision import Decision, Reason
+from guard.decision import Decision, Mode, Reason
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError, PolicyError
 from guard.graph import PrefixGraph
@@ -34,8 +34,6 @@ from guard.redaction import Redactor, hash_value
 from guard.review import ReviewSampler, review_key
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
-
-MODES = ("enforce", "shadow")
 
 
 class Guard:
@@ -59,7 +57,7 @@ class Guard:
         selector: Selector | None = None,
         scorer: Scorer | None = None,
         certifier: Certifier | None = None,
-        mode: str = "enforce",
+        mode: Mode | str = Mode.ENFORCE,
         record: EpisodeRecorder | str | Path | None = None,
         fallback: float = -math.inf,
         fallback_id: str | None = None,
@@ -72,9 +70,7 @@ class Guard:
             )
         if math.isnan(threshold):
             raise PolicyError("threshold must be a number or ±inf, not NaN")
-        if mode not in MODES:
-            raise PolicyError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        self.mode = mode
+        self.mode = Mode.parse(mode)
         self.policy = policy
         self.threshold = float(threshold)
         self.artifact_id = artifact_id
@@ -100,7 +96,7 @@ class Guard:
         path: str | Path,
         *,
         audit: AuditSink | str | Path | None = None,
-        mode: str = "enforce",
+        mode: Mode | str = Mode.ENFORCE,
         record: EpisodeRecorder | str | Path | None = None,
         trip_file: str | Path | None = None,
     ) -> Guard:
@@ -348,7 +344,7 @@ class Session:
         """
         with self._lock:
             where = f"session {self.session_id!r}, call id {safe_repr(call_id)[:80]}"
-            return self._calls.bind(where, call_id, tool, args, self.guard.mode == "shadow")
+            return self._calls.bind(where, call_id, tool, args, self.guard.mode is Mode.SHADOW)
 
     # ---------------------------------------------------------------- human review
 
