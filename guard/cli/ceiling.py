@@ -1,0 +1,71 @@
+"""``carbguard ceiling``: the best harm-free success any (monotone) function of the features reaches."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from guard.cli._common import SCOPE
+from guard.errors import GuardError
+
+
+def _ceiling(args: argparse.Namespace) -> int:
+    from guard.calibration.ceiling_jobs import ceiling_report, columns_of, format_report
+    from guard.calibration.evaluate import DEFAULT_ALPHAS
+    from guard.calibration.jobs import load_corpus, score_selectors
+
+    if args.permutations < 0:
+        raise GuardError(f"--permutations must be >= 0, got {args.permutations}")
+    alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS[:3]
+    names = columns_of(_features(args))
+    corpus = load_corpus(args.runs, args.corpus, progress=not args.json)
+    scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=not args.json, workers=args.workers)
+    report = ceiling_report(
+        corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed
+    )
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    print(f"ceiling of {len(names)} features on {corpus.name} ({scored['gcarb'].n} episodes): the best harm-free "
+          f"success ratio to no guard that any monotone function / any function of the features reaches, in-sample; "
+          f"fitted 3-way = `evaluate --fit-scorer` on the same features ({args.permutations} permutations)")
+    print(format_report(report))
+    print(SCOPE)
+    return 0
+
+
+def _features(args: argparse.Namespace) -> list[str] | None:
+    from guard.scorer import FEATURES
+
+    if args.features and args.without:
+        raise GuardError("--features and --without are alternatives; give one")
+    if args.features:
+        return [f.strip() for f in args.features.split(",") if f.strip()]
+    if args.without:
+        drop = {f.strip() for f in args.without.split(",") if f.strip()}
+        unknown = sorted(drop - set(FEATURES))
+        if unknown:
+            raise GuardError(f"--without: unknown features {unknown}; known: {', '.join(FEATURES)}")
+        return [f for f in FEATURES if f not in drop]
+    return None
+
+
+def register(sub: Any) -> None:
+    """``carbguard ceiling``."""
+    ce = sub.add_parser(
+        "ceiling", help="exact best harm-free success of any monotone / any function of the scorer features",
+        epilog=SCOPE,
+    )
+    source = ce.add_mutually_exclusive_group()
+    source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout")
+    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
+    ce.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05")
+    ce.add_argument("--features", help="comma-separated feature names to use (default: every scorer feature)")
+    ce.add_argument("--without", help="comma-separated feature names to leave out")
+    ce.add_argument("--permutations", type=int, default=200,
+                    help="permutations of the fitted three-way row printed beside (0: ceilings only)")
+    ce.add_argument("--seed", type=int, default=0)
+    ce.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ce.add_argument("--workers", type=int, default=1, help="score episodes in N local processes")
+    ce.set_defaults(func=_ceiling)
