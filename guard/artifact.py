@@ -18,16 +18,15 @@ from typing import Any
 from guard.errors import ArtifactError
 from guard.jsonio import loads_strict
 from guard.policy import Policy
+from guard.policy.defaults import DEFAULT_WEIGHTS
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
-#: weights of features added after the first artifacts (issue 16); left out of the fingerprint at 0.
-_ZERO_DEFAULT_WEIGHTS: tuple[str, ...] = (
-    "injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max",
-)
+#: the feature set of the scorer beyond METHOD §6's defaults, as frozen (recorded when a pipeline uses it).
+FEATURE_SET = "roles-graded/v1"
 
 
 def _digest(value: Any) -> str:
@@ -41,9 +40,17 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     if not dumped["graph"].get("normalize"):
         dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
     weights = dumped["scorer"]["weights"]
-    for name in _ZERO_DEFAULT_WEIGHTS:
-        if weights.get(name) == 0:  # features added later keep fingerprints from before them at weight 0
+    extra = False
+    for name in [n for n in weights if n not in DEFAULT_WEIGHTS]:
+        extra |= weights[name] != 0  # features added later keep fingerprints from before them at weight 0
+        if weights[name] == 0:
             weights.pop(name)
+    if not dumped["scorer"]["tool_weights"]:
+        dumped["scorer"].pop("tool_weights")
+    elif dumped["scorer"]["tool_weights"]:
+        extra = True
+    if extra:
+        dumped["scorer"]["feature_set"] = FEATURE_SET
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
@@ -229,8 +236,22 @@ def fitted_weights(body: dict[str, Any]) -> dict[str, float] | None:
     return {k: float(v) for k, v in weights.items()}
 
 
+def fitted_tool_weights(body: dict[str, Any]) -> dict[str, float]:
+    """The tool identity weights fitted into an artifact (``scorer_tool_weights``; empty if it has none)."""
+    weights = body.get("scorer_tool_weights", {})
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        for k, v in weights.items()
+    ):
+        raise ArtifactError("artifact field 'scorer_tool_weights' must map tool names to finite numbers >= 0")
+    return {k: float(v) for k, v in weights.items()}
+
+
 def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path) -> Policy:
-    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them)."""
+    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them).
+
+    Tool weights apply to the tools ``policy`` declares (one artifact may cover several policies).
+    """
     from pydantic import ValidationError
 
     from guard.policy import FeatureWeights
@@ -240,10 +261,13 @@ def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path)
         if weights is None:
             return policy
         spec = FeatureWeights.model_validate(weights)
+        tools = {k: v for k, v in fitted_tool_weights(body).items() if k in policy.tools}
     except (ArtifactError, ValidationError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise ArtifactError(f"{file}: invalid fitted scorer weights: {first}") from None
-    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec})})
+    return policy.model_copy(
+        update={"scorer": policy.scorer.model_copy(update={"weights": spec, "tool_weights": tools})}
+    )
 
 
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:

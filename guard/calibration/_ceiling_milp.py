@@ -68,7 +68,10 @@ def solve_milp(
         matrix = coo_array((vals, (rows, cols)), shape=(len(lower), size)).tocsr()
         constraints.append(LinearConstraint(matrix, np.array(lower), np.array(upper)))
     result = milp(
-        cost, constraints=constraints, integrality=integrality, bounds=Bounds(0, 1),
+        cost,
+        constraints=constraints,
+        integrality=integrality,
+        bounds=Bounds(0, 1),
         options={"mip_rel_gap": 0.0, "presolve": True},
     )
     if result.status != 0 or result.x is None:

@@ -88,10 +88,12 @@ class Ceiling:
 
 
 def gate_problem(corpus: ScoredCorpus, columns: Sequence[int] | None = None) -> GateProblem:
-    """The gate problem of a replayed corpus on its recorded features (optionally only ``columns``)."""
+    """The gate problem of a replayed corpus on its recorded features and tool identity (its
+    :meth:`~guard.calibration.replay.ScoredCorpus.design` columns; optionally only ``columns``)."""
     if corpus.features is None or corpus.in_scope is None or corpus.first_harm is None:
         raise CalibrationError("this scored corpus has no recorded features; score it with replay first")
-    features = corpus.features if columns is None else corpus.features[:, list(columns)]
+    design = corpus.design()
+    features = design if columns is None else design[:, list(columns)]
     refused = ~np.isfinite(corpus.scores)
     scored = corpus.in_scope & ~refused
     vectors, inverse = np.unique(features[scored], axis=0, return_inverse=True)
@@ -187,5 +189,4 @@ def _maximal(members: frozenset[int], vectors: BoolMatrix) -> frozenset[int]:
     return frozenset(v for a, v in enumerate(ids) if not above[a].any())
 
 
-__all__ = ["Ceiling", "GateProblem", "below_pairs", "ceiling", "gate_problem", "is_up_set",
-           "outcome", "solve"]
+__all__ = ["Ceiling", "GateProblem", "below_pairs", "ceiling", "gate_problem", "is_up_set", "outcome", "solve"]

@@ -33,9 +33,17 @@ def columns_of(features: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(f for f in FEATURES if f in names)
 
 
-def ceiling_rows(scored: ScoredCorpus, alphas: Sequence[float], features: Sequence[str]) -> list[dict[str, Any]]:
+def design_columns(scored: ScoredCorpus, features: Sequence[str], tools: bool) -> list[int]:
+    """Indices of ``features`` (and, with ``tools``, every tool identity column) among the corpus's columns."""
+    names = scored.columns()
+    return [i for i, name in enumerate(names) if name in features or (tools and name.startswith(fit.TOOL))]
+
+
+def ceiling_rows(
+    scored: ScoredCorpus, alphas: Sequence[float], features: Sequence[str], tools: bool = False
+) -> list[dict[str, Any]]:
     """Per α: the monotone and any-function ceilings under both loss rules (counts and ratios)."""
-    problem = ceil.gate_problem(scored, [FEATURES.index(f) for f in features])
+    problem = ceil.gate_problem(scored, design_columns(scored, features, tools))
     rows = []
     for alpha in alphas:
         crc.alpha_fraction(alpha)
@@ -49,17 +57,19 @@ def ceiling_rows(scored: ScoredCorpus, alphas: Sequence[float], features: Sequen
             for family in ("monotone", "any_function"):
                 best = None if allowed < 0 else ceil.solve(problem, allowed, monotone=family == "monotone")
                 row[f"{family}_{rule}"] = best
-                row[f"{family}_{rule}_ratio"] = None if best is None or not problem.no_guard else best / problem.no_guard
+                row[f"{family}_{rule}_ratio"] = (
+                    None if best is None or not problem.no_guard else best / problem.no_guard
+                )
         rows.append(row)
     return rows
 
 
-def tied_harm(scored: ScoredCorpus, features: Sequence[str]) -> tuple[int, int]:
+def tied_harm(scored: ScoredCorpus, features: Sequence[str], tools: bool = False) -> tuple[int, int]:
     """``(tied, harmful)``: harmful first steps whose feature vector equals that of some step of a
     harm-free successful episode (no function of the features can refuse one and not the other)."""
     if scored.features is None or scored.first_harm is None:
         raise CalibrationError("this scored corpus has no recorded features; score it with replay first")
-    x = scored.features[:, [FEATURES.index(f) for f in features]]
+    x = scored.design()[:, design_columns(scored, features, tools)]
     owner = np.repeat(np.arange(scored.n), np.diff(scored.offsets))
     clean = ((scored.first_harm < 0) & scored.utility)[owner]
     benign = {row.tobytes() for row in x[clean]}
@@ -68,21 +78,35 @@ def tied_harm(scored: ScoredCorpus, features: Sequence[str]) -> tuple[int, int]:
 
 
 def ceiling_report(
-    corpus: Any, scored: ScoredCorpus, *, alphas: Sequence[float], features: Sequence[str] | None = None,
-    permutations: int = 200, seed: int = 0,
+    corpus: Any,
+    scored: ScoredCorpus,
+    *,
+    alphas: Sequence[float],
+    features: Sequence[str] | None = None,
+    permutations: int = 200,
+    seed: int = 0,
+    tools: bool = True,
 ) -> dict[str, Any]:
-    """The ceilings and, with ``permutations`` > 0, the fitted scorer's three-way rows on the same features."""
+    """The ceilings and, with ``permutations`` > 0, the fitted scorer's three-way rows on the same features
+    (``tools``: tool identity is one of them)."""
     from guard.calibration.fit_jobs import frozen_weights
 
     names = columns_of(features)
     start = time.perf_counter()
-    out: dict[str, Any] = {"corpus": corpus.name, "features": list(names), "rows": ceiling_rows(scored, alphas, names)}
-    tied, harmful = tied_harm(scored, names)
+    out: dict[str, Any] = {
+        "corpus": corpus.name, "features": list(names), "tool_identity": tools,
+        "rows": ceiling_rows(scored, alphas, names, tools),
+    }
+    tied, harmful = tied_harm(scored, names, tools)
     out["tied_harmful_first_steps"], out["harmful_episodes"] = tied, harmful
     if permutations > 0:
         rows, _ = threeway.run_fitted_protocol(
-            scored, frozen_weights(corpus), alphas=alphas, permutations=permutations, seed=seed,
-            variants={"carb_gcarb_fit": fit.FitSpec(features=names)},
+            scored,
+            frozen_weights(corpus),
+            alphas=alphas,
+            permutations=permutations,
+            seed=seed,
+            variants={"carb_gcarb_fit": fit.FitSpec(features=names, tools=tools)},
         )
         base = next(r for r in rows if r.method == "no_guard_3way").to_json()["harm_free_success"]
         for row in out["rows"]:
@@ -96,20 +120,28 @@ def ceiling_report(
 def format_report(report: dict[str, Any]) -> str:
     """A table: per α, the ceilings (ratio to no guard's harm-free success) and the fitted row."""
     head = (
-        f"{'corpus':<36}{'alpha':>7} | {'loss <= alpha (in-sample)':^22} | {'CRC-corrected':^22} | {'fitted 3-way':^16}\n"
+        f"{'corpus':<36}{'alpha':>7} | {'loss <= alpha (in-sample)':^22} | {'CRC-corrected':^22} | "
+        f"{'fitted 3-way':^16}\n"
         f"{'':<36}{'':>7} | {'monotone':>10}{'any fn':>10}   | {'monotone':>10}{'any fn':>10}   |"
         f" {'loss':>7}{'ratio':>7}"
     )
     lines = [head, "-" * 110]
     for row in report["rows"]:
-        cells = [_ratio(row.get(f"{f}_{rule}_ratio")) for rule in ("empirical", "crc") for f in ("monotone", "any_function")]
-        fitted = f" {row['fitted_loss']:>7.3f}{_ratio(row['fitted_ratio'], 7)}" if "fitted_loss" in row else f" {'-':>7}{'-':>7}"
+        cells = [
+            _ratio(row.get(f"{f}_{rule}_ratio")) for rule in ("empirical", "crc") for f in ("monotone", "any_function")
+        ]
+        fitted = (
+            f" {row['fitted_loss']:>7.3f}{_ratio(row['fitted_ratio'], 7)}"
+            if "fitted_loss" in row
+            else f" {'-':>7}{'-':>7}"
+        )
         lines.append(
             f"{report['corpus']:<36}{row['alpha']:>7.3f} | {cells[0]}{cells[1]}   | {cells[2]}{cells[3]}   |{fitted}"
         )
     lines.append(
         f"{report['tied_harmful_first_steps']} of {report['harmful_episodes']} harmful first steps share their feature "
         f"vector with a step of a harm-free successful episode; features: {', '.join(report['features'])}"
+        f"{' + tool identity' if report['tool_identity'] else ''}"
     )
     return "\n".join(lines)
 

@@ -24,7 +24,9 @@ from guard.cli import (
 from guard.cli._common import SCOPE
 from guard.errors import GuardError
 
-GROUPS = (policy, audit, calibration, ceiling, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp)
+GROUPS = (
+    policy, audit, calibration, ceiling, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

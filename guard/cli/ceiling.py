@@ -22,31 +22,36 @@ def _ceiling(args: argparse.Namespace) -> int:
     corpus = load_corpus(args.runs, args.corpus, progress=not args.json)
     scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=not args.json, workers=args.workers)
     report = ceiling_report(
-        corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed
+        corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed,
+        tools=not args.no_tool_identity,
     )
     if args.json:
         print(json.dumps(report, indent=1))
         return 0
-    print(f"ceiling of {len(names)} features on {corpus.name} ({scored['gcarb'].n} episodes): the best harm-free "
-          f"success ratio to no guard that any monotone function / any function of the features reaches, in-sample; "
-          f"fitted 3-way = `evaluate --fit-scorer` on the same features ({args.permutations} permutations)")
+    print(
+        f"ceiling of {len(names)} features on {corpus.name} ({scored['gcarb'].n} episodes): the best harm-free "
+        f"success ratio to no guard that any monotone function / any function of the features reaches, in-sample; "
+        f"fitted 3-way = `evaluate --fit-scorer` on the same features ({args.permutations} permutations)"
+    )
     print(format_report(report))
     print(SCOPE)
     return 0
 
 
 def _features(args: argparse.Namespace) -> list[str] | None:
-    from guard.scorer import FEATURES
+    from guard.scorer import FEATURE_GROUPS, FEATURES
 
     if args.features and args.without:
         raise GuardError("--features and --without are alternatives; give one")
     if args.features:
         return [f.strip() for f in args.features.split(",") if f.strip()]
     if args.without:
-        drop = {f.strip() for f in args.without.split(",") if f.strip()}
-        unknown = sorted(drop - set(FEATURES))
-        if unknown:
-            raise GuardError(f"--without: unknown features {unknown}; known: {', '.join(FEATURES)}")
+        drop: set[str] = set()
+        for name in (f.strip() for f in args.without.split(",") if f.strip()):
+            if name not in FEATURE_GROUPS and name not in FEATURES:
+                known = ", ".join([*FEATURE_GROUPS, *FEATURES])
+                raise GuardError(f"--without: unknown feature or group {name!r}; known: {known}")
+            drop |= set(FEATURE_GROUPS.get(name, (name,)))
         return [f for f in FEATURES if f not in drop]
     return None
 
@@ -54,7 +59,8 @@ def _features(args: argparse.Namespace) -> list[str] | None:
 def register(sub: Any) -> None:
     """``carbguard ceiling``."""
     ce = sub.add_parser(
-        "ceiling", help="exact best harm-free success of any monotone / any function of the scorer features",
+        "ceiling",
+        help="exact best harm-free success of any monotone / any function of the scorer features",
         epilog=SCOPE,
     )
     source = ce.add_mutually_exclusive_group()
@@ -62,9 +68,16 @@ def register(sub: Any) -> None:
     source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
     ce.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05")
     ce.add_argument("--features", help="comma-separated feature names to use (default: every scorer feature)")
-    ce.add_argument("--without", help="comma-separated feature names to leave out")
-    ce.add_argument("--permutations", type=int, default=200,
-                    help="permutations of the fitted three-way row printed beside (0: ceilings only)")
+    ce.add_argument(
+        "--without", help="comma-separated feature names or groups (prefix, roles, graded) to leave out"
+    )
+    ce.add_argument("--no-tool-identity", action="store_true", help="leave the tool identity indicators out")
+    ce.add_argument(
+        "--permutations",
+        type=int,
+        default=200,
+        help="permutations of the fitted three-way row printed beside (0: ceilings only)",
+    )
     ce.add_argument("--seed", type=int, default=0)
     ce.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ce.add_argument("--workers", type=int, default=1, help="score episodes in N local processes")

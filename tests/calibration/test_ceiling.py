@@ -17,8 +17,14 @@ from guard.scorer import FEATURES
 F = len(FEATURES)
 
 
-def _episode(i: int, rows: list[tuple[int, ...]], harm: int | None, utility: bool, refused: int | None = None,
-             out_of_scope: int | None = None) -> EpisodeScores:
+def _episode(
+    i: int,
+    rows: list[tuple[int, ...]],
+    harm: int | None,
+    utility: bool,
+    refused: int | None = None,
+    out_of_scope: int | None = None,
+) -> EpisodeScores:
     """An episode whose step ``k`` fires features ``rows[k]`` (indices into FEATURES)."""
     k = len(rows)
     x = np.zeros((k, F), dtype=bool)
@@ -32,10 +38,15 @@ def _episode(i: int, rows: list[tuple[int, ...]], harm: int | None, utility: boo
         in_scope[out_of_scope] = False
     harms = () if harm is None else (harm,)
     return EpisodeScores(
-        episode_id=f"e{i}", scores=scores, n_selected=np.ones(k, dtype=np.int64),
-        n_prefix=np.arange(1, k + 1, dtype=np.int64), harm_steps=harms,
+        episode_id=f"e{i}",
+        scores=scores,
+        n_selected=np.ones(k, dtype=np.int64),
+        n_prefix=np.arange(1, k + 1, dtype=np.int64),
+        harm_steps=harms,
         category_steps={c: (harm if c == "privacy_flow" else None) for c in CATEGORIES},
-        utility=utility, features=x, in_scope=in_scope,
+        utility=utility,
+        features=x,
+        in_scope=in_scope,
     )
 
 
@@ -75,8 +86,11 @@ def _replayed(corpus: ScoredCorpus, gate: set[bytes], width: int) -> tuple[int, 
 def _brute_force(corpus: ScoredCorpus, allowed: int, width: int, monotone: bool) -> int | None:
     """Best kept count over every gate (every up-set when ``monotone``) of the observed in-scope vectors."""
     assert corpus.features is not None and corpus.in_scope is not None
-    seen = {corpus.features[j, :width].tobytes(): corpus.features[j, :width] for j in range(corpus.scores.size)
-            if corpus.in_scope[j] and np.isfinite(corpus.scores[j])}
+    seen = {
+        corpus.features[j, :width].tobytes(): corpus.features[j, :width]
+        for j in range(corpus.scores.size)
+        if corpus.in_scope[j] and np.isfinite(corpus.scores[j])
+    }
     keys = list(seen)
     best: int | None = None
     for size in range(len(keys) + 1):

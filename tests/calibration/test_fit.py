@@ -94,6 +94,43 @@ def test_rescore_equals_the_online_scorer(seed: int) -> None:
     assert np.isfinite(online.scores).any() and len(set(online.scores.tolist())) > 2
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rescore_with_tool_identity_equals_the_online_scorer(seed: int) -> None:
+    """Oracle: random weights on every feature and every tool identity column re-score exactly as a Session whose
+    policy carries them as ``scorer.tool_weights`` (catches a tool column mis-ordered, dropped or added twice)."""
+    episodes = load_runs(FIXTURES).episodes
+    frozen = assemble([score_episode(load_suite_policy(e.meta.suite), e, episode_ledger_labels(e)) for e in episodes])
+    columns = frozen.columns()
+    assert len(columns) > F and len(set(frozen.tools)) == len(frozen.tools)
+    rng = np.random.default_rng(seed)
+    weights = fit.weight_mapping(np.round(rng.uniform(0, 1, len(columns)), 3), columns)
+    online = assemble([
+        score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
+        for e in episodes
+    ])
+    again = fit.rescore(frozen, fit.weight_vector(weights, columns))
+    assert again.scores.tolist() == online.scores.tolist()
+    assert again.harm_level.tolist() == online.harm_level.tolist()
+
+
+def test_fit_weighs_a_tool_that_marks_harm() -> None:
+    """A tool whose calls are exactly the harmful steps gets the largest weight; without tool identity
+    (``tools=False``) every tool weight is 0."""
+    items = []
+    for item in _planted(300, seed=5, signal=2, noise=1):
+        tools = tuple("wire" if k in item.harm_steps else "read" for k in range(len(item.scores)))
+        features = item.features.copy() if item.features is not None else None
+        if features is not None:
+            features[:, 2] = False
+        items.append(replace(item, tools=tools, features=features))
+    corpus = assemble(items)
+    columns = corpus.columns()
+    w = fit.weight_mapping(fit.fit_weights(corpus, np.arange(corpus.n)), columns)
+    assert w["tool:wire"] == max(w.values()) and w["tool:wire"] > 1.0
+    off = fit.weight_mapping(fit.fit_weights(corpus, np.arange(corpus.n), fit.FitSpec(tools=False)), columns)
+    assert off["tool:wire"] == off["tool:read"] == 0.0
+
+
 def test_split3_is_disjoint_and_sized() -> None:
     """Each permutation's development, calibration and test sets are disjoint, cover every episode, 30/35/35."""
     dev, cal, test = threeway.split3(200, 7, seed=1)
