@@ -25,8 +25,11 @@ GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
-#: the feature set of the scorer beyond METHOD §6's defaults, as frozen (recorded when a pipeline uses it).
-FEATURE_SET = "roles-graded/v1"
+#: the scorer's feature set beyond METHOD §6's defaults and the commit it was frozen at; recorded in the scorer
+#: fingerprint of a pipeline that gives any of those features, or a tool, a weight.
+FEATURE_SET = "roles-graded/v1@e05f0205310ca0a43fbdccb4382275bd32c36e91"
+#: opt-in features that predate it: a pipeline weighing only these keeps its earlier fingerprint.
+_EARLIER_OPT_IN = ("injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max")
 
 
 def _digest(value: Any) -> str:
@@ -42,13 +45,13 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     weights = dumped["scorer"]["weights"]
     extra = False
     for name in [n for n in weights if n not in DEFAULT_WEIGHTS]:
-        extra |= weights[name] != 0  # features added later keep fingerprints from before them at weight 0
-        if weights[name] == 0:
+        extra |= weights[name] != 0 and name not in _EARLIER_OPT_IN
+        if weights[name] == 0:  # features added later keep fingerprints from before them at weight 0
             weights.pop(name)
-    if not dumped["scorer"]["tool_weights"]:
-        dumped["scorer"].pop("tool_weights")
-    elif dumped["scorer"]["tool_weights"]:
+    if dumped["scorer"]["tool_weights"]:
         extra = True
+    else:
+        dumped["scorer"].pop("tool_weights")
     if extra:
         dumped["scorer"]["feature_set"] = FEATURE_SET
     return {
