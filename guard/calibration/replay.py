@@ -23,6 +23,7 @@ from guard.records import Episode, RecordKind, is_content
 from guard.runtime import Guard, Session
 from guard.scorer import FEATURES, WeightedScorer
 from guard.selectors import make_selector
+from guard.stages import PassThroughCertifier
 
 
 def feed(
@@ -91,8 +92,11 @@ def score_episode_selectors(
     The first selector runs in a real :class:`Session` (the online code path); each other selector
     selects and scores on the same prefix graph with the same selector and scorer code, so its
     scores equal those of a session configured with it (the graph does not depend on the selector).
+    SafeCommit is not run: it certifies after the score and the gate, and a replayed proposal is
+    followed by its logged records whatever its verdict, so nothing it does reaches a score (a test
+    compares every array with and without it).
     """
-    guard = Guard(policy.with_selector(selectors[0]), threshold=float("inf"))
+    guard = replay_guard(policy, selectors[0])
     others = {name: make_selector(policy.with_selector(name).selector) for name in selectors[1:]}
     rows: dict[str, list[Row]] = {name: [] for name in selectors}
 
@@ -112,6 +116,21 @@ def score_episode_selectors(
 
 
 Row = tuple[float, int, int, tuple[bool, ...], bool, str]
+
+_GUARDS: dict[tuple[int, str], tuple[Policy, Guard]] = {}
+
+
+def replay_guard(policy: Policy, selector: SelectorName) -> Guard:
+    """The replay guard of ``policy`` with ``selector``: threshold +inf, no SafeCommit, one per policy object."""
+    key = (id(policy), selector)
+    cached = _GUARDS.get(key)
+    if cached is None or cached[0] is not policy:
+        if len(_GUARDS) > 256:
+            _GUARDS.clear()
+        cached = _GUARDS[key] = (
+            policy, Guard(policy.with_selector(selector), threshold=float("inf"), certifier=PassThroughCertifier())
+        )
+    return cached[1]
 
 
 def replay_session_id(episode: Episode) -> str:
