@@ -228,8 +228,8 @@ def _reused(episodes: Sequence[Episode], selectors: Sequence[str]) -> dict[int, 
     """Position → scores of the episodes already replayed under every one of ``selectors``."""
     out: dict[int, dict[str, ScoredEpisode]] = {}
     for i, episode in enumerate(episodes):
-        hit = _SCORED.get(id(episode))
-        if hit is not None and hit[0] is episode and set(selectors) <= set(hit[1]):
+        hit = _SCORED.get(id(episode))  # the entry keeps its episode alive, so no other object has its id
+        if hit is not None and set(selectors) <= set(hit[1]):
             out[i] = {name: hit[1][name] for name in selectors}
     return out
 
@@ -239,7 +239,7 @@ def _remember(episodes: Sequence[Episode], rows: list[dict[str, ScoredEpisode]])
         _SCORED.clear()
     for episode, row in zip(episodes, rows, strict=True):
         hit = _SCORED.get(id(episode))
-        merged = dict(hit[1]) if hit is not None and hit[0] is episode else {}
+        merged = dict(hit[1]) if hit is not None else {}
         merged.update(row)
         _SCORED[id(episode)] = (episode, merged)
 
