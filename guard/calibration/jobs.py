@@ -206,7 +206,7 @@ def score_selectors(
     else:
         policy_fn, labels_fn = policy_for(selectors[0]), agentdojo.episode_ledger_labels
     start = time.perf_counter()
-    reuse = corpus is None
+    reuse = corpus is None or corpus.policy_of is None  # AgentDojo episodes: suite policies and labels
     reused = _reused(episodes, selectors) if reuse else {}
     missing = [e for i, e in enumerate(episodes) if i not in reused]
     with Progress(len(missing), "scoring episodes", enabled=progress and bool(missing)) as tick:

@@ -76,3 +76,15 @@ def test_embedded_pooled_corpus_holds_the_model_episodes() -> None:
     ids = {id(e) for e in pooled.episodes}
     assert all(id(e) in ids for e in one.episodes)
     assert len(pooled.episodes) > len(one.episodes)
+
+
+def test_agentdojo_corpus_object_reuses_scores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Passing the AgentDojo corpus itself (as ``evaluate`` does) still reuses scores; an episodes-file corpus
+    (its own policies and labels) never does."""
+    monkeypatch.setattr(jobs, "_SCORED", {})
+    episodes = list(load_runs(FIXTURES).episodes)
+    corpus = jobs.Corpus(name="fixture", episodes=episodes, n_dropped=0)
+    calls = _counting(monkeypatch)
+    jobs.score_selectors(episodes, ["gcarb"], corpus=corpus)
+    jobs.score_selectors(episodes, ["gcarb"], corpus=corpus)
+    assert calls == [len(episodes), 0]
