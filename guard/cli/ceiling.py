@@ -13,28 +13,34 @@ from guard.errors import GuardError
 def _ceiling(args: argparse.Namespace) -> int:
     from guard.calibration.ceiling_jobs import ceiling_report, columns_of, format_report
     from guard.calibration.evaluate import DEFAULT_ALPHAS
-    from guard.calibration.jobs import load_corpus, score_selectors
+    from guard.calibration.jobs import EACH, load_corpus, score_selectors
 
     if args.permutations < 0:
         raise GuardError(f"--permutations must be >= 0, got {args.permutations}")
     alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS[:3]
     names = columns_of(_features(args))
-    corpus = load_corpus(args.runs, args.corpus, progress=not args.json)
-    scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=not args.json, workers=args.workers)
-    report = ceiling_report(
-        corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed,
-        tools=not args.no_tool_identity,
-    )
+    reports = []
+    for corpus_name in [args.corpus] if (args.runs or args.corpus) else list(EACH):
+        corpus = load_corpus(args.runs, corpus_name, progress=not args.json)
+        scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=not args.json, workers=args.workers)
+        report = ceiling_report(
+            corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed,
+            tools=not args.no_tool_identity,
+        )
+        reports.append(report)
+        if not args.json:
+            tools = " + tool identity" if report["tool_identity"] else ""
+            print(
+                f"ceiling of {len(names)} features{tools} on {corpus.name} ({scored['gcarb'].n} episodes): the best "
+                "harm-free success ratio to no guard that any monotone function / any function of them reaches, "
+                f"in-sample; fitted 3-way = `evaluate --fit-scorer` on the same evidence ({args.permutations} "
+                "permutations)"
+            )
+            print(format_report(report) + "\n")
     if args.json:
-        print(json.dumps(report, indent=1))
-        return 0
-    print(
-        f"ceiling of {len(names)} features on {corpus.name} ({scored['gcarb'].n} episodes): the best harm-free "
-        f"success ratio to no guard that any monotone function / any function of the features reaches, in-sample; "
-        f"fitted 3-way = `evaluate --fit-scorer` on the same features ({args.permutations} permutations)"
-    )
-    print(format_report(report))
-    print(SCOPE)
+        print(json.dumps(reports[0] if len(reports) == 1 else {"corpora": reports}, indent=1))
+    else:
+        print(SCOPE)
     return 0
 
 
@@ -65,7 +71,9 @@ def register(sub: Any) -> None:
     )
     source = ce.add_mutually_exclusive_group()
     source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout")
-    source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
+    source.add_argument(
+        "--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled); default: each model, then all"
+    )
     ce.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05")
     ce.add_argument("--features", help="comma-separated feature names to use (default: every scorer feature)")
     ce.add_argument(
