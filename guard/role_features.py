@@ -86,7 +86,8 @@ def role_features(
             out[f"{role}_from_private"] |= bool(bits & private)
         out["private_relayed"] |= bool(bits & relay) and arg in idents | payloads
     named = [(name, value) for name, value in values if name in idents | payloads]
-    _coverage(out, graph, node, named, payloads, min_span, private, untrusted, users)
+    traced = {name for name, bits in sources.items() if bits & (private | untrusted)}
+    _coverage(out, graph, node, named, payloads, traced, min_span, (private, untrusted, users))
     out["private_values_2"] = _private_values(named, token_holders, private, users, node) >= VALUES
     return out
 
@@ -102,17 +103,21 @@ def _coverage(
     node: int,
     named: list[tuple[str, str]],
     payloads: set[str],
+    traced: set[str],
     k: int,
-    private: int,
-    untrusted: int,
-    users: int,
+    kinds: tuple[int, int, int],
 ) -> None:
-    """Payload share and longest run covered by k-grams of private / untrusted records (not of user turns)."""
+    """Payload share and longest run covered by k-grams of private / untrusted records (not of user turns).
+
+    Only arguments with an edge from such a record (``traced``) are read: a
+    k-gram that one of those records holds makes that edge, so the other arguments cover nothing.
+    """
+    private, untrusted, users = kinds
     total = {"private": 0, "untrusted": 0}
     length = 0
     for name, value in named:
         runs = {"private": [False] * len(value), "untrusted": [False] * len(value)}
-        for i in range(len(value) - k + 1):
+        for i in range(len(value) - k + 1 if name in traced else 0):
             holders = graph.gram_bits_before(value[i : i + k], node)
             if not holders or holders & users:
                 continue
