@@ -109,8 +109,8 @@ def _coverage(
 ) -> None:
     """Payload share and longest run covered by k-grams of private / untrusted records (not of user turns).
 
-    Only arguments with an edge from such a record (``traced``) are read: a
-    k-gram that one of those records holds makes that edge, so the other arguments cover nothing.
+    Only arguments with an edge from such a record (``traced``) are read: a k-gram that one of those
+    records holds makes that edge, so the other arguments cover nothing.
     """
     private, untrusted, users = kinds
     total = {"private": 0, "untrusted": 0}
