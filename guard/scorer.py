@@ -16,6 +16,7 @@ from guard.feature_index import SHORT_ID_MAX, merged_windows
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
+from guard.trust import LOWERED, trusted_call
 
 FEATURES: tuple[str, ...] = (
     "provenance_path",
@@ -85,7 +86,9 @@ class WeightedScorer:
         values = self.features(graph, node, selected)
         if not self._in_scope(graph, node):
             return 0.0, MappingProxyType(values)
-        total = sum(self.weights[name] for name, on in values.items() if on)
+        turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
+        lowered = LOWERED if trusted_call(self.policy, turns, graph.records[node]) else frozenset()
+        total = sum(self.weights[name] for name, on in values.items() if on and name not in lowered)
         return round(total, 12), MappingProxyType(values)
 
     def in_scope(self, graph: PrefixGraph, node: int) -> bool:

@@ -41,10 +41,18 @@ class ValueIndex:
     integer bit set (one OR per lookup, updated in place).
     """
 
-    def __init__(self, patterns: Iterable[str], min_span: int, boilerplate: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        patterns: Iterable[str],
+        min_span: int,
+        boilerplate: frozenset[str] = frozenset(),
+        *,
+        whole_values: bool = True,
+    ) -> None:
         self._token_re = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self.min_span = min_span
         self.boilerplate = boilerplate
+        self.whole_values = whole_values
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, set[int]] = defaultdict(set)
@@ -58,6 +66,8 @@ class ValueIndex:
         seen = self._seen
         if seen is not None and seen[0] == text:
             return seen[1], seen[2]
+        if not self.whole_values:
+            return [], [(0, len(text))]
         values = find_values(text)
         ranges = free_ranges(text, values)
         self._seen = (text, values, ranges)

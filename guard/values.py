@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
-__all__ = ["Value", "find_values", "free_fragments", "free_ranges", "host_in_domain", "iban_valid", "luhn_valid", "url_parts"]
+__all__ = [
+    "Value",
+    "find_values",
+    "free_fragments",
+    "free_ranges",
+    "host_in_domain",
+    "iban_valid",
+    "luhn_valid",
+    "url_parts",
+]
 
 _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b")
 _URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
@@ -37,8 +46,23 @@ _CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])"
 _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
-_AMOUNT = re.compile(rf"(?<![\w.,]){_CURRENCY} ?(?:{_NUMBER})(?![\d])|(?<![\w.,])(?:{_NUMBER}) ?{_CURRENCY}(?![A-Za-z])")
-_MONTHS = "january february march april may june july august september october november december".split()
+_AMOUNT = re.compile(
+    rf"(?<![\w.,]){_CURRENCY} ?(?:{_NUMBER})(?![\d])|(?<![\w.,])(?:{_NUMBER}) ?{_CURRENCY}(?![A-Za-z])"
+)
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
 _DATE = re.compile(
     rf"(?<![\d-])(?P<iso>\d{{4}}-\d{{2}}-\d{{2}})(?![\d])"
@@ -145,7 +169,7 @@ def _amount_key(raw: str) -> str | None:
     code = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}.get(currency.group(0), currency.group(0).upper())
     number = re.sub(_CURRENCY, "", raw).strip().replace("'", "").replace(" ", "")
     if re.search(r"[.,]\d{1,2}$", number):  # decimal part: its separator is the last one
-        whole, frac = number[:-3 if number[-3] in ".," else -2], number[-2:].lstrip(".,")
+        whole, frac = number[: -3 if number[-3] in ".," else -2], number[-2:].lstrip(".,")
     else:
         whole, frac = number, "0"
     try:
