@@ -142,15 +142,20 @@ def _url_key(url: str) -> str:
 
 
 def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
-    """The path/query/fragment components of the URL at ``text[start:end]``, as ranges of ``text``."""
-    url = text[start:end]
-    rest = url_parts(url)[3]
+    """The free components of the URL at ``text[start:end]`` as ranges of ``text``: its path segments,
+    the values of its query (not their keys, which are structure) and its fragment."""
+    rest = url_parts(text[start:end])[3]
     offset = end - len(rest)
-    ranges, lo = [], offset
+    ranges: list[tuple[int, int]] = []
+    lo, in_query = offset, False
     for match in _URL_SEPARATORS.finditer(text, offset, end):
-        if match.start() > lo:
+        mark = match.group(0)
+        if match.start() > lo and not (in_query and mark == "="):
             ranges.append((lo, match.start()))
+        in_query = (in_query or mark == "?") and mark != "#"
         lo = match.end()
+        if mark == "#":
+            break
     if end > lo:
         ranges.append((lo, end))
     return tuple(ranges)
@@ -238,15 +243,18 @@ def find_values(text: str) -> list[Value]:
     for value in sorted(_candidates(text), key=lambda v: (v.start - v.end, v.start)):
         if not any(value.start < other.end and other.start < value.end for other in chosen):
             chosen.append(value)
-    inner = [
-        _shift(v, lo)
-        for url in chosen
-        if url.kind == "url"
-        for lo, hi in url.free
-        for v in find_values(text[lo:hi])
-        if v.kind != "url"
-    ]
+    inner = [v for url in chosen if url.kind == "url" for lo, hi in url.free for v in _in_component(text, lo, hi)]
     return sorted(chosen + inner, key=lambda v: (v.start, -v.end))
+
+
+def _in_component(text: str, lo: int, hi: int) -> list[Value]:
+    """The values inside one free URL component; a percent-encoded one (``a%40b.com``) is decoded
+    first and then stands for the whole component."""
+    part = text[lo:hi]
+    decoded = unquote(part)
+    if decoded != part:
+        return [Value(v.kind, lo, hi, v.key) for v in find_values(decoded) if v.kind != "url"]
+    return [_shift(v, lo) for v in find_values(part) if v.kind != "url"]
 
 
 def _shift(value: Value, offset: int) -> Value:
