@@ -86,8 +86,10 @@ class WeightedScorer:
         values = self.features(graph, node, selected)
         if not self._in_scope(graph, node):
             return 0.0, MappingProxyType(values)
-        turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
-        lowered = LOWERED if trusted_call(self.policy, turns, graph.records[node]) else frozenset()
+        lowered: frozenset[str] = frozenset()
+        if any(values[name] for name in LOWERED):  # trust can only leave out data-flow features that fired
+            turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
+            lowered = LOWERED if trusted_call(self.policy, turns, graph.records[node]) else lowered
         total = sum(self.weights[name] for name, on in values.items() if on and name not in lowered)
         return round(total, 12), MappingProxyType(values)
 

@@ -29,6 +29,7 @@ passes tool output to ``observe_user`` breaks that premise.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from guard.normalize import normalize_value
 from guard.policy import Policy
@@ -81,14 +82,19 @@ def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool
 def trusted_value(value: str, turn: str) -> bool:
     """Whether the user turn ``turn`` names ``value``: as text, in normal form, or as a structured value."""
     text = value.strip()
-    if not text:
+    if not text or text in turn:
         return True
-    if text in turn or normalize_value(text) in normalize_value(turn):
+    norm_turn, keys = _turn_forms(turn)
+    if normalize_value(text) in norm_turn:
         return True
     found = find_values(text)
-    if len(found) != 1 or (found[0].start, found[0].end) != (0, len(text)):
-        return False
-    return found[0].key in {v.key for v in find_values(turn)}
+    return len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)) and found[0].key in keys
+
+
+@lru_cache(maxsize=256)
+def _turn_forms(turn: str) -> tuple[str, frozenset[str]]:
+    """A user turn's normal form and the keys of its structured values (a turn is read at many calls)."""
+    return normalize_value(turn), frozenset(v.key for v in find_values(turn))
 
 
 def whole_key(value: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from itertools import chain
@@ -81,11 +82,13 @@ class ValueIndex:
         if not values:
             return {m.group(0) for m in self._token_re.finditer(text)}
         wholes = {(v.start, v.end) for v in values}
-        return {
-            m.group(0)
-            for m in self._token_re.finditer(text)
-            if m.span() in wholes or any(lo <= m.start() and m.end() <= hi for lo, hi in ranges)
-        }
+        starts = [lo for lo, _ in ranges]
+        kept = set()
+        for m in self._token_re.finditer(text):
+            at = bisect_right(starts, m.start()) - 1  # the free range starting at or before the token
+            if m.span() in wholes or (at >= 0 and m.end() <= ranges[at][1]):
+                kept.add(m.group(0))
+        return kept
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``

@@ -42,13 +42,13 @@ __all__ = [
 _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b")
 _URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
 _IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+_CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?![\d-])")  # no digit or dash before: checked after the match
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])"
 _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
-_AMOUNT = re.compile(
-    rf"(?<![\w.,]){_CURRENCY} ?(?:{_NUMBER})(?![\d])|(?<![\w.,])(?:{_NUMBER}) ?{_CURRENCY}(?![A-Za-z])"
-)
+_NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
+_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
+_HAS_CURRENCY = re.compile(_CURRENCY)
 _MONTHS = [
     "january",
     "february",
@@ -64,18 +64,20 @@ _MONTHS = [
     "december",
 ]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
-_DATE = re.compile(
-    rf"(?<![\d-])(?P<iso>\d{{4}}-\d{{2}}-\d{{2}})(?![\d])"
-    rf"|(?<![\d/.])(?P<num>\d{{1,2}}[/.]\d{{1,2}}[/.]\d{{4}})(?![\d])"
-    rf"|\b(?P<mdy>{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}})\b"
+_DATE_NUM = re.compile(r"(?P<iso>\d{4}-\d{2}-\d{2})(?!\d)|(?P<num>\d{1,2}[/.]\d{1,2}[/.]\d{4})(?!\d)")
+_DATE_WORD = re.compile(
+    rf"\b(?P<mdy>{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}})\b"
     rf"|\b(?P<dmy>\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? \d{{4}})\b",
     re.IGNORECASE,
 )
-_PATH = re.compile(
-    r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}[\w.-]{1,128}"
-    r"|\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}"
-    r"|(?<![\w./-])[\w-][\w.-]{0,127}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b"
-)
+_MONTHS_RE = "(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+_MONTH_HINT = re.compile(rf"{_MONTHS_RE}[a-z]*\.?,? \d|\d {_MONTHS_RE}")  # on lower-cased text
+_UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}[\w.-]{1,128}")
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
+_EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
+_DIGIT_OR_DASH = frozenset("0123456789-")
+_WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _TRAILING = ".,;:!?'\")]}"
 _URL_SEPARATORS = re.compile(r"[/?&=#;]")
 _DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21"}
@@ -96,6 +98,7 @@ class Value:
     end: int
     key: str
     free: tuple[tuple[int, int], ...] = ()
+    nested: bool = False  # inside a free part of a URL
 
 
 def luhn_valid(digits: str) -> bool:
@@ -185,9 +188,10 @@ def _amount_key(raw: str) -> str | None:
 
 
 def _date_key(match: re.Match[str]) -> str | None:
-    if match.group("iso"):
+    groups = match.groupdict()
+    if groups.get("iso"):
         return f"date:{match.group('iso')}"
-    if match.group("num"):
+    if groups.get("num"):
         a, b, year = re.split(r"[/.]", match.group("num"))
         return f"date:{year}-{int(a):02d}-{int(b):02d}?"  # day/month order unknown: kept as written
     words = (match.group("mdy") or match.group("dmy")).replace(",", " ").split()
@@ -201,34 +205,79 @@ def _date_key(match: re.Match[str]) -> str | None:
 def _candidates(text: str) -> list[Value]:
     """Every structured value a recogniser accepts, overlapping ones included."""
     found: list[Value] = []
-    for m in _URL.finditer(text):
+    urls = _URL.finditer(text) if "://" in text or "www." in text.lower() else ()
+    for m in urls:
         end = m.end()
         while end > m.start() and text[end - 1] in _TRAILING:
             end -= 1
         found.append(Value("url", m.start(), end, _url_key(text[m.start() : end]), _url_free(text, m.start(), end)))
-    found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _EMAIL.finditer(text)]
+    if "@" in text:
+        found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _EMAIL.finditer(text)]
     for m in _IBAN.finditer(text):
         if iban_valid(m.group(0)):
             found.append(Value("iban", m.start(), m.end(), "iban:" + m.group(0).replace(" ", "").upper()))
     for m in _CARD.finditer(text):
+        if m.start() and text[m.start() - 1] in _DIGIT_OR_DASH:
+            continue
         digits = re.sub(r"\D", "", m.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             found.append(Value("card", m.start(), m.end(), "card:" + digits))
-    for m in _PHONE.finditer(text):
+    for m in _PHONE.finditer(text) if "+" in text else ():
         digits = re.sub(r"\D", "", m.group(0))
         if 8 <= len(digits) <= 15:
             found.append(Value("phone", m.start(), m.end(), "phone:+" + digits))
-    for m in _AMOUNT.finditer(text):
-        key = _amount_key(m.group(0))
+    for lo, hi in _amounts(text):
+        key = _amount_key(text[lo:hi])
         if key is not None:
-            found.append(Value("amount", m.start(), m.end(), key))
-    for m in _DATE.finditer(text):
+            found.append(Value("amount", lo, hi, key))
+    dates = [m for m in _DATE_NUM.finditer(text) if _date_starts(text, m)]
+    if _MONTH_HINT.search(text.lower()):
+        dates += _DATE_WORD.finditer(text)
+    for m in dates:
         key = _date_key(m)
         if key is not None:
             found.append(Value("date", m.start(), m.end(), key))
-    for m in _PATH.finditer(text):
-        path = re.sub(r"/{2,}", "/", m.group(0)).rstrip("/\\") or m.group(0)
-        found.append(Value("path", m.start(), m.end(), "path:" + path))
+    return found + _paths(text)
+
+
+def _amounts(text: str) -> list[tuple[int, int]]:
+    """Spans of amounts: a currency mention with a number right after or right before it."""
+    spans = []
+    for cur in _HAS_CURRENCY.finditer(text):
+        after = _NUMBER_AFTER.match(text, cur.end())
+        if after is not None and (cur.start() == 0 or text[cur.start() - 1] not in _WORDISH):
+            spans.append((cur.start(), after.end()))
+            continue
+        before = _NUMBER_BEFORE.search(text, max(0, cur.start() - 40), cur.start())
+        tail_ok = cur.end() == len(text) or not text[cur.end()].isalpha()
+        if before is not None and tail_ok and (before.start() == 0 or text[before.start() - 1] not in _WORDISH):
+            spans.append((before.start(), cur.end()))
+    return spans
+
+
+def _date_starts(text: str, match: re.Match[str]) -> bool:
+    """Whether a numeric date match starts a value: no digit (nor ``-``, ``/``, ``.`` for its form) before it."""
+    before = text[match.start() - 1] if match.start() else ""
+    return not before or before not in ("0123456789-" if match.group("iso") else "0123456789/.")
+
+
+def _paths(text: str) -> list[Value]:
+    """File paths: Unix and Windows paths, and file names with a common document extension."""
+    spans = [m.span() for m in _UNIX_PATH.finditer(text)] if "/" in text else []
+    if ":\\" in text:
+        spans += [m.span() for m in _WINDOWS_PATH.finditer(text)]
+    for m in _EXTENSION.finditer(text):
+        start = m.start()
+        while start > 0 and m.start() - start < 128 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        while start < m.start() and text[start] == ".":
+            start += 1
+        if start < m.start() and (start == 0 or text[start - 1] not in "/\\"):
+            spans.append((start, m.end()))
+    found = []
+    for lo, hi in spans:
+        path = re.sub(r"/{2,}", "/", text[lo:hi]).rstrip("/\\") or text[lo:hi]
+        found.append(Value("path", lo, hi, "path:" + path))
     return found
 
 
@@ -237,14 +286,18 @@ def find_values(text: str) -> list[Value]:
 
     Of overlapping candidates the longer wins (a URL holding an e-mail address in its query is one
     URL), then the earlier one.  A value inside a URL's free part (an e-mail address in its query)
-    is listed too, after the URL that holds it: that part is free text with values of its own.
+    is listed too (``nested``), after the URL that holds it: that part is free text with values of
+    its own.
     """
     chosen: list[Value] = []
-    for value in sorted(_candidates(text), key=lambda v: (v.start - v.end, v.start)):
-        if not any(value.start < other.end and other.start < value.end for other in chosen):
-            chosen.append(value)
+    for value in sorted(_candidates(text), key=lambda v: (v.start, v.start - v.end)):
+        if chosen and value.start < chosen[-1].end:  # overlaps the last kept value: the longer one stays
+            if value.end - value.start > chosen[-1].end - chosen[-1].start:
+                chosen[-1] = value
+            continue
+        chosen.append(value)
     inner = [v for url in chosen if url.kind == "url" for lo, hi in url.free for v in _in_component(text, lo, hi)]
-    return sorted(chosen + inner, key=lambda v: (v.start, -v.end))
+    return sorted(chosen + inner, key=lambda v: (v.start, -v.end)) if inner else chosen
 
 
 def _in_component(text: str, lo: int, hi: int) -> list[Value]:
@@ -253,13 +306,12 @@ def _in_component(text: str, lo: int, hi: int) -> list[Value]:
     part = text[lo:hi]
     decoded = unquote(part)
     if decoded != part:
-        return [Value(v.kind, lo, hi, v.key) for v in find_values(decoded) if v.kind != "url"]
+        return [Value(v.kind, lo, hi, v.key, nested=True) for v in find_values(decoded) if v.kind != "url"]
     return [_shift(v, lo) for v in find_values(part) if v.kind != "url"]
 
 
 def _shift(value: Value, offset: int) -> Value:
-    free = tuple((a + offset, b + offset) for a, b in value.free)
-    return Value(value.kind, value.start + offset, value.end + offset, value.key, free)
+    return Value(value.kind, value.start + offset, value.end + offset, value.key, nested=True)
 
 
 def free_ranges(text: str, values: list[Value] | None = None) -> list[tuple[int, int]]:
@@ -268,13 +320,15 @@ def free_ranges(text: str, values: list[Value] | None = None) -> list[tuple[int,
     them.  Pieces of different origin are kept apart, so no k-gram spans a value's boundary."""
     if values is None:
         values = find_values(text)
-    outer = [v for v in values if not any(o is not v and o.start <= v.start and v.end <= o.end for o in values)]
+    nested = [v for v in values if v.nested]
     pieces: list[tuple[int, int]] = []
     cursor = 0
-    for value in outer:
+    for value in values:
+        if value.nested:
+            continue
         pieces.append((cursor, value.start))
         for lo, hi in value.free:
-            pieces += _minus(lo, hi, [v for v in values if v not in outer and lo <= v.start < hi])
+            pieces += _minus(lo, hi, [v for v in nested if lo <= v.start < hi])
         cursor = value.end
     pieces.append((cursor, len(text)))
     return [(lo, hi) for lo, hi in pieces if hi > lo]
