@@ -6,7 +6,7 @@ indexes and looks up normal forms (``graph.normalize``).  Structured values (e-m
 URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are matched only
 as wholes: a k-gram that overlaps one (its domain, host, a common prefix) makes no edge, nor does a
 value token inside one (the year of a date).  A k-gram of the background table's boilerplate
-(:mod:`guard.specificity`) makes no edge either.  Every k-gram of a text is still kept for
+(:mod:`guard.specificity`) makes no edge either: it is indexed, but never looked up.  Every k-gram of a text is still kept for
 :meth:`ValueIndex.gram_bits` ("which records hold this k-gram"), which other readers need whole.
 A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit set, so a lookup costs one
 OR for it however many records hold it.
@@ -57,8 +57,8 @@ class ValueIndex:
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, _Posting] = {}  # k-grams of free text that are not boilerplate: they make edges
-        self.held: dict[str, _Posting] = {}  # every other k-gram of the indexed texts: for gram_bits only
+        self.kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
+        self.held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
         self._seen: tuple[str, list[Value], list[tuple[int, int]]] | None = None
 
     def _analysed(self, text: str) -> tuple[list[Value], list[tuple[int, int]]]:
@@ -85,8 +85,12 @@ class ValueIndex:
         starts = [lo for lo, _ in ranges]
         kept = set()
         for m in self._token_re.finditer(text):
-            at = bisect_right(starts, m.start()) - 1  # the free range starting at or before the token
-            if m.span() in wholes or (at >= 0 and m.end() <= ranges[at][1]):
+            span = m.span()
+            if span in wholes:
+                kept.add(m.group(0))
+                continue
+            at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
+            if at >= 0 and span[1] <= ranges[at][1]:
                 kept.add(m.group(0))
         return kept
 
@@ -101,17 +105,26 @@ class ValueIndex:
             self.identifiers[ident].add(node)
         for value in values:
             self.wholes[value.key].add(node)
-        k, boilerplate = self.min_span, self.boilerplate
-        free = _grams(text, ranges, k)
-        kept = free - boilerplate if boilerplate else free
-        for gram in kept:
-            _post(self.kgrams, gram, node)
-        other = free - kept
+        k = self.min_span
+        free = _grams(text, ranges, k) if values else {text[i : i + k] for i in range(len(text) - k + 1)}
+        kgrams, one = self.kgrams, 1 << node
+        for gram in free:  # _post, inlined: this loop is the indexing cost of a record
+            posting = kgrams.get(gram)
+            if posting is None:
+                kgrams[gram] = node
+            elif isinstance(posting, int):
+                kgrams[gram] = array("q", (posting, node))
+            elif isinstance(posting, list):
+                posting[0] |= one
+            elif len(posting) < _DENSE:
+                posting.append(node)
+            else:
+                kgrams[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
         if values:
-            other |= {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - kept
-        for gram in other:
-            if len(gram) == k:
-                _post(self.held, gram, node)
+            near = {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - free
+            for gram in near:
+                if len(gram) == k:
+                    _post(self.held, gram, node)
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -126,7 +139,8 @@ class ValueIndex:
         k, get = self.min_span, self.kgrams.get
         joined = array("q")
         bits = 0
-        for gram in _grams(value, self._analysed(value)[1], k):
+        grams = _grams(value, self._analysed(value)[1], k)
+        for gram in grams - self.boilerplate if self.boilerplate else grams:
             posting = get(gram)
             if posting is None:
                 continue
