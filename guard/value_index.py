@@ -6,8 +6,9 @@ indexes and looks up normal forms (``graph.normalize``).  Structured values (e-m
 URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are matched only
 as wholes: a k-gram that overlaps one (its domain, host, a common prefix) makes no edge, nor does a
 value token inside one (the year of a date).  A k-gram of the background table's boilerplate
-(:mod:`guard.specificity`) makes no edge either: it is indexed, but never looked up.  Every k-gram of a text is still kept for
-:meth:`ValueIndex.gram_bits` ("which records hold this k-gram"), which other readers need whole.
+(:mod:`guard.specificity`) makes no edge either: it is indexed, but never looked up.  Every k-gram
+of a text is still kept for :meth:`ValueIndex.gram_bits` ("which records hold this k-gram"), which
+other readers need whole.
 A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit set, so a lookup costs one
 OR for it however many records hold it.
 """
