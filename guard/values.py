@@ -64,14 +64,12 @@ _MONTHS = [
     "december",
 ]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
-_DATE_NUM = re.compile(r"(?P<iso>\d{4}-\d{2}-\d{2})(?!\d)|(?P<num>\d{1,2}[/.]\d{1,2}[/.]\d{4})(?!\d)")
-_DATE_WORD = re.compile(
-    rf"\b(?P<mdy>{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? \d{{4}})\b"
-    rf"|\b(?P<dmy>\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? \d{{4}})\b",
-    re.IGNORECASE,
+_YEAR = re.compile(r"\d{4}(?!\d)")  # every date form holds a four-digit year: dates are found from it
+_ISO_AT = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
+_NUM_BEFORE = re.compile(r"(?<![\d/.])\d{1,2}[/.]\d{1,2}[/.]$")
+_WORD_BEFORE = re.compile(
+    rf"(?:\b{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? |\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? )$", re.IGNORECASE
 )
-_MONTHS_RE = "(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
-_MONTH_HINT = re.compile(rf"{_MONTHS_RE}[a-z]*\.?,? \d|\d {_MONTHS_RE}")  # on lower-cased text
 _UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}[\w.-]{1,128}")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
 _EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
@@ -187,18 +185,36 @@ def _amount_key(raw: str) -> str | None:
     return f"amount:{code}:{value.quantize(Decimal('0.01'))}"
 
 
-def _date_key(match: re.Match[str]) -> str | None:
-    groups = match.groupdict()
-    if groups.get("iso"):
-        return f"date:{match.group('iso')}"
-    if groups.get("num"):
-        a, b, year = re.split(r"[/.]", match.group("num"))
-        return f"date:{year}-{int(a):02d}-{int(b):02d}?"  # day/month order unknown: kept as written
-    words = (match.group("mdy") or match.group("dmy")).replace(",", " ").split()
+def _dates(text: str) -> list[Value]:
+    """Dates: ``2024-03-05``, ``05/03/2024``, ``March 5, 2024``, ``5 Mar 2024`` (found from their year)."""
+    found = []
+    for m in _YEAR.finditer(text):
+        start, end = m.span()
+        if start and text[start - 1].isdigit():
+            continue
+        iso = _ISO_AT.match(text, start)
+        if iso is not None and (start == 0 or text[start - 1] != "-"):
+            found.append(Value("date", start, iso.end(), f"date:{iso.group(0)}"))
+            continue
+        if end < len(text) and (text[end].isalnum() or text[end] == "_"):
+            continue
+        num = _NUM_BEFORE.search(text, max(0, start - 6), start)
+        if num is not None:
+            a, b = re.split(r"[/.]", num.group(0))[:2]
+            found.append(Value("date", num.start(), end, f"date:{m.group(0)}-{int(a):02d}-{int(b):02d}?"))
+            continue
+        word = _WORD_BEFORE.search(text, max(0, start - 24), start)
+        if word is not None:
+            found.append(Value("date", word.start(), end, _word_date_key(word.group(0), m.group(0))))
+    return found
+
+
+def _word_date_key(before: str, year: str) -> str:
+    """The key of a date written with a month name: ``before`` is the text ahead of its year."""
+    words = before.replace(",", " ").split()
     month_word = next(w for w in words if w[0].isalpha())
     month = next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(month_word.rstrip(".").lower()[:3]))
-    day = int(re.sub(r"\D", "", next(w for w in words if w[0].isdigit() and len(re.sub(r"\D", "", w)) <= 2)))
-    year = next(w for w in words if len(w) == 4 and w.isdigit())
+    day = int(re.sub(r"\D", "", next(w for w in words if w[0].isdigit())))
     return f"date:{year}-{month:02d}-{day:02d}"
 
 
@@ -230,13 +246,7 @@ def _candidates(text: str) -> list[Value]:
         key = _amount_key(text[lo:hi])
         if key is not None:
             found.append(Value("amount", lo, hi, key))
-    dates = [m for m in _DATE_NUM.finditer(text) if _date_starts(text, m)]
-    if _MONTH_HINT.search(text.lower()):
-        dates += _DATE_WORD.finditer(text)
-    for m in dates:
-        key = _date_key(m)
-        if key is not None:
-            found.append(Value("date", m.start(), m.end(), key))
+    found += _dates(text)
     return found + _paths(text)
 
 
@@ -253,12 +263,6 @@ def _amounts(text: str) -> list[tuple[int, int]]:
         if before is not None and tail_ok and (before.start() == 0 or text[before.start() - 1] not in _WORDISH):
             spans.append((before.start(), cur.end()))
     return spans
-
-
-def _date_starts(text: str, match: re.Match[str]) -> bool:
-    """Whether a numeric date match starts a value: no digit (nor ``-``, ``/``, ``.`` for its form) before it."""
-    before = text[match.start() - 1] if match.start() else ""
-    return not before or before not in ("0123456789-" if match.group("iso") else "0123456789/.")
 
 
 def _paths(text: str) -> list[Value]:
