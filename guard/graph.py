@@ -38,11 +38,10 @@ from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
-from guard.specificity import background
-from guard.value_index import NodeSet, NormalizingValueIndex, ValueIndex, bits_of, members, to_bits
+from guard.value_index import NodeSet, ValueIndex, bits_of, index_for, members, to_bits
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
-__all__ += ["bits_of", "build_graph", "members", "record_text", "value_index"]
+__all__ += ["bits_of", "build_graph", "members", "record_text"]
 
 #: The per-node flags the graph keeps as bit sets (:meth:`PrefixGraph.flagged_bits`).
 FLAGS = ("private", "tainted", "canary", "injection", "untrusted")
@@ -58,7 +57,7 @@ class PrefixGraph:
         self._unflushed: list[int] = []
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
-        self._index: ValueIndex = value_index(policy)
+        self._index: ValueIndex = index_for(policy)
         self._unindexed: tuple[int, str, list[str]] | None = None
         self.injected = InjectedTokens(policy.scorer.injection_window)
         self.substrings = SubstringIndex()
@@ -384,14 +383,6 @@ class PrefixGraph:
         """``(source, primary type, all types, argument names)`` of every edge into ``node``."""
         for source, data in self.graph._pred[node].items():
             yield source, data["etype"], data["types"], data["args"]
-
-
-def value_index(policy: Policy) -> ValueIndex:
-    """An empty value index with the policy's graph rules (normalisation, whole values, background)."""
-    spec = policy.graph
-    index_type = NormalizingValueIndex if spec.normalize else ValueIndex
-    boilerplate = background().boilerplate(spec.min_span) if spec.background else frozenset()
-    return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
 
 
 def build_graph(policy: Policy, records: Iterable[Record]) -> PrefixGraph:

@@ -26,6 +26,8 @@ from typing import Any, TypeAlias
 import numpy as np
 
 from guard.normalize import normalize_value
+from guard.policy import Policy
+from guard.specificity import background
 from guard.values import Value, find_values, free_ranges
 
 _Posting: TypeAlias = "int | array[int] | list[int]"
@@ -202,6 +204,14 @@ class NormalizingValueIndex(ValueIndex):
         found = super().token_bits(value)
         norm = normalize_value(value)
         return found | super().token_bits(norm) if norm != value else found
+
+
+def index_for(policy: Policy) -> ValueIndex:
+    """An empty value index with the policy's graph rules (normalisation, whole values, background)."""
+    spec = policy.graph
+    index_type = NormalizingValueIndex if spec.normalize else ValueIndex
+    boilerplate = background().boilerplate(spec.min_span) if spec.background else frozenset()
+    return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
 
 
 def _grams(text: str, ranges: list[tuple[int, int]], k: int) -> set[str]:
