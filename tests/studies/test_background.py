@@ -46,3 +46,18 @@ def test_main_writes_a_loadable_table(tmp_path: Path, monkeypatch: object) -> No
     assert builder.main(["--out", str(out)]) == 0
     table = Background(json.loads(out.read_text()), "f" * 64)
     assert table.is_boilerplate("please do the following")
+
+
+def test_shipped_table_reproduces_bit_for_bit(tmp_path: Path) -> None:
+    """Catches a shipped background table that its recorded command no longer reproduces (drifted
+    recognisers, data or builder)."""
+    import json
+    import shlex
+
+    from guard.specificity import BACKGROUND_PATH
+    from guard.studies.background import main
+
+    argv = shlex.split(json.loads(BACKGROUND_PATH.read_text(encoding="utf-8"))["command"])[3:]
+    out = tmp_path / "kgrams.json"
+    assert main([*argv, "--out", str(out)]) == 0
+    assert out.read_bytes() == BACKGROUND_PATH.read_bytes()
