@@ -19,7 +19,8 @@ import re
 from array import array
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from itertools import chain
 from typing import Any, TypeAlias
 
@@ -62,20 +63,19 @@ class ValueIndex:
         self.wholes: dict[str, set[int]] = defaultdict(set)
         self.kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
         self.held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
-        self._seen: tuple[str, list[Value], list[tuple[int, int]]] | None = None
+        self._seen: tuple[str, _Analysis] | None = None
 
-    def _analysed(self, text: str) -> tuple[list[Value], list[tuple[int, int]]]:
+    def _analysed(self, text: str) -> _Analysis:
         """The structured values and free ranges of ``text`` (the last text's kept: a proposal's
         value is read by :meth:`span_bits` and :meth:`token_bits` in turn)."""
         seen = self._seen
         if seen is not None and seen[0] == text:
-            return seen[1], seen[2]
+            return seen[1]
         if not self.whole_values:
-            return [], [(0, len(text))]
-        values = find_values(text)
-        ranges = free_ranges(text, values)
-        self._seen = (text, values, ranges)
-        return values, ranges
+            return (), ((0, len(text)),)
+        found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
+        self._seen = (text, found)
+        return found
 
     def tokens_in(self, text: str) -> set[str]:
         """Value tokens found in ``text``, but none that is a part of a structured value."""
@@ -214,7 +214,20 @@ def index_for(policy: Policy) -> ValueIndex:
     return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
 
 
-def _grams(text: str, ranges: list[tuple[int, int]], k: int) -> set[str]:
+_Analysis: TypeAlias = "tuple[tuple[Value, ...], tuple[tuple[int, int], ...]]"
+_CACHED_CHARS = 4096  # texts up to this long share one analysis (tool outputs and arguments repeat)
+
+
+def _analyse(text: str) -> _Analysis:
+    """The structured values of ``text`` and its free ranges (:mod:`guard.values`): a pure function."""
+    values = find_values(text)
+    return tuple(values), tuple(free_ranges(text, values))
+
+
+_analysis = lru_cache(maxsize=8192)(_analyse)
+
+
+def _grams(text: str, ranges: Sequence[tuple[int, int]], k: int) -> set[str]:
     """The k-grams of ``text`` that lie inside one of ``ranges``."""
     return {text[i : i + k] for lo, hi in ranges for i in range(lo, hi - k + 1)}
 
