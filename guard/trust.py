@@ -80,15 +80,33 @@ def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool
 
 
 def trusted_value(value: str, turn: str) -> bool:
-    """Whether the user turn ``turn`` names ``value``: as text, in normal form, or as a structured value."""
+    """Whether the user turn ``turn`` names ``value``.
+
+    A value that is one structured value is named only as that whole value (same normal form): a
+    part of an address the user gave (``r@corp.com`` inside ``manager@corp.com``) is not named.
+    Other text is named when it stands in the turn as whole words, as written or in normal form.
+    """
     text = value.strip()
-    if not text or text in turn:
+    if not text:
         return True
     norm_turn, keys = _turn_forms(turn)
-    if normalize_value(text) in norm_turn:
-        return True
     found = find_values(text)
-    return len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)) and found[0].key in keys
+    if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
+        return found[0].key in keys
+    return _whole_words_in(text, turn) or _whole_words_in(normalize_value(text), norm_turn)
+
+
+def _whole_words_in(text: str, turn: str) -> bool:
+    """Whether ``text`` occurs in ``turn`` with no letter or digit right before or after it."""
+    start = turn.find(text)
+    while start >= 0:
+        end = start + len(text)
+        before = turn[start - 1] if start else " "
+        after = turn[end] if end < len(turn) else " "
+        if not (before.isalnum() and text[0].isalnum()) and not (after.isalnum() and text[-1].isalnum()):
+            return True
+        start = turn.find(text, start + 1)
+    return False
 
 
 @lru_cache(maxsize=256)

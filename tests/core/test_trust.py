@@ -119,6 +119,13 @@ def test_trusted_value_forms() -> None:
     assert trusted_value("  ", "anything")
 
 
+def test_part_of_a_user_named_value_is_not_named() -> None:
+    """Catches user-named trust by raw substring: a part of the address or word the user gave is not named."""
+    assert not trusted_value("r@corp.com", "send it to manager@corp.com")
+    assert not trusted_value("anage", "send it to the manager")
+    assert trusted_value("the manager", "send it to the manager.")
+
+
 def test_trust_section_is_strict_and_in_the_schema() -> None:
     """Catches a trust section that accepts unknown keys or bad entries, or is missing from the JSON Schema."""
     with pytest.raises(PolicyError, match="trust"):
