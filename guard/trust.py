@@ -13,9 +13,9 @@ An argument value is trusted when
 - the ``trust`` section of the policy allows it: an e-mail address in ``recipients``, an e-mail
   address or URL whose domain or host is one of ``domains`` (or a subdomain), a URL that starts
   with one of ``url_prefixes`` (compared in normal form: :mod:`guard.values`); or
-- ``trust.user_named`` is on (the default) and a user turn earlier in the session holds the value:
-  its text, stripped, occurs in the turn (also after :func:`guard.normalize.normalize_value`), or
-  the value is one structured value whose normal form the turn holds.
+- ``trust.user_named`` is on (the default) and a user turn earlier in the session names the value:
+  a value that is one structured value as the same whole value, other text as whole words (as
+  written or after :func:`guard.normalize.normalize_value`), see :func:`trusted_value`.
 
 Why an attacker cannot write this evidence: a user turn enters the session only through
 ``Session.observe_user``, which the integrator calls with the human's own message, and tool output
