@@ -19,6 +19,7 @@ from guard.errors import ArtifactError
 from guard.jsonio import loads_strict
 from guard.policy import Policy
 from guard.policy.defaults import DEFAULT_WEIGHTS
+from guard.specificity import background
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v1"
@@ -40,8 +41,14 @@ def _digest(value: Any) -> str:
 def pipeline_components(policy: Policy) -> dict[str, str]:
     """A hash per part of the pipeline the scores depend on."""
     dumped = policy.model_dump(mode="json")
-    if not dumped["graph"].get("normalize"):
-        dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
+    graph = dumped["graph"]
+    if not graph.get("normalize"):
+        graph.pop("normalize", None)  # the default keeps fingerprints from before the option
+    for option in ("whole_values", "background"):  # both off: the lexical rules, fingerprints from before them
+        if not graph.get(option):
+            graph.pop(option, None)
+    if graph.get("background"):
+        graph["background"] = background().fingerprint  # the table the edges were made with
     weights = dumped["scorer"]["weights"]
     extra = False
     for name in [n for n in weights if n not in DEFAULT_WEIGHTS]:
@@ -58,7 +65,7 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
         "selector": _digest(dumped["selector"]),
-        "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"]}),
+        "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"], "trust": dumped["trust"]}),
     }
 
 

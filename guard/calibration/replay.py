@@ -104,8 +104,8 @@ def score_episode_selectors(
         scored = decision.score is not None
         rows[selectors[0]].append(
             (_finite_score(decision), len(decision.selected), decision.proposal_index,
-             _vector(decision.features), scored and _in_scope(session, decision.proposal_index),
-             _tool(session, decision.proposal_index))
+             _counted(session, decision.proposal_index, decision.features),
+             scored and _in_scope(session, decision.proposal_index), _tool(session, decision.proposal_index))
         )
         for name, selector in others.items():
             rows[name].append(_shadow_row(session, decision, selector))
@@ -147,6 +147,14 @@ def _vector(features: Mapping[str, bool]) -> tuple[bool, ...]:
     return tuple(bool(features.get(name, False)) for name in FEATURES)
 
 
+def _counted(session: Session, node: int, features: Mapping[str, bool]) -> tuple[bool, ...]:
+    """The features that count in the score: those a fully trusted call leaves out are recorded as off, so
+    re-scoring the recorded features under any weights gives the scorer's own score."""
+    scorer = session.guard.scorer
+    lowered = scorer.lowered(session.graph, node, features) if isinstance(scorer, WeightedScorer) else frozenset()
+    return tuple(bool(features.get(name, False)) and name not in lowered for name in FEATURES)
+
+
 def _tool(session: Session, node: int) -> str:
     return session.graph.records[node].tool or ""
 
@@ -162,7 +170,8 @@ def _shadow_row(session: Session, decision: Decision, selector: Selector) -> Row
         return float("inf"), 0, node, _vector({}), False, _tool(session, node)
     selected = selector.select(session.graph, node, session.session_id)
     score, features = session.guard.scorer.score(session.graph, node, frozenset(selected))
-    return float(score), len(selected), node, _vector(features), _in_scope(session, node), _tool(session, node)
+    counted = _counted(session, node, features)
+    return float(score), len(selected), node, counted, _in_scope(session, node), _tool(session, node)
 
 
 def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> EpisodeScores:

@@ -24,6 +24,7 @@ from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
 from guard.policy.mcp import McpSpec
 from guard.policy.safecommit import SafeCommitSpec
+from guard.policy.trust import TrustSpec
 from guard.policy.weights import FeatureWeights as FeatureWeights
 from guard.policy.weights import check_tool_weights
 
@@ -123,6 +124,18 @@ class GraphSpec(_Strict):
         default=False,
         description="Also match values after cheap, sound normalization (case, whitespace, URL-decoding, "
         "digit-group separators, Unicode compatibility forms). Opt-in: it changes edges, so recalibrate.",
+    )
+
+    whole_values: bool = Field(
+        default=True,
+        description="Match structured values (e-mail addresses, URLs, IBANs, phone and card numbers, amounts, "
+        "dates, paths) only as whole normalised values: a span covering only a part of one (its domain, host, a "
+        "common prefix) makes no edge. Off: the lexical rules of earlier versions.",
+    )
+    background: bool = Field(
+        default=True,
+        description="Boilerplate spans (k-grams common across environments in the shipped background table, "
+        "built on development data) make no edge. Applies when min_span is 8, the table's k.",
     )
 
     @field_validator("value_patterns")
@@ -235,6 +248,11 @@ class Policy(_Strict):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Where λ̂ comes from.")
     audit: AuditSpec = Field(default_factory=AuditSpec, description="Where the audit log goes, what it may log raw.")
     review: ReviewSpec | None = Field(default=None, description="Review sampling for the risk monitor; absent = none.")
+    trust: TrustSpec = Field(
+        default_factory=TrustSpec,
+        description="Trusted evidence: user-named values and allow-lists that may lower the score of a call "
+        "whose every risky argument they name. Never raised by untrusted text.",
+    )
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     ledger: LedgerSpec | None = Field(
         default=None,
