@@ -13,7 +13,9 @@ from guard.calibration import fit, threeway
 from guard.calibration.replay import EpisodeScores, assemble, score_episode
 from guard.corpora.agentdojo import episode_ledger_labels, load_runs, load_suite_policy
 from guard.errors import CalibrationError
-from guard.ledger import CATEGORIES
+from guard.graph import build_graph
+from guard.ledger import CATEGORIES, LedgerLabels
+from guard.records import Trust
 from guard.scorer import EXTRA_FEATURES, FEATURES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agentdojo_runs"
@@ -235,3 +237,35 @@ def test_evaluate_fixed_artifact_agrees_with_the_online_gate(
     assert 0 < sum(stopped) < len(stopped)  # the oracle is not trivial on the fixtures
     assert reported["fitted_weights"] is True and reported["n_episodes"] == len(episodes)
     assert reported["intervention"] == pytest.approx(sum(stopped) / len(stopped))
+
+
+def test_trusted_call_is_recorded_with_the_features_that_count() -> None:
+    """A call whose every risky argument the user named leaves its data-flow features out of the score; replay
+    records them as off, so re-scoring under any weights equals the online score (catches replay recording the
+    raw features, which re-scores a trusted call too high)."""
+    from guard.policy import parse_policy
+    from guard.records import Episode, proposal, result, user
+    from guard.scorer import DATAFLOW, WeightedScorer
+
+    tools = {
+        "read_contacts": {"kind": "private_source", "identifier_args": ["name"]},
+        "send_email": {"kind": "sink", "effect": "irreversible", "payload_args": ["body"], "identifier_args": ["to"]},
+    }
+    policy = parse_policy({"name": "trusted-replay", "tools": tools})
+    records = (
+        user(0, "Write to bob@partner.test: the meeting moved to 3pm"),
+        proposal(1, "read_contacts", {"name": "all"}, "c1"),
+        result(2, "c1", "Contacts: bob@partner.test (Bob), carol@partner.test", Trust.TOOL_PRIVATE, "read_contacts"),
+        proposal(3, "send_email", {"to": "bob@partner.test", "body": "the meeting moved to 3pm"}, "c2"),
+    )
+    episode = Episode("trusted", records)
+    scored = assemble([score_episode(policy, episode, LedgerLabels())])
+    assert scored.features is not None
+    counted = dict(zip(FEATURES, scored.features[-1].tolist(), strict=True))
+    graph = build_graph(policy, records)
+    raw = WeightedScorer(policy).features(graph, 3, frozenset({0, 1, 2}))
+    assert any(raw[name] for name in DATAFLOW)
+    assert not any(counted[name] for name in DATAFLOW)
+    weights = fit.weight_mapping(np.ones(F))
+    online = assemble([score_episode(fit.with_weights(policy, weights), episode, LedgerLabels())])
+    assert fit.rescore(scored, fit.weight_vector(weights)).scores.tolist() == online.scores.tolist()
