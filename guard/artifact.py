@@ -26,7 +26,7 @@ GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
-#: the scorer's feature set beyond METHOD §6's defaults and the commit it was frozen at; recorded in the scorer
+#: the scorer's feature set beyond its default features and the commit it was frozen at; recorded in the scorer
 #: fingerprint of a pipeline that gives any of those features, or a tool, a weight.
 FEATURE_SET = "roles-graded/v1@e05f0205310ca0a43fbdccb4382275bd32c36e91"
 #: opt-in features that predate it: a pipeline weighing only these keeps its earlier fingerprint.

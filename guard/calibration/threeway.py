@@ -120,7 +120,7 @@ def _one(sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, test: IntMatrix, 
 
 def ablation_variants() -> dict[str, fit.FitSpec]:
     """The full fit; without tool identity; without each feature group; without each earlier opt-in
-    feature; and on METHOD §6's features only."""
+    feature; and on the six default features and injected_value only."""
     out = {"carb_gcarb_fit": fit.FitSpec(), "fit_without_tool_identity": fit.FitSpec(tools=False)}
     for group, names in FEATURE_GROUPS.items():
         out[f"fit_without_{group}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in names))

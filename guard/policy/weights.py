@@ -1,7 +1,7 @@
 """The scorer's weights in a policy: one per binary feature, and optional per-tool identity weights.
 
 Every weight is a finite number >= 0, so adding evidence never lowers a score.  Features added
-after METHOD §6's six default to 0: a policy or ``calibrate --fit-scorer`` sets them.
+after the six default features weigh 0 by default: a policy or ``calibrate --fit-scorer`` sets them.
 """
 
 from __future__ import annotations
