@@ -15,7 +15,11 @@ carbguard calibrate --corpus all --exclude-model gpt-4o-2024-05-13 --alpha 0.1 \
   --out calibration_artifacts/agentdojo/pooled-without-gpt-4o_a0.10.json
 mkdir -p guard/data/calibration_artifacts/agentdojo
 cp calibration_artifacts/agentdojo/*.json guard/data/calibration_artifacts/agentdojo/
-# SafeCommit kappa artifacts (conformal threshold over world scores; see README "SafeCommit")
+# SafeCommit kappa artifacts (conformal threshold over world scores; see README "SafeCommit"), gated by the
+# pooled CARB artifact of the same alpha, which the suite policies name
 for alpha in 0.05 0.10; do
-  carbguard safecommit calibrate --alpha "$alpha" --out "calibration_artifacts/safecommit/agentdojo_kappa_a${alpha}.json"
+  carbguard safecommit calibrate --alpha "$alpha" --gate-artifact "calibration_artifacts/agentdojo/pooled_a${alpha}.json" \
+    --out "calibration_artifacts/safecommit/agentdojo_kappa_a${alpha}.json"
 done
+mkdir -p guard/data/calibration_artifacts/safecommit
+cp calibration_artifacts/safecommit/*.json guard/data/calibration_artifacts/safecommit/

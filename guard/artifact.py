@@ -18,16 +18,19 @@ from typing import Any
 from guard.errors import ArtifactError
 from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
+from guard.policy.defaults import DEFAULT_WEIGHTS
+from guard.specificity import background
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v1"
 SCORER_VERSION = "weighted-binary/v1"
 
 
-#: weights of features added after the first artifacts (issue 16); left out of the fingerprint at 0.
-_ZERO_DEFAULT_WEIGHTS: tuple[str, ...] = (
-    "injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max",
-)
+#: the scorer's feature set beyond its default features and the commit it was frozen at; recorded in the scorer
+#: fingerprint of a pipeline that gives any of those features, or a tool, a weight.
+FEATURE_SET = "roles-graded/v1@e05f0205310ca0a43fbdccb4382275bd32c36e91"
+#: opt-in features that predate it: a pipeline weighing only these keeps its earlier fingerprint.
+_EARLIER_OPT_IN = ("injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max")
 
 
 def _digest(value: Any) -> str:
@@ -38,17 +41,31 @@ def _digest(value: Any) -> str:
 def pipeline_components(policy: Policy) -> dict[str, str]:
     """A hash per part of the pipeline the scores depend on."""
     dumped = policy.model_dump(mode="json")
-    if not dumped["graph"].get("normalize"):
-        dumped["graph"].pop("normalize", None)  # the default keeps fingerprints from before the option
+    graph = dumped["graph"]
+    if not graph.get("normalize"):
+        graph.pop("normalize", None)  # the default keeps fingerprints from before the option
+    for option in ("whole_values", "background"):  # both off: the lexical rules, fingerprints from before them
+        if not graph.get(option):
+            graph.pop(option, None)
+    if graph.get("background"):
+        graph["background"] = background().fingerprint  # the table the edges were made with
     weights = dumped["scorer"]["weights"]
-    for name in _ZERO_DEFAULT_WEIGHTS:
-        if weights.get(name) == 0:  # features added later keep fingerprints from before them at weight 0
+    extra = False
+    for name in [n for n in weights if n not in DEFAULT_WEIGHTS]:
+        extra |= weights[name] != 0 and name not in _EARLIER_OPT_IN
+        if weights[name] == 0:  # features added later keep fingerprints from before them at weight 0
             weights.pop(name)
+    if dumped["scorer"]["tool_weights"]:
+        extra = True
+    else:
+        dumped["scorer"].pop("tool_weights")
+    if extra:
+        dumped["scorer"]["feature_set"] = FEATURE_SET
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
         "selector": _digest(dumped["selector"]),
-        "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"]}),
+        "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"], "trust": dumped["trust"]}),
     }
 
 
@@ -217,8 +234,22 @@ def fitted_weights(body: dict[str, Any]) -> dict[str, float] | None:
     return {k: float(v) for k, v in weights.items()}
 
 
+def fitted_tool_weights(body: dict[str, Any]) -> dict[str, float]:
+    """The tool identity weights fitted into an artifact (``scorer_tool_weights``; empty if it has none)."""
+    weights = body.get("scorer_tool_weights", {})
+    if not isinstance(weights, dict) or not all(
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+        for k, v in weights.items()
+    ):
+        raise ArtifactError("artifact field 'scorer_tool_weights' must map tool names to finite numbers >= 0")
+    return {k: float(v) for k, v in weights.items()}
+
+
 def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path) -> Policy:
-    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them)."""
+    """``policy`` scoring with the artifact's fitted weights (unchanged for an artifact without them).
+
+    Tool weights apply to the tools ``policy`` declares (one artifact may cover several policies).
+    """
     from pydantic import ValidationError
 
     from guard.policy import FeatureWeights
@@ -228,10 +259,13 @@ def apply_fitted_weights(body: dict[str, Any], policy: Policy, file: str | Path)
         if weights is None:
             return policy
         spec = FeatureWeights.model_validate(weights)
+        tools = {k: v for k, v in fitted_tool_weights(body).items() if k in policy.tools}
     except (ArtifactError, ValidationError) as exc:
         first = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise ArtifactError(f"{file}: invalid fitted scorer weights: {first}") from None
-    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec})})
+    return policy.model_copy(
+        update={"scorer": policy.scorer.model_copy(update={"weights": spec, "tool_weights": tools})}
+    )
 
 
 def _check_pipeline(body: dict[str, Any], policy: Policy, file: Path) -> None:

@@ -4,7 +4,9 @@ Nodes are record indices; edges point forward in time and carry their type:
 
 - ``E1`` call → result (same ``call_id``);
 - ``E2`` span reuse: an argument value of a later proposal contains an exact span of at least
-  ``min_span`` characters of an earlier record's text, or a whole value token of it;
+  ``min_span`` characters of an earlier record's free text, a whole value token of it, or a whole
+  structured value of it (an e-mail address, URL, IBAN, ...: :mod:`guard.values`); a span covering
+  only part of a structured value, or boilerplate (:mod:`guard.specificity`), makes no edge;
 - ``E3`` shared identifier: a value of an ``identifier_args`` argument equals an identifier that the
   earlier record names;
 - ``E4`` user intent: E2/E3 where the earlier record is a user turn.
@@ -36,7 +38,7 @@ from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
-from guard.value_index import NodeSet, NormalizingValueIndex, ValueIndex, bits_of, members, to_bits
+from guard.value_index import NodeSet, ValueIndex, bits_of, index_for, members, to_bits
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
 __all__ += ["bits_of", "build_graph", "members", "record_text"]
@@ -55,8 +57,7 @@ class PrefixGraph:
         self._unflushed: list[int] = []
         self.facts: dict[int, NodeFacts] = {}
         self.records: dict[int, Record] = {}
-        index_type = NormalizingValueIndex if policy.graph.normalize else ValueIndex
-        self._index: ValueIndex = index_type(policy.graph.value_patterns.values(), policy.graph.min_span)
+        self._index: ValueIndex = index_for(policy)
         self._unindexed: tuple[int, str, list[str]] | None = None
         self.injected = InjectedTokens(policy.scorer.injection_window)
         self.substrings = SubstringIndex()

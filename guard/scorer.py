@@ -16,6 +16,8 @@ from guard.feature_index import SHORT_ID_MAX, merged_windows
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
+from guard.role_features import GRADED_FEATURES, ROLE_FEATURES, role_features
+from guard.trust import LOWERED, trusted_call
 
 FEATURES: tuple[str, ...] = (
     "provenance_path",
@@ -30,9 +32,18 @@ FEATURES: tuple[str, ...] = (
     "private_in_url",
     "severity_high",
     "severity_max",
+    *ROLE_FEATURES,
+    *GRADED_FEATURES,
 )
-#: Features added for issue 16; weight 0 in METHOD §6's defaults unless a policy or a fit sets them.
-EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:]
+#: Features with weight 0 in METHOD §6's defaults unless a policy or a fit sets them, by group.
+EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:12]
+#: The data-flow features: trusted evidence may leave them out of a call's score (:meth:`WeightedScorer.lowered`).
+DATAFLOW: frozenset[str] = LOWERED | frozenset(ROLE_FEATURES + GRADED_FEATURES)
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "prefix": EXTRA_FEATURES,
+    "roles": ROLE_FEATURES,
+    "graded": GRADED_FEATURES,
+}
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
 _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
@@ -44,8 +55,10 @@ class WeightedScorer:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.weights = policy.scorer.weights.model_dump()
+        self.tool_weights = dict(policy.scorer.tool_weights)
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool]] | None = None
+        self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], bool] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
         """The binary feature values of the proposal at ``node`` given ``selected``."""
@@ -76,6 +89,7 @@ class WeightedScorer:
             "private_in_url": self._private_in_url(graph, node),
             "severity_high": spec is not None and spec.severity >= 2,
             "severity_max": spec is not None and spec.severity >= 3,
+            **self._role_features(graph, node, spec, is_sink),
         }
         self._memo = (weakref.ref(graph), (len(graph), node), values)
         return dict(values)
@@ -85,8 +99,24 @@ class WeightedScorer:
         values = self.features(graph, node, selected)
         if not self._in_scope(graph, node):
             return 0.0, MappingProxyType(values)
-        total = sum(self.weights[name] for name, on in values.items() if on)
+        lowered = self.lowered(graph, node, values)
+        total = sum(self.weights[name] for name, on in values.items() if on and name not in lowered)
+        if self.tool_weights:
+            total += self.tool_weights.get(graph.records[node].tool or "", 0.0)
         return round(total, 12), MappingProxyType(values)
+
+    def lowered(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> frozenset[str]:
+        """The data-flow features a fully trusted call leaves out of its score (:mod:`guard.trust`); none for
+        any other call.  Tool identity and features of the action itself are never left out."""
+        if not any(values[name] for name in DATAFLOW):  # trust can only leave out data-flow features that fired
+            return frozenset()
+        memo = self._trusted  # one atomic read, as for the prefix features
+        if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
+            return DATAFLOW if memo[2] else frozenset()
+        turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
+        trusted = trusted_call(self.policy, turns, graph.records[node])
+        self._trusted = (weakref.ref(graph), (len(graph), node), trusted)
+        return DATAFLOW if trusted else frozenset()
 
     def in_scope(self, graph: PrefixGraph, node: int) -> bool:
         """Whether the policy's scorer scope scores this proposal (out of scope: score 0)."""
@@ -97,6 +127,14 @@ class WeightedScorer:
             return True
         spec = self.policy.tool(graph.records[node].tool or "")
         return spec is not None and (spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE)
+
+    def _role_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
+        """Argument roles x source kinds and graded evidence (:mod:`guard.role_features`), for sinks and
+        side-effectful calls; every such feature is off for other proposals."""
+        if spec is None or not (is_sink or _acts(spec)):
+            return dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)
+        values = graph.records[node].arg_values()
+        return role_features(graph, node, spec, values, graph.policy.graph.min_span, graph.index)
 
     def _payload_args(self, graph: PrefixGraph, node: int) -> set[str]:
         spec = self.policy.tool(graph.records[node].tool or "")

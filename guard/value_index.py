@@ -1,23 +1,37 @@
-"""The value index of the prefix graph (METHOD §4): value tokens and k-grams → the nodes that hold them.
+"""The value index of the prefix graph: value tokens, structured values and k-grams → the nodes that hold them.
 
-:class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span or a whole value
-token with this value"; :class:`NormalizingValueIndex` also indexes and looks up normal forms
-(``graph.normalize``).  A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit
-set, so a lookup costs one OR for it however many records hold it.
+:class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span of free text, a
+whole value token or a whole structured value with this value"; :class:`NormalizingValueIndex` also
+indexes and looks up normal forms (``graph.normalize``).  Structured values (e-mail addresses,
+URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are matched only
+as wholes: a k-gram that overlaps one (its domain, host, a common prefix) makes no edge, nor does a
+value token inside one (the year of a date).  A k-gram of the background table's boilerplate
+(:mod:`guard.specificity`) makes no edge either: it is indexed, but never looked up.  Every k-gram
+of a text is still kept for :meth:`ValueIndex.gram_bits` ("which records hold this k-gram"), which
+other readers need whole.
+A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit set, so a lookup costs one
+OR for it however many records hold it.
 """
 
 from __future__ import annotations
 
 import re
 from array import array
+from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from itertools import chain
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 
 from guard.normalize import normalize_value
+from guard.policy import Policy
+from guard.specificity import background
+from guard.values import Value, find_values, free_ranges
+
+_Posting: TypeAlias = "int | array[int] | list[int]"
 
 _DENSE = 64  # a k-gram held by more nodes keeps them as a bit set (one OR per lookup)
 _FEW = 24  # bit sets of at most this many members are converted in Python: numpy's overhead is larger
@@ -32,28 +46,72 @@ class ValueIndex:
     integer bit set (one OR per lookup, updated in place).
     """
 
-    def __init__(self, patterns: Iterable[str], min_span: int) -> None:
+    def __init__(
+        self,
+        patterns: Iterable[str],
+        min_span: int,
+        boilerplate: frozenset[str] = frozenset(),
+        *,
+        whole_values: bool = True,
+    ) -> None:
         self._token_re = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
         self.min_span = min_span
+        self.boilerplate = boilerplate
+        self.whole_values = whole_values
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, int | array[int] | list[int]] = {}
+        self.wholes: dict[str, set[int]] = defaultdict(set)
+        self.kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
+        self.held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
+        self._seen: tuple[str, _Analysis] | None = None
+
+    def _analysed(self, text: str) -> _Analysis:
+        """The structured values and free ranges of ``text`` (the last text's kept: a proposal's
+        value is read by :meth:`span_bits` and :meth:`token_bits` in turn)."""
+        seen = self._seen
+        if seen is not None and seen[0] == text:
+            return seen[1]
+        if not self.whole_values:
+            return (), ((0, len(text)),)
+        found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
+        self._seen = (text, found)
+        return found
 
     def tokens_in(self, text: str) -> set[str]:
-        """Value tokens found in ``text``."""
+        """Value tokens found in ``text``, but none that is a part of a structured value."""
         if self._token_re is None or not text:
             return set()
-        return {m.group(0) for m in self._token_re.finditer(text)}
+        values, ranges = self._analysed(text)
+        if not values:
+            return {m.group(0) for m in self._token_re.finditer(text)}
+        wholes = {(v.start, v.end) for v in values}
+        starts = [lo for lo, _ in ranges]
+        kept = set()
+        for m in self._token_re.finditer(text):
+            span = m.span()
+            if span in wholes:
+                kept.add(m.group(0))
+                continue
+            at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
+            if at >= 0 and span[1] <= ranges[at][1]:
+                kept.add(m.group(0))
+        return kept
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
-        """Index ``text`` (k-grams, tokens) and extra identifiers under ``node`` (nodes in ascending order)."""
+        """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
+        (nodes in ascending order)."""
+        values, ranges = self._analysed(text)
         for token in self.tokens_in(text):
             self.tokens[token].add(node)
             self.identifiers[token].add(node)
         for ident in identifiers:
             self.identifiers[ident].add(node)
-        k, kgrams, one = self.min_span, self.kgrams, 1 << node
-        for gram in {text[i : i + k] for i in range(len(text) - k + 1)}:
+        for value in values:
+            self.wholes[value.key].add(node)
+        k = self.min_span
+        free = _grams(text, ranges, k) if values else {text[i : i + k] for i in range(len(text) - k + 1)}
+        kgrams, one = self.kgrams, 1 << node
+        for gram in free:  # _post, inlined: this loop is the indexing cost of a record
             posting = kgrams.get(gram)
             if posting is None:
                 kgrams[gram] = node
@@ -65,6 +123,11 @@ class ValueIndex:
                 posting.append(node)
             else:
                 kgrams[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
+        if values:
+            near = {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - free
+            for gram in near:
+                if len(gram) == k:
+                    _post(self.held, gram, node)
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -79,7 +142,8 @@ class ValueIndex:
         k, get = self.min_span, self.kgrams.get
         joined = array("q")
         bits = 0
-        for gram in {value[i : i + k] for i in range(len(value) - k + 1)}:
+        grams = _grams(value, self._analysed(value)[1], k)
+        for gram in grams - self.boilerplate if self.boilerplate else grams:
             posting = get(gram)
             if posting is None:
                 continue
@@ -92,24 +156,25 @@ class ValueIndex:
         return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
 
     def gram_bits(self, gram: str) -> int:
-        """The nodes whose indexed text holds the k-gram ``gram``, as a bit set."""
-        posting = self.kgrams.get(gram)
-        if posting is None:
-            return 0
-        if isinstance(posting, int):
-            return 1 << posting
-        if isinstance(posting, list):
-            return posting[0]
-        return to_bits(posting)
+        """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
+        structured value, boilerplate), as a bit set."""
+        return _posting_bits(self.kgrams.get(gram)) | _posting_bits(self.held.get(gram))
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
         return set(members(self.token_bits(value)))
 
     def token_bits(self, value: str) -> int:
-        """:meth:`token_sources` as a bit set."""
-        get = self.tokens.get
-        return to_bits(chain.from_iterable(get(token, ()) for token in self.tokens_in(value)))
+        """:meth:`token_sources` and the holders of a whole structured value of ``value``, as a bit set."""
+        get, whole = self.tokens.get, self.wholes.get
+        values = self._analysed(value)[0]
+        tokens = chain.from_iterable(get(token, ()) for token in self.tokens_in(value))
+        return to_bits(chain(tokens, chain.from_iterable(whole(v.key, ()) for v in values)))
+
+    def whole_bits(self, value: str) -> int:
+        """Nodes holding a whole structured value found in ``value`` (its normal form), as a bit set."""
+        whole = self.wholes.get
+        return to_bits(chain.from_iterable(whole(v.key, ()) for v in self._analysed(value)[0]))
 
     def identifier_bits(self, value: str) -> int:
         """Nodes that name ``value`` as an identifier, as a bit set."""
@@ -139,6 +204,57 @@ class NormalizingValueIndex(ValueIndex):
         found = super().token_bits(value)
         norm = normalize_value(value)
         return found | super().token_bits(norm) if norm != value else found
+
+
+def index_for(policy: Policy) -> ValueIndex:
+    """An empty value index with the policy's graph rules (normalisation, whole values, background)."""
+    spec = policy.graph
+    index_type = NormalizingValueIndex if spec.normalize else ValueIndex
+    boilerplate = background().boilerplate(spec.min_span) if spec.background else frozenset()
+    return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
+
+
+_Analysis: TypeAlias = "tuple[tuple[Value, ...], tuple[tuple[int, int], ...]]"
+_CACHED_CHARS = 4096  # texts up to this long share one analysis (tool outputs and arguments repeat)
+
+
+def _analyse(text: str) -> _Analysis:
+    """The structured values of ``text`` and its free ranges (:mod:`guard.values`): a pure function."""
+    values = find_values(text)
+    return tuple(values), tuple(free_ranges(text, values))
+
+
+_analysis = lru_cache(maxsize=8192)(_analyse)
+
+
+def _grams(text: str, ranges: Sequence[tuple[int, int]], k: int) -> set[str]:
+    """The k-grams of ``text`` that lie inside one of ``ranges``."""
+    return {text[i : i + k] for lo, hi in ranges for i in range(lo, hi - k + 1)}
+
+
+def _post(postings: dict[str, _Posting], gram: str, node: int) -> None:
+    """Add ``node`` (the newest so far) to the posting of ``gram``, in the cheapest form for its size."""
+    posting = postings.get(gram)
+    if posting is None:
+        postings[gram] = node
+    elif isinstance(posting, int):
+        postings[gram] = array("q", (posting, node))
+    elif isinstance(posting, list):
+        posting[0] |= 1 << node
+    elif len(posting) < _DENSE:
+        posting.append(node)
+    else:
+        postings[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
+
+
+def _posting_bits(posting: _Posting | None) -> int:
+    if posting is None:
+        return 0
+    if isinstance(posting, int):
+        return 1 << posting
+    if isinstance(posting, list):
+        return posting[0]
+    return to_bits(posting)
 
 
 def members(bits: int) -> list[int]:

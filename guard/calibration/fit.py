@@ -35,36 +35,52 @@ DEFAULT_L2 = 1e-3
 WEIGHT_DECIMALS = 6
 
 
+#: prefix of a tool identity column's name (:meth:`guard.calibration.replay.ScoredCorpus.columns`).
+TOOL = "tool:"
+
+
 @dataclass(frozen=True, slots=True)
 class FitSpec:
-    """How weights are fitted: regularisation and the features the fit may use (others get weight 0)."""
+    """How weights are fitted: regularisation, the features the fit may use (others get weight 0) and
+    whether it may weigh tool identity (one indicator per tool)."""
 
     l2: float = DEFAULT_L2
     features: tuple[str, ...] = FEATURES
+    tools: bool = True
 
-    def mask(self) -> npt.NDArray[np.bool_]:
-        """Which of :data:`FEATURES` the fit may give a weight."""
+    def mask(self, columns: tuple[str, ...] = FEATURES) -> npt.NDArray[np.bool_]:
+        """Which of ``columns`` (features, then ``tool:NAME``) the fit may give a weight."""
         unknown = set(self.features) - set(FEATURES)
         if unknown:
             raise CalibrationError(f"unknown scorer features {sorted(unknown)}; known: {', '.join(FEATURES)}")
-        return np.array([name in self.features for name in FEATURES])
+        return np.array([name in self.features or (self.tools and name.startswith(TOOL)) for name in columns])
 
 
-def weight_vector(weights: FeatureWeights | Mapping[str, float]) -> FloatArray:
-    """The weights in :data:`FEATURES` order."""
+def weight_vector(weights: FeatureWeights | Mapping[str, float], columns: tuple[str, ...] = FEATURES) -> FloatArray:
+    """The weights in ``columns`` order (absent names weigh 0)."""
     values = weights.model_dump() if isinstance(weights, FeatureWeights) else dict(weights)
-    return np.array([float(values.get(name, 0.0)) for name in FEATURES], dtype=np.float64)
+    return np.array([float(values.get(name, 0.0)) for name in columns], dtype=np.float64)
 
 
-def weight_mapping(vector: FloatArray) -> dict[str, float]:
-    """A weight vector as the policy's ``scorer.weights`` mapping."""
-    return {name: float(v) for name, v in zip(FEATURES, vector, strict=True)}
+def weight_mapping(vector: FloatArray, columns: tuple[str, ...] = FEATURES) -> dict[str, float]:
+    """A weight vector as a mapping: feature names, and ``tool:NAME`` for tool identity."""
+    return {name: float(v) for name, v in zip(columns, vector, strict=True)}
+
+
+def split_weights(weights: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """``(feature weights, tool weights)`` of a mapping with ``tool:NAME`` keys (zero tool weights dropped)."""
+    features = {k: v for k, v in weights.items() if not k.startswith(TOOL)}
+    tools = {k[len(TOOL) :]: v for k, v in weights.items() if k.startswith(TOOL) and v != 0}
+    return features, tools
 
 
 def with_weights(policy: Policy, weights: Mapping[str, float]) -> Policy:
-    """A copy of ``policy`` whose scorer uses ``weights`` (validated by the policy model)."""
-    spec = FeatureWeights.model_validate(dict(weights))
-    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec})})
+    """A copy of ``policy`` whose scorer uses ``weights`` (validated by the policy model); ``tool:NAME``
+    weights apply to the tools ``policy`` declares."""
+    features, tools = split_weights(weights)
+    spec = FeatureWeights.model_validate(features)
+    own = {k: v for k, v in tools.items() if k in policy.tools}
+    return policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"weights": spec, "tool_weights": own})})
 
 
 # --------------------------------------------------------------------------- exact re-scoring
@@ -85,15 +101,16 @@ def feature_table(corpus: ScoredCorpus) -> FeatureTable:
     """Index a corpus's recorded features (raises if replay recorded none)."""
     if corpus.features is None or corpus.in_scope is None or corpus.first_harm is None:
         raise CalibrationError("this scored corpus has no recorded features; score it with replay first")
-    rows, inverse = np.unique(corpus.features, axis=0, return_inverse=True)
+    rows, inverse = np.unique(corpus.design(), axis=0, return_inverse=True)
     owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets)).astype(np.int64)
     return FeatureTable(rows, inverse.ravel().astype(np.int64), ~np.isfinite(corpus.scores), corpus.in_scope, owner)
 
 
 def row_scores(rows: npt.NDArray[np.bool_], weights: FloatArray) -> FloatArray:
-    """Each feature row's score exactly as the scorer computes it (Python sum in feature order, rounded)."""
+    """Each feature row's score exactly as the scorer computes it (Python sum in feature order, then the
+    tool weight, rounded); weights shorter than a row weigh the missing columns 0."""
     out = np.empty(len(rows))
-    w = [float(x) for x in weights]
+    w = [float(x) for x in weights] + [0.0] * max(0, rows.shape[1] - len(weights))
     for r, row in enumerate(rows.tolist()):
         out[r] = round(sum(w[j] for j, on in enumerate(row) if on), 12)
     return out
@@ -155,10 +172,11 @@ def fit_weights(
     positive, negative = _examples(corpus, table)
     use = take[table.owner] & table.in_scope & ~table.refused & (positive | negative)
     rows, pos, neg = _counts(table.inverse[use], positive[use], len(table.rows))
-    x = table.rows[rows].astype(np.float64)[:, spec.mask()]
+    mask = spec.mask(corpus.columns())
+    x = table.rows[rows].astype(np.float64)[:, mask]
     w = _logistic_nonneg(x, pos[rows], neg[rows], spec.l2)
-    full = np.zeros(len(FEATURES))
-    full[spec.mask()] = w
+    full = np.zeros(mask.size)
+    full[mask] = w
     return np.round(full, WEIGHT_DECIMALS)
 
 
@@ -229,6 +247,7 @@ __all__ = [
     "fit_weights",
     "rescore",
     "row_scores",
+    "split_weights",
     "weight_mapping",
     "weight_vector",
     "with_weights",

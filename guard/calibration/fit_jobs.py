@@ -47,12 +47,13 @@ def fitted_evaluation(
         fractions=fractions, variants=variants,
     )
     stacked = np.array(weights)
+    columns = scored.columns()
     return {
         "split": list(fractions),
         "results": [row.to_json() for row in rows],
-        "weights_mean": fit.weight_mapping(stacked.mean(axis=0)),
-        "weights_p05": fit.weight_mapping(np.percentile(stacked, 5, axis=0)),
-        "weights_p95": fit.weight_mapping(np.percentile(stacked, 95, axis=0)),
+        "weights_mean": fit.weight_mapping(stacked.mean(axis=0), columns),
+        "weights_p05": fit.weight_mapping(np.percentile(stacked, 5, axis=0), columns),
+        "weights_p95": fit.weight_mapping(np.percentile(stacked, 95, axis=0), columns),
         "seconds": round(time.perf_counter() - start, 3),
     }
 
@@ -78,19 +79,22 @@ def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> d
     ``corpus`` is an AgentDojo corpus or your own episodes (``load_episodes_corpus``): the artifact
     is checked against every policy the corpus uses, and the episodes are scored under them.
     """
+    from guard.artifact import fitted_tool_weights
     from guard.calibration.jobs import score_selectors
 
     artifact = load_artifact(path)
     selector = artifact.selector
     weights = artifact_weights(artifact.body)
+    tools = {f"{fit.TOOL}{k}": v for k, v in fitted_tool_weights(artifact.body).items()}
     for policy in corpus.policies(selector):
-        load_artifact(path, fit.with_weights(policy, weights) if weights is not None else policy)
+        load_artifact(path, fit.with_weights(policy, {**weights, **tools}) if weights is not None else policy)
     scored, _ = score_selectors(
         corpus.episodes, [selector], progress=True, workers=workers, corpus=corpus  # type: ignore[list-item]
     )
     data = scored[selector]
     if weights is not None:
-        data = fit.rescore(data, fit.weight_vector(weights))
+        tools = {f"{fit.TOOL}{k}": v for k, v in fitted_tool_weights(artifact.body).items()}
+        data = fit.rescore(data, fit.weight_vector({**weights, **tools}, data.columns()))
     every = np.arange(data.n)[None, :]
     gated = outcomes(data, np.array([artifact.threshold]), every)
     none = ungated(data, every)
@@ -125,8 +129,10 @@ def calibrate_fitted(
     order = np.random.default_rng(seed).permutation(data.n)
     cut = round(dev_fraction * data.n)
     dev, calib = np.sort(order[:cut]), np.sort(order[cut:])
-    weights = fit.weight_mapping(fit.fit_weights(data, dev))
-    rescored = fit.rescore(data, fit.weight_vector(weights))
+    columns = data.columns()
+    weights = fit.weight_mapping(fit.fit_weights(data, dev), columns)
+    rescored = fit.rescore(data, fit.weight_vector(weights, columns))
+    features, tools = fit.split_weights(weights)
     owner = np.repeat(np.arange(data.n), np.diff(data.offsets))
     in_calib = rescored.scores[np.isin(owner, calib)]
     chosen = ltt.threshold_by_rule(in_calib, rescored.harm_level[calib], rule, alpha, delta)
@@ -140,7 +146,8 @@ def calibrate_fitted(
         command=shlex.join(["carbguard", *command]),
         extra={
             "corpus": corpus.name, "n_dropped": corpus.n_dropped,
-            "scorer_weights": weights,
+            "scorer_weights": features,
+            **({"scorer_tool_weights": tools} if tools else {}),
             "fit": {"method": "non-negative L2 logistic regression (guard.calibration.fit)", "l2": fit.DEFAULT_L2,
                     "seed": seed, "dev_fraction": dev_fraction, "n_dev": int(dev.size),
                     "dev_fingerprint": _fingerprint(tuple(data.episode_ids[i] for i in dev), data.harm_level[dev])},

@@ -16,6 +16,7 @@ from guard.artifact import build_artifact
 from guard.calibration import crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
 from guard.calibration.monitor import artifact_monitor_field
+from guard.calibration.replay import EpisodeScores as ScoredEpisode
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError, CorpusError
 from guard.ledger import LedgerLabels
@@ -77,17 +78,13 @@ def load_corpus(
         name = corpus or "all"
         if name != "all" and name not in agentdojo.EMBEDDED_MODELS:
             raise CorpusError(f"unknown corpus {name!r}; embedded: all, {', '.join(agentdojo.EMBEDDED_MODELS)}")
-        report = agentdojo.load_embedded(name)
+        report = _embedded(name)
     unknown = set(exclude_models) - {e.meta.model for e in report.episodes}
     if unknown:
         raise CorpusError(f"--exclude-model: no episodes of {sorted(unknown)} in {name}")
     if exclude_models:
         name = f"{name} without {', '.join(exclude_models)}"
-    kept = [
-        e
-        for e in report.episodes
-        if not agentdojo.is_injection_goal_run(e) and e.meta.model not in exclude_models
-    ]
+    kept = [e for e in report.episodes if not agentdojo.is_injection_goal_run(e) and e.meta.model not in exclude_models]
     if not kept:
         raise CorpusError(f"{name}: no usable episodes (user-task runs) found")
     notes = [f"{len(report.failed)} file(s) failed to parse: " + "; ".join(f"{p}: {r}" for p, r in report.failed[:5])]
@@ -99,6 +96,28 @@ def load_corpus(
         notes=notes if report.failed else [],
         embedded=runs is None,
     )
+
+
+def _embedded(name: str) -> Any:
+    """The embedded corpus of one model, or of all (their episodes, in model order): each model is read once
+    per process, so the pooled corpus holds the very episode objects of the per-model corpora."""
+    from guard.corpora import agentdojo
+
+    if name != "all":
+        return _embedded_model(name)
+    parts = [_embedded_model(m) for m in agentdojo.EMBEDDED_MODELS]
+    return agentdojo.LoadReport(
+        tuple(e for p in parts for e in p.episodes),
+        tuple(d for p in parts for d in p.dropped_error),
+        tuple(f for p in parts for f in p.failed),
+    )
+
+
+@lru_cache(maxsize=8)
+def _embedded_model(name: str) -> Any:
+    from guard.corpora import agentdojo
+
+    return agentdojo.load_embedded(name)
 
 
 @lru_cache(maxsize=64)
@@ -178,7 +197,8 @@ def score_selectors(
     scheduler; both give arrays identical to the single-process run.  ``corpus`` (an episodes-file
     corpus) supplies each episode's policy and labels; without it they are AgentDojo's.
     """
-    from guard.calibration.parallel import score_selectors_parallel
+    from guard.calibration.parallel import score_selectors_rows
+    from guard.calibration.replay import assemble
     from guard.corpora import agentdojo
 
     if corpus is not None:
@@ -186,27 +206,71 @@ def score_selectors(
     else:
         policy_fn, labels_fn = policy_for(selectors[0]), agentdojo.episode_ledger_labels
     start = time.perf_counter()
+    reuse = corpus is None or corpus.policy_of is None  # AgentDojo episodes: suite policies and labels
+    reused = _reused(episodes, selectors) if reuse else {}
+    missing = [e for i, e in enumerate(episodes) if i not in reused]
     label = f"{corpus.name}: scoring episodes" if corpus is not None else "scoring episodes"
-    with Progress(len(episodes), label, enabled=progress) as tick:
-        out = score_selectors_parallel(
-            episodes,
-            policy_fn,
-            labels_fn,
-            selectors,
-            workers=workers,
-            dask_scheduler=dask_scheduler,
-            progress=tick,
+    with Progress(len(missing), label, enabled=progress and bool(missing)) as tick:
+        fresh = iter(
+            score_selectors_rows(
+                missing, policy_fn, labels_fn, selectors, workers=workers, dask_scheduler=dask_scheduler, progress=tick
+            )
         )
+    rows: list[dict[str, ScoredEpisode]] = [
+        reused[i] if i in reused else dict(next(fresh)) for i in range(len(episodes))
+    ]
+    if reuse:
+        _remember(episodes, rows)
+    out: dict[str, ScoredCorpus] = {name: assemble([row[name] for row in rows]) for name in selectors}
     return out, time.perf_counter() - start
 
 
+def _reused(episodes: Sequence[Episode], selectors: Sequence[str]) -> dict[int, dict[str, ScoredEpisode]]:
+    """Position → scores of the episodes already replayed under every one of ``selectors``."""
+    out: dict[int, dict[str, ScoredEpisode]] = {}
+    for i, episode in enumerate(episodes):
+        hit = _SCORED.get(id(episode))  # the entry keeps its episode alive, so no other object has its id
+        if hit is not None and set(selectors) <= set(hit[1]):
+            out[i] = {name: hit[1][name] for name in selectors}
+    return out
+
+
+def _remember(episodes: Sequence[Episode], rows: list[dict[str, ScoredEpisode]]) -> None:
+    if len(_SCORED) > _SCORED_MAX:
+        _SCORED.clear()
+    for episode, row in zip(episodes, rows, strict=True):
+        hit = _SCORED.get(id(episode))
+        merged = dict(hit[1]) if hit is not None else {}
+        merged.update(row)
+        _SCORED[id(episode)] = (episode, merged)
+
+
+#: per-episode scores of AgentDojo episodes (suite policies, AgentDojo labels) already replayed in this
+#: process, keyed by the episode object (kept alive here), per selector: the pooled corpus reuses the
+#: per-model corpora's episodes (:func:`_embedded`), so each episode is replayed once.
+_SCORED: dict[int, tuple[Episode, dict[str, ScoredEpisode]]] = {}
+_SCORED_MAX = 50_000
+
+
 def calibrate(
-    corpus: Corpus, *, alpha: float, selector: SelectorName, rule: str = "carb", delta: float = 0.1,
-    command: Sequence[str] = (), progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
+    corpus: Corpus,
+    *,
+    alpha: float,
+    selector: SelectorName,
+    rule: str = "carb",
+    delta: float = 0.1,
+    command: Sequence[str] = (),
+    progress: bool = False,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
 ) -> dict[str, Any]:
     """Calibrate λ̂ on the whole corpus and return the artifact body."""
     scored, _ = score_selectors(
-        corpus.episodes, [selector], progress=progress, workers=workers, dask_scheduler=dask_scheduler,
+        corpus.episodes,
+        [selector],
+        progress=progress,
+        workers=workers,
+        dask_scheduler=dask_scheduler,
         corpus=corpus,
     )
     data = scored[selector]
@@ -237,8 +301,14 @@ def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict
 
 
 def evaluate(
-    corpus: Corpus, *, alphas: Sequence[float] = DEFAULT_ALPHAS, permutations: int = 200, seed: int = 0,
-    progress: bool = False, workers: int = 1, dask_scheduler: str | None = None,
+    corpus: Corpus,
+    *,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    permutations: int = 200,
+    seed: int = 0,
+    progress: bool = False,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
     also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
@@ -247,7 +317,11 @@ def evaluate(
     if permutations < 1:
         raise CalibrationError(f"permutations must be >= 1, got {permutations}")
     scored, score_seconds = score_selectors(
-        corpus.episodes, SELECTOR_NAMES, progress=progress, workers=workers, dask_scheduler=dask_scheduler,
+        corpus.episodes,
+        SELECTOR_NAMES,
+        progress=progress,
+        workers=workers,
+        dask_scheduler=dask_scheduler,
         corpus=corpus,
     )
     start = time.perf_counter()

@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 from types import MappingProxyType
 from typing import Any
 
-from guard.calibration.replay import ScoredCorpus, assemble, score_episode, score_episode_selectors
+from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble, score_episode, score_episode_selectors
 from guard.errors import CalibrationError
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, SelectorName
@@ -144,10 +144,33 @@ def score_selectors_parallel(
     """Like :func:`score_parallel` for several selectors in one pass per episode
     (:func:`~guard.calibration.replay.score_episode_selectors`); one corpus per selector."""
     names = tuple(selectors)
+    rows = score_selectors_rows(
+        episodes, policy_for, labels_for, names, workers=workers, dask_scheduler=dask_scheduler, chunk=chunk,
+        progress=progress, mp_context=mp_context,
+    )
+    return {name: assemble([row[name] for row in rows]) for name in names}
+
+
+def score_selectors_rows(
+    episodes: Iterable[Episode],
+    policy_for: Callable[[Episode], Policy],
+    labels_for: Callable[[Episode], LedgerLabels],
+    selectors: Sequence[SelectorName],
+    *,
+    workers: int = 1,
+    dask_scheduler: str | None = None,
+    chunk: int = 64,
+    progress: Callable[[int], None] | None = None,
+    mp_context: str | None = None,
+) -> list[dict[str, EpisodeScores]]:
+    """Per episode, in order, its scores under each selector (:func:`score_selectors_parallel` before assembly)."""
+    names = tuple(selectors)
     if not names:
         raise CalibrationError("selectors must name at least one selector")
-    rows = _run(list(episodes), policy_for, labels_for, names, workers, dask_scheduler, chunk, progress, mp_context)
-    return {name: assemble([row[name] for row in rows]) for name in names}
+    rows: list[dict[str, EpisodeScores]] = _run(
+        list(episodes), policy_for, labels_for, names, workers, dask_scheduler, chunk, progress, mp_context
+    )
+    return rows
 
 
 def _run(
@@ -240,4 +263,5 @@ __all__ = [
     "episode_to_wire",
     "score_parallel",
     "score_selectors_parallel",
+    "score_selectors_rows",
 ]

@@ -23,6 +23,7 @@ from guard.records import Episode, RecordKind, is_content
 from guard.runtime import Guard, Session
 from guard.scorer import FEATURES, WeightedScorer
 from guard.selectors import make_selector
+from guard.stages import PassThroughCertifier
 
 
 def feed(
@@ -68,6 +69,7 @@ class EpisodeScores:
     utility: bool
     features: np.ndarray | None = None
     in_scope: np.ndarray | None = None
+    tools: tuple[str, ...] = ()
 
     def feature_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """``(K, F)`` binary features (:data:`guard.scorer.FEATURES` order) and the ``(K,)`` in-scope flags."""
@@ -90,8 +92,11 @@ def score_episode_selectors(
     The first selector runs in a real :class:`Session` (the online code path); each other selector
     selects and scores on the same prefix graph with the same selector and scorer code, so its
     scores equal those of a session configured with it (the graph does not depend on the selector).
+    SafeCommit is not run: it certifies after the score and the gate, and a replayed proposal is
+    followed by its logged records whatever its verdict, so nothing it does reaches a score (a test
+    compares every array with and without it).
     """
-    guard = Guard(policy.with_selector(selectors[0]), threshold=float("inf"))
+    guard = replay_guard(policy, selectors[0])
     others = {name: make_selector(policy.with_selector(name).selector) for name in selectors[1:]}
     rows: dict[str, list[Row]] = {name: [] for name in selectors}
 
@@ -99,7 +104,8 @@ def score_episode_selectors(
         scored = decision.score is not None
         rows[selectors[0]].append(
             (_finite_score(decision), len(decision.selected), decision.proposal_index,
-             _vector(decision.features), scored and _in_scope(session, decision.proposal_index))
+             _counted(session, decision.proposal_index, decision.features),
+             scored and _in_scope(session, decision.proposal_index), _tool(session, decision.proposal_index))
         )
         for name, selector in others.items():
             rows[name].append(_shadow_row(session, decision, selector))
@@ -109,7 +115,22 @@ def score_episode_selectors(
     return {name: _episode_scores(episode, trace, rows[name]) for name in selectors}
 
 
-Row = tuple[float, int, int, tuple[bool, ...], bool]
+Row = tuple[float, int, int, tuple[bool, ...], bool, str]
+
+_GUARDS: dict[tuple[int, str], tuple[Policy, Guard]] = {}
+
+
+def replay_guard(policy: Policy, selector: SelectorName) -> Guard:
+    """The replay guard of ``policy`` with ``selector``: threshold +inf, no SafeCommit, one per policy object."""
+    key = (id(policy), selector)
+    cached = _GUARDS.get(key)
+    if cached is None or cached[0] is not policy:
+        if len(_GUARDS) > 256:
+            _GUARDS.clear()
+        cached = _GUARDS[key] = (
+            policy, Guard(policy.with_selector(selector), threshold=float("inf"), certifier=PassThroughCertifier())
+        )
+    return cached[1]
 
 
 def replay_session_id(episode: Episode) -> str:
@@ -126,6 +147,18 @@ def _vector(features: Mapping[str, bool]) -> tuple[bool, ...]:
     return tuple(bool(features.get(name, False)) for name in FEATURES)
 
 
+def _counted(session: Session, node: int, features: Mapping[str, bool]) -> tuple[bool, ...]:
+    """The features that count in the score: those a fully trusted call leaves out are recorded as off, so
+    re-scoring the recorded features under any weights gives the scorer's own score."""
+    scorer = session.guard.scorer
+    lowered = scorer.lowered(session.graph, node, features) if isinstance(scorer, WeightedScorer) else frozenset()
+    return tuple(bool(features.get(name, False)) and name not in lowered for name in FEATURES)
+
+
+def _tool(session: Session, node: int) -> str:
+    return session.graph.records[node].tool or ""
+
+
 def _in_scope(session: Session, node: int) -> bool:
     scorer = session.guard.scorer
     return bool(scorer.in_scope(session.graph, node)) if isinstance(scorer, WeightedScorer) else True
@@ -134,10 +167,11 @@ def _in_scope(session: Session, node: int) -> bool:
 def _shadow_row(session: Session, decision: Decision, selector: Selector) -> Row:
     node = decision.proposal_index
     if decision.score is None:
-        return float("inf"), 0, node, _vector({}), False
+        return float("inf"), 0, node, _vector({}), False, _tool(session, node)
     selected = selector.select(session.graph, node, session.session_id)
     score, features = session.guard.scorer.score(session.graph, node, frozenset(selected))
-    return float(score), len(selected), node, _vector(features), _in_scope(session, node)
+    counted = _counted(session, node, features)
+    return float(score), len(selected), node, counted, _in_scope(session, node), _tool(session, node)
 
 
 def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> EpisodeScores:
@@ -152,6 +186,7 @@ def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> Ep
         utility=bool(episode.meta.utility),
         features=np.array([r[3] for r in rows], dtype=bool).reshape(len(rows), len(FEATURES)),
         in_scope=np.array([r[4] for r in rows], dtype=bool),
+        tools=tuple(r[5] for r in rows),
     )
 
 
@@ -183,6 +218,20 @@ class ScoredCorpus:
     in_scope: np.ndarray | None = None
     first_harm: np.ndarray | None = None
     category_first: dict[str, np.ndarray] | None = None
+    tools: tuple[str, ...] = ()
+    tool_ids: np.ndarray | None = None
+
+    def columns(self) -> tuple[str, ...]:
+        """Names of the :meth:`design` columns: the scorer features, then ``tool:NAME`` per tool."""
+        return (*FEATURES, *(f"tool:{t}" for t in self.tools))
+
+    def design(self) -> np.ndarray:
+        """Per proposal, the binary features and the one-hot tool identity (``(K, F + T)``)."""
+        features = self.features if self.features is not None else np.zeros((self.scores.size, len(FEATURES)), bool)
+        onehot = np.zeros((self.scores.size, len(self.tools)), dtype=bool)
+        if self.tool_ids is not None and self.tool_ids.size:
+            onehot[np.arange(self.scores.size), self.tool_ids] = True
+        return np.hstack([features.astype(bool), onehot])
 
     @property
     def n(self) -> int:
@@ -214,6 +263,9 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
     pairs = list(zip(cummaxes, items, strict=True))
     matrices = [e.feature_matrix() for e in items]
     cat = {c: np.array([_level(cm, e.category_steps[c]) for cm, e in pairs]) for c in CATEGORIES}
+    tools = tuple(sorted({t for e in items for t in e.tools}))
+    ids = {t: i for i, t in enumerate(tools)}
+    named = all(len(e.tools) == len(e.scores) for e in items)
     return ScoredCorpus(
         episode_ids=tuple(e.episode_id for e in items),
         offsets=offsets,
@@ -236,6 +288,8 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
             c: np.array([_global(offsets, i, e.category_steps[c]) for i, e in enumerate(items)], dtype=np.int64)
             for c in CATEGORIES
         },
+        tools=tools if named else (),
+        tool_ids=np.array([ids[t] for e in items for t in e.tools], dtype=np.int64) if named else None,
     )
 
 

@@ -23,7 +23,7 @@ from guard.calibration import crc, fit
 from guard.calibration.evaluate import Row, outcomes, ungated
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
-from guard.scorer import EXTRA_FEATURES, FEATURES
+from guard.scorer import EXTRA_FEATURES, FEATURE_GROUPS, FEATURES
 
 DEFAULT_SPLIT: tuple[float, float, float] = (0.30, 0.35, 0.35)
 IntMatrix = npt.NDArray[np.int64]
@@ -119,11 +119,16 @@ def _one(sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, test: IntMatrix, 
 
 
 def ablation_variants() -> dict[str, fit.FitSpec]:
-    """The full fit, the fit without each issue-16 feature, and the fit on METHOD §6's features only."""
-    out = {"carb_gcarb_fit": fit.FitSpec()}
+    """The full fit; without tool identity; without each feature group; without each earlier opt-in
+    feature; and on the six default features and injected_value only."""
+    out = {"carb_gcarb_fit": fit.FitSpec(), "fit_without_tool_identity": fit.FitSpec(tools=False)}
+    for group, names in FEATURE_GROUPS.items():
+        out[f"fit_without_{group}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in names))
     for name in EXTRA_FEATURES:
         out[f"fit_without_{name}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f != name))
-    out["fit_method6_features_only"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in EXTRA_FEATURES))
+    out["fit_before_new_evidence"] = fit.FitSpec(features=FEATURES[:12], tools=False)
+    method6 = tuple(f for f in FEATURES[:12] if f not in EXTRA_FEATURES)
+    out["fit_method6_features_only"] = fit.FitSpec(features=method6, tools=False)
     return out
 
 

@@ -12,6 +12,7 @@ from guard.cli import (
     audit,
     bench,
     calibration,
+    ceiling,
     data,
     episodes,
     ledger,
@@ -24,7 +25,9 @@ from guard.cli import (
 )
 from guard.cli._common import SCOPE, run_command
 
-GROUPS = (policy, audit, calibration, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp, data)
+GROUPS = (
+    policy, audit, calibration, ceiling, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp, data,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -189,8 +189,11 @@ def _print_fitted(result: dict[str, Any], ablation: bool) -> None:
     print(f"three-way protocol ({split} development/calibration/test): frozen vs fitted weights "
           f"(ratio = harm-free success / no-guard's; floor = share of permutations with lambda_hat = -inf)")
     print(format_side_by_side(result))
-    mean = ", ".join(f"{k}={v:.3f}" for k, v in fitted["weights_mean"].items())
-    print(f"fitted weights (mean over permutations): {mean}")
+    features = {k: v for k, v in fitted["weights_mean"].items() if not k.startswith("tool:")}
+    tools = sorted(((v, k[5:]) for k, v in fitted["weights_mean"].items() if k.startswith("tool:") and v), reverse=True)
+    print(f"fitted weights (mean over permutations): {', '.join(f'{k}={v:.3f}' for k, v in features.items())}")
+    if tools:
+        print(f"fitted tool weights (mean, non-zero): {', '.join(f'{k}={v:.3f}' for v, k in tools)}")
     if ablation:
         print(format_ablation(result))
     print(f"fitting protocol {fitted['seconds']:.1f}s\n")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 from enum import StrEnum
 from pathlib import Path
@@ -20,11 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from guard.decision import Verdict
 from guard.errors import PolicyError
-from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, DEFAULT_WEIGHTS, policy_warnings
+from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, policy_warnings
 from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
 from guard.policy.mcp import McpSpec
 from guard.policy.safecommit import SafeCommitSpec
+from guard.policy.trust import TrustSpec
+from guard.policy.weights import FeatureWeights as FeatureWeights
+from guard.policy.weights import check_tool_weights
 
 
 class ToolKind(StrEnum):
@@ -124,6 +126,18 @@ class GraphSpec(_Strict):
         "digit-group separators, Unicode compatibility forms). Opt-in: it changes edges, so recalibrate.",
     )
 
+    whole_values: bool = Field(
+        default=True,
+        description="Match structured values (e-mail addresses, URLs, IBANs, phone and card numbers, amounts, "
+        "dates, paths) only as whole normalised values: a span covering only a part of one (its domain, host, a "
+        "common prefix) makes no edge. Off: the lexical rules of earlier versions.",
+    )
+    background: bool = Field(
+        default=True,
+        description="Boilerplate spans (k-grams common across environments in the shipped background table, "
+        "built on development data) make no edge. Applies when min_span is 8, the table's k.",
+    )
+
     @field_validator("value_patterns")
     @classmethod
     def _patterns_compile(cls, value: dict[str, str]) -> dict[str, str]:
@@ -142,63 +156,14 @@ class SelectorSpec(_Strict):
     seed: int = Field(default=0, ge=0, description="Seed of random_equal_size.")
 
 
-class FeatureWeights(_Strict):
-    """Weights of the scorer's binary features (METHOD §6)."""
-
-    provenance_path: float = Field(
-        default=DEFAULT_WEIGHTS["provenance_path"],
-        description="A sink proposal has a retained path from a private record in the selection.",
-    )
-    private_in_context: float = Field(
-        default=DEFAULT_WEIGHTS["private_in_context"], description="The selection holds a private record."
-    )
-    canary: float = Field(
-        default=DEFAULT_WEIGHTS["canary"],
-        description="A canary pattern matches a selected record or a payload argument of the proposal.",
-    )
-    injection_text: float = Field(
-        default=DEFAULT_WEIGHTS["injection_text"], description="An injection pattern matches a selected record."
-    )
-    untrusted_payload: float = Field(
-        default=DEFAULT_WEIGHTS["untrusted_payload"],
-        description="A payload/identifier argument carries a value from an untrusted record the user did not name.",
-    )
-    irreversible_sink: float = Field(
-        default=DEFAULT_WEIGHTS["irreversible_sink"], description="The proposal is an irreversible sink."
-    )
-    injected_value: float = Field(
-        default=DEFAULT_WEIGHTS["injected_value"],
-        description="A payload value of the proposal stands inside injection-like text of an untrusted record in "
-        "the selection. Not in METHOD §6 (weight 0 there); the default equals provenance_path, set a priori.",
-    )
-    # Issue 16 features: weight 0 in METHOD §6's defaults; set by a policy or by `calibrate --fit-scorer`.
-    injected_short_id: float = Field(
-        default=0.0, description="A 1-12 character payload/identifier value of a sink or side-effectful call "
-        "stands as a whole token inside injection-like text of an earlier untrusted record."
-    )
-    untrusted_only_value: float = Field(
-        default=0.0, description="A sink argument is reused from untrusted records only (no user turn, "
-        "private or trusted record is also its source)."
-    )
-    private_in_url: float = Field(
-        default=0.0, description="A URL path or query in any argument carries a token of an earlier private "
-        "record that no user turn contains."
-    )
-    severity_high: float = Field(default=0.0, description="The tool's declared severity is >= 2.")
-    severity_max: float = Field(default=0.0, description="The tool's declared severity is 3.")
-
-    @model_validator(mode="after")
-    def _finite_non_negative(self) -> FeatureWeights:
-        for name, value in self.model_dump().items():
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"weight {name} must be a finite number >= 0, got {value}")
-        return self
-
-
 class ScorerSpec(_Strict):
     """The frozen weighted scorer."""
 
     weights: FeatureWeights = Field(default_factory=FeatureWeights, description="One weight per feature (>= 0).")
+    tool_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Tool identity: a weight (>= 0) added to the score of every call of the named tool (default none).",
+    )
     injection_patterns: tuple[str, ...] = Field(
         default=DEFAULT_INJECTION_PATTERNS,
         description="Regexes of injection-like text in tool results (default: published prompt-injection phrasings).",
@@ -220,6 +185,11 @@ class ScorerSpec(_Strict):
             "(their features are still reported), since the ledger charges only sinks and side effects."
         ),
     )
+
+    @field_validator("tool_weights")
+    @classmethod
+    def _tool_weights_non_negative(cls, value: dict[str, float]) -> dict[str, float]:
+        return check_tool_weights(value)
 
     @field_validator("injection_patterns", "canary_patterns")
     @classmethod
@@ -279,6 +249,11 @@ class Policy(_Strict):
     calibration: CalibrationSpec = Field(default_factory=CalibrationSpec, description="Where λ̂ comes from.")
     audit: AuditSpec = Field(default_factory=AuditSpec, description="Where the audit log goes, what it may log raw.")
     review: ReviewSpec | None = Field(default=None, description="Review sampling for the risk monitor; absent = none.")
+    trust: TrustSpec = Field(
+        default_factory=TrustSpec,
+        description="Trusted evidence: user-named values and allow-lists that may lower the score of a call "
+        "whose every risky argument they name. Never raised by untrusted text.",
+    )
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     ledger: LedgerSpec | None = Field(
         default=None,
@@ -304,6 +279,13 @@ class Policy(_Strict):
             # a read-only tool that still carries data out is certified: "egress" (not a valid probe, may have worlds)
             declared = {n: (_effect_label(t), (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
             self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
+        return self
+
+    @model_validator(mode="after")
+    def _tool_weights_declared(self) -> Policy:
+        unknown = sorted(set(self.scorer.tool_weights) - set(self.tools))
+        if unknown:
+            raise ValueError(f"scorer.tool_weights names tools the policy does not declare: {', '.join(unknown)}")
         return self
 
     @model_validator(mode="after")

@@ -85,7 +85,7 @@ def policy_warnings(policy: Any) -> tuple[str, ...]:
     out: list[str] = []
     weights = policy.scorer.weights.model_dump()
     for name, value in weights.items():
-        if value == 0 and name not in OPT_IN_FEATURES:
+        if value == 0 and name in DEFAULT_WEIGHTS:  # the others are opt-in: off unless set
             out.append(f"scorer.weights.{name} is 0: the {name} feature never adds to a score")
     if not policy.scorer.injection_patterns:
         out.append("scorer.injection_patterns is empty: injection_text and injected_value never fire")

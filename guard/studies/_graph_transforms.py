@@ -13,6 +13,7 @@ from typing import Any
 from guard.graph import E1, E3, PrefixGraph, ValueIndex, record_text
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind, freeze_args
+from guard.values import find_values
 
 STRUCTURED_EDGES = frozenset({E1, E3})
 PARAPHRASE_MARK = "…"
@@ -133,6 +134,7 @@ def _copied(text: str, index: ValueIndex) -> list[bool]:
     k = index.min_span
     covered = [False] * len(text)
     spans = [(i, i + k) for i in range(len(text) - k + 1) if text[i : i + k] in index.kgrams]
+    spans += [(v.start, v.end) for v in find_values(text) if v.key in index.wholes]  # whole structured values
     for token in index.tokens_in(text) & index.tokens.keys():
         start = text.find(token)
         while start >= 0:

@@ -13,7 +13,9 @@ from guard.calibration import fit, threeway
 from guard.calibration.replay import EpisodeScores, assemble, score_episode
 from guard.corpora.agentdojo import episode_ledger_labels, load_runs, load_suite_policy
 from guard.errors import CalibrationError
-from guard.ledger import CATEGORIES
+from guard.graph import build_graph
+from guard.ledger import CATEGORIES, LedgerLabels
+from guard.records import Trust
 from guard.scorer import EXTRA_FEATURES, FEATURES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agentdojo_runs"
@@ -92,6 +94,43 @@ def test_rescore_equals_the_online_scorer(seed: int) -> None:
     assert again.harm_level.tolist() == online.harm_level.tolist()
     assert again.max_score.tolist() == online.max_score.tolist()
     assert np.isfinite(online.scores).any() and len(set(online.scores.tolist())) > 2
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rescore_with_tool_identity_equals_the_online_scorer(seed: int) -> None:
+    """Oracle: random weights on every feature and every tool identity column re-score exactly as a Session whose
+    policy carries them as ``scorer.tool_weights`` (catches a tool column mis-ordered, dropped or added twice)."""
+    episodes = load_runs(FIXTURES).episodes
+    frozen = assemble([score_episode(load_suite_policy(e.meta.suite), e, episode_ledger_labels(e)) for e in episodes])
+    columns = frozen.columns()
+    assert len(columns) > F and len(set(frozen.tools)) == len(frozen.tools)
+    rng = np.random.default_rng(seed)
+    weights = fit.weight_mapping(np.round(rng.uniform(0, 1, len(columns)), 3), columns)
+    online = assemble([
+        score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
+        for e in episodes
+    ])
+    again = fit.rescore(frozen, fit.weight_vector(weights, columns))
+    assert again.scores.tolist() == online.scores.tolist()
+    assert again.harm_level.tolist() == online.harm_level.tolist()
+
+
+def test_fit_weighs_a_tool_that_marks_harm() -> None:
+    """A tool whose calls are exactly the harmful steps gets the largest weight; without tool identity
+    (``tools=False``) every tool weight is 0."""
+    items = []
+    for item in _planted(300, seed=5, signal=2, noise=1):
+        tools = tuple("wire" if k in item.harm_steps else "read" for k in range(len(item.scores)))
+        features = item.features.copy() if item.features is not None else None
+        if features is not None:
+            features[:, 2] = False
+        items.append(replace(item, tools=tools, features=features))
+    corpus = assemble(items)
+    columns = corpus.columns()
+    w = fit.weight_mapping(fit.fit_weights(corpus, np.arange(corpus.n)), columns)
+    assert w["tool:wire"] == max(w.values()) and w["tool:wire"] > 1.0
+    off = fit.weight_mapping(fit.fit_weights(corpus, np.arange(corpus.n), fit.FitSpec(tools=False)), columns)
+    assert off["tool:wire"] == off["tool:read"] == 0.0
 
 
 def test_split3_is_disjoint_and_sized() -> None:
@@ -198,3 +237,35 @@ def test_evaluate_fixed_artifact_agrees_with_the_online_gate(
     assert 0 < sum(stopped) < len(stopped)  # the oracle is not trivial on the fixtures
     assert reported["fitted_weights"] is True and reported["n_episodes"] == len(episodes)
     assert reported["intervention"] == pytest.approx(sum(stopped) / len(stopped))
+
+
+def test_trusted_call_is_recorded_with_the_features_that_count() -> None:
+    """A call whose every risky argument the user named leaves its data-flow features out of the score; replay
+    records them as off, so re-scoring under any weights equals the online score (catches replay recording the
+    raw features, which re-scores a trusted call too high)."""
+    from guard.policy import parse_policy
+    from guard.records import Episode, proposal, result, user
+    from guard.scorer import DATAFLOW, WeightedScorer
+
+    tools = {
+        "read_contacts": {"kind": "private_source", "identifier_args": ["name"]},
+        "send_email": {"kind": "sink", "effect": "irreversible", "payload_args": ["body"], "identifier_args": ["to"]},
+    }
+    policy = parse_policy({"name": "trusted-replay", "tools": tools})
+    records = (
+        user(0, "Write to bob@partner.test: the meeting moved to 3pm"),
+        proposal(1, "read_contacts", {"name": "all"}, "c1"),
+        result(2, "c1", "Contacts: bob@partner.test (Bob), carol@partner.test", Trust.TOOL_PRIVATE, "read_contacts"),
+        proposal(3, "send_email", {"to": "bob@partner.test", "body": "the meeting moved to 3pm"}, "c2"),
+    )
+    episode = Episode("trusted", records)
+    scored = assemble([score_episode(policy, episode, LedgerLabels())])
+    assert scored.features is not None
+    counted = dict(zip(FEATURES, scored.features[-1].tolist(), strict=True))
+    graph = build_graph(policy, records)
+    raw = WeightedScorer(policy).features(graph, 3, frozenset({0, 1, 2}))
+    assert any(raw[name] for name in DATAFLOW)
+    assert not any(counted[name] for name in DATAFLOW)
+    weights = fit.weight_mapping(np.ones(F))
+    online = assemble([score_episode(fit.with_weights(policy, weights), episode, LedgerLabels())])
+    assert fit.rescore(scored, fit.weight_vector(weights)).scores.tolist() == online.scores.tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,26 @@ def test_shipped_agentdojo_artifacts_carry_monitor_statistics() -> None:
         values = [float(v) for v in body["monitor"]["values"]]  # ±inf are stored as "+inf" / "-inf"
         assert body["monitor"]["statistic"] == "stop_max"
         assert len(values) == body["n"] and values == sorted(values), path.name
+
+
+def test_new_evidence_records_the_frozen_feature_set(policy_data: dict[str, Any], monkeypatch: Any) -> None:
+    """A pipeline weighing a role/graded feature or a tool records the frozen feature set in its scorer
+    fingerprint; one weighing only earlier features does not (catches the feature set left out or always in)."""
+    from guard import artifact
+    from guard.policy import parse_policy
+
+    def scorer_print(weights: dict[str, float], tools: dict[str, float]) -> tuple[str, str]:
+        data = {**policy_data, "scorer": {**policy_data["scorer"], "weights": weights, "tool_weights": tools}}
+        policy = parse_policy(data, source="<test>")
+        before = artifact.pipeline_components(policy)["scorer"]
+        monkeypatch.setattr(artifact, "FEATURE_SET", "another feature set")
+        after = artifact.pipeline_components(policy)["scorer"]
+        monkeypatch.undo()
+        return before, after
+
+    for weights, tools in (({"recipient_from_untrusted": 0.1}, {}), ({}, {"post_note": 0.2})):
+        before, after = scorer_print(weights, tools)
+        assert before != after
+    for weights in ({"severity_high": 0.1}, {}):
+        before, after = scorer_print(weights, {})
+        assert before == after

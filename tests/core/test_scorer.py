@@ -26,7 +26,7 @@ def _features(policy: Policy, graph: PrefixGraph, node: int, selected: set[int])
 
 def _on(features: dict[str, bool]) -> set[str]:
     """The METHOD §6 features that fired (the issue-16 features are tested on their own below)."""
-    return {name for name, value in features.items() if value and name not in EXTRA_FEATURES}
+    return {name for name, value in features.items() if value and name in FEATURES[:7]}
 
 
 def _extra_on(features: dict[str, bool]) -> set[str]:
@@ -153,7 +153,7 @@ def test_score_is_sum_of_fired_weights(small_policy: Policy, texts: Any) -> None
     score, features = WeightedScorer(small_policy).score(g, 2, frozenset({0, 1}))
     weights = small_policy.scorer.weights.model_dump()
     assert score == pytest.approx(sum(weights[n] for n, on in features.items() if on))
-    assert _on(dict(features)) == set(FEATURES) - {"canary"} - set(EXTRA_FEATURES)
+    assert _on(dict(features)) == set(FEATURES[:7]) - {"canary"}
 
 
 def test_score_features_are_read_only(small_policy: Policy) -> None:

@@ -1,0 +1,50 @@
+"""The policy's ``trust`` section: user-named values and allow-lists (read by :mod:`guard.trust`)."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrustSpec(_Strict):
+    """Trusted evidence (guard.trust): what may lower the score of a call whose every risky argument it names."""
+
+    user_named: bool = Field(
+        default=True,
+        description="An argument value the user named in their own turn is trusted.",
+    )
+    recipients: tuple[str, ...] = Field(
+        default=(),
+        description="Allowed recipients (e-mail addresses, account numbers, user names), matched as whole "
+        "normalised values.",
+    )
+    domains: tuple[str, ...] = Field(
+        default=(),
+        description="Allowed domains: an e-mail address or URL whose domain or host is one of them, or a "
+        "subdomain of one, is trusted.",
+    )
+    url_prefixes: tuple[str, ...] = Field(
+        default=(),
+        description="Allowed URL prefixes (scheme and host, optionally a path): a URL at or under one is trusted.",
+    )
+
+    @field_validator("domains")
+    @classmethod
+    def _plain_domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for domain in value:
+            if not re.fullmatch(r"(?:[A-Za-z0-9-]{1,63}\.)*[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,63}\.?", domain):
+                raise ValueError(f"domains: {domain!r} is not a domain name (like example.com)")
+        return value
+
+    @field_validator("url_prefixes")
+    @classmethod
+    def _absolute_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for prefix in value:
+            if not re.fullmatch(r"(?i)(?:https?|ftp)://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]\S*)?", prefix):
+                raise ValueError(f"url_prefixes: {prefix!r} is not an absolute http(s) URL")
+        return value

@@ -1,0 +1,158 @@
+"""Role and graded evidence of a proposal: which argument carries what, from which kind of source, how much.
+
+Every feature here reads the prefix (the records before the proposal), never the selection, and is
+binary: a graded quantity enters as a few nested threshold indicators, so a non-negative weight on
+each makes the score a non-decreasing step function of the quantity (one dot product, the fit and
+the ceiling unchanged).  A value an earlier user turn also holds is the user's, not evidence of
+provenance, and counts for no feature here.
+
+Argument roles come from the policy: ``identifier_args`` are the recipient/identifier role, the
+other ``payload_args`` the payload role.  Source kinds: *private* (a private tool's result) and
+*untrusted* (an untrusted tool's result or observed content).
+
+* ``recipient_from_untrusted`` / ``recipient_from_private``: an identifier argument reuses (E2/E3)
+  a value of an earlier untrusted / private record;
+* ``payload_from_untrusted`` / ``payload_from_private``: a payload argument does;
+* ``payload_private_half`` / ``payload_private_most``: at least 1/2 / 4/5 of the payload characters
+  lie in k-grams (k = ``min_span``) held by earlier private records; ``payload_untrusted_*`` the same
+  for untrusted records;
+* ``long_private_span`` / ``long_untrusted_span``: one argument holds a run of at least
+  :data:`LONG_SPAN` characters covered by such k-grams (a long exact match is specific evidence);
+* ``private_values_2``: the arguments carry at least two distinct value tokens (the policy's value
+  patterns: addresses, IBANs, ...) held by earlier private records;
+* ``private_relayed``: an argument reuses a record that is not itself private but descends from a
+  private one (the value came at least two hops from its private source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol
+
+from guard.policy import ToolSpec
+
+ROLE_FEATURES: tuple[str, ...] = (
+    "recipient_from_untrusted",
+    "recipient_from_private",
+    "payload_from_untrusted",
+    "payload_from_private",
+)
+GRADED_FEATURES: tuple[str, ...] = (
+    "payload_private_half",
+    "payload_private_most",
+    "payload_untrusted_half",
+    "payload_untrusted_most",
+    "long_private_span",
+    "long_untrusted_span",
+    "private_values_2",
+    "private_relayed",
+)
+#: thresholds, fixed before any data was looked at: half, four fifths, 32 characters, two values.
+HALF, MOST, LONG_SPAN, VALUES = 0.5, 0.8, 32, 2
+
+
+class _Graph(Protocol):
+    def edge_rules(self, node: int) -> list[tuple[str, str, int]]: ...
+    def user_bits(self) -> int: ...
+    def flagged_bits(self, flag: str) -> int: ...
+    def gram_bits_before(self, gram: str, node: int) -> int: ...
+
+
+def role_features(
+    graph: _Graph,
+    node: int,
+    spec: ToolSpec | None,
+    values: Iterable[tuple[str, str]],
+    min_span: int,
+    token_holders: _TokenHolders,
+) -> dict[str, bool]:
+    """The features of this module for the proposal at ``node`` with argument ``values`` (name, value)."""
+    out = dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)
+    if spec is None:
+        return out
+    idents = set(spec.identifier_args)
+    payloads = set(spec.payload_args) - idents
+    users, private, untrusted = graph.user_bits(), graph.flagged_bits("private"), graph.flagged_bits("untrusted")
+    relay = graph.flagged_bits("tainted") & ~private
+    sources: dict[str, int] = {}
+    for _etype, arg, bits in graph.edge_rules(node):
+        sources[arg] = sources.get(arg, 0) | bits
+    for arg, bits in sources.items():
+        if bits & users or not arg:
+            continue
+        role = "recipient" if arg in idents else "payload" if arg in payloads else None
+        if role is not None:
+            out[f"{role}_from_untrusted"] |= bool(bits & untrusted)
+            out[f"{role}_from_private"] |= bool(bits & private)
+        out["private_relayed"] |= bool(bits & relay) and arg in idents | payloads
+    named = [(name, value) for name, value in values if name in idents | payloads]
+    traced = {name for name, bits in sources.items() if bits & (private | untrusted)}
+    _coverage(out, graph, node, named, payloads, traced, min_span, (private, untrusted, users))
+    out["private_values_2"] = _private_values(named, token_holders, private, users, node) >= VALUES
+    return out
+
+
+class _TokenHolders(Protocol):
+    def tokens_in(self, text: str) -> set[str]: ...
+    def token_bits(self, value: str) -> int: ...
+
+
+def _coverage(
+    out: dict[str, bool],
+    graph: _Graph,
+    node: int,
+    named: list[tuple[str, str]],
+    payloads: set[str],
+    traced: set[str],
+    k: int,
+    kinds: tuple[int, int, int],
+) -> None:
+    """Payload share and longest run covered by k-grams of private / untrusted records (not of user turns).
+
+    Only arguments with an edge from such a record (``traced``) are read: a k-gram that one of those
+    records holds makes that edge, so the other arguments cover nothing.
+    """
+    private, untrusted, users = kinds
+    total = {"private": 0, "untrusted": 0}
+    length = 0
+    for name, value in named:
+        runs = {"private": [False] * len(value), "untrusted": [False] * len(value)}
+        for i in range(len(value) - k + 1 if name in traced else 0):
+            holders = graph.gram_bits_before(value[i : i + k], node)
+            if not holders or holders & users:
+                continue
+            for kind, bits in (("private", private), ("untrusted", untrusted)):
+                if holders & bits:
+                    runs[kind][i : i + k] = [True] * k
+        for kind, covered in runs.items():
+            if longest_run(covered) >= LONG_SPAN:
+                out[f"long_{kind}_span"] = True
+            if name in payloads:
+                total[kind] += sum(covered)
+        if name in payloads:
+            length += len(value)
+    for kind, covered_chars in total.items():
+        share = covered_chars / length if length else 0.0
+        out[f"payload_{kind}_half"] = share >= HALF
+        out[f"payload_{kind}_most"] = share >= MOST
+
+
+def longest_run(flags: list[bool]) -> int:
+    """The length of the longest run of True in ``flags``."""
+    best = run = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        best = max(best, run)
+    return best
+
+
+def _private_values(named: list[tuple[str, str]], index: _TokenHolders, private: int, users: int, node: int) -> int:
+    """Distinct value tokens of the arguments held by an earlier private record and by no user turn."""
+    before = (1 << node) - 1
+    tokens = {token for _name, value in named for token in index.tokens_in(value)}
+    count = 0
+    for token in tokens:
+        holders = index.token_bits(token) & before
+        if holders & private and not holders & users:
+            count += 1
+    return count

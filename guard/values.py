@@ -1,0 +1,353 @@
+"""Structured values in text: recognised, validated, normalised, and matched as wholes.
+
+E-mail addresses, URLs, IBANs, phone numbers, card numbers, amounts with a currency, dates and file
+paths name one thing each.  Two of them that share a part (a domain, a host, a scheme, a top-level
+domain, a directory) are different values in one namespace; a shared part says nothing about where
+one of them came from.  The prefix graph therefore matches a structured value only as a whole
+(:attr:`Value.key`, its normal form) and takes exact spans (k-grams) only from the text outside
+structured values — the *free* text (:func:`free_fragments`).  A URL's origin (scheme, host, port)
+is structured; its path, query and fragment stay free text, split at ``/ ? & = # ;``, so a private
+value carried inside a URL's path or query still matches, while a shared host or a shared
+separator does not.
+
+Validation is implemented here, not taken from a library: the decision path depends on five
+packages only (pydantic, networkx, numpy, structlog, pyyaml), and the checks needed are short and
+exact — IBAN ISO 13616 mod-97, the Luhn check of card numbers, E.164's 8–15 digits after ``+``.
+A phone number without a leading ``+`` has no country, so it has no E.164 form and is not
+recognised as a phone (its digits still match as free text).  No public-suffix list is needed:
+whole values are compared whole, and a domain allow-list entry matches a host at a label boundary
+(:func:`host_in_domain`).
+
+Every function is pure: the same text gives the same values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from urllib.parse import unquote
+
+__all__ = [
+    "Value",
+    "find_values",
+    "free_fragments",
+    "free_ranges",
+    "host_in_domain",
+    "iban_valid",
+    "luhn_valid",
+    "url_parts",
+]
+
+_EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b")
+_URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
+_IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
+_CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?![\d-])")  # no digit or dash before: checked after the match
+_PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
+_CURRENCY = r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])"
+_NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
+_NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
+_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
+_HAS_CURRENCY = re.compile(_CURRENCY)
+_MONTHS = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+]
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
+_YEAR = re.compile(r"\d{4}(?!\d)")  # every date form holds a four-digit year: dates are found from it
+_ISO_AT = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
+_NUM_BEFORE = re.compile(r"(?<![\d/.])\d{1,2}[/.]\d{1,2}[/.]$")
+_WORD_BEFORE = re.compile(
+    rf"(?:\b{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? |\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? )$", re.IGNORECASE
+)
+_UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}[\w.-]{1,128}")
+_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
+_EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
+_DIGIT_OR_DASH = frozenset("0123456789-")
+_WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_TRAILING = ".,;:!?'\")]}"
+_URL_SEPARATORS = re.compile(r"[/?&=#;]")
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21"}
+_IBAN_LENGTH = (15, 34)
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """One structured value found in a text: where it is, what it is, and its normal form.
+
+    ``free`` lists the ranges inside the value that stay free text (a URL's path, query and
+    fragment components); every other character of ``[start, end)`` is matched only as part of
+    the whole value ``key``.
+    """
+
+    kind: str
+    start: int
+    end: int
+    key: str
+    free: tuple[tuple[int, int], ...] = ()
+    nested: bool = False  # inside a free part of a URL
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn check of a string of digits (card numbers)."""
+    if not digits.isdigit():
+        return False
+    total = 0
+    for i, char in enumerate(reversed(digits)):
+        d = int(char) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+def iban_valid(iban: str) -> bool:
+    """ISO 13616: country letters, two check digits, 11–30 alphanumerics, and mod-97 equal to 1."""
+    compact = iban.replace(" ", "").upper()
+    if not (_IBAN_LENGTH[0] <= len(compact) <= _IBAN_LENGTH[1]) or not compact.isalnum() or not compact.isascii():
+        return False
+    if not (compact[:2].isalpha() and compact[2:4].isdigit()):
+        return False
+    moved = compact[4:] + compact[:4]
+    return int("".join(str(int(c, 36)) for c in moved)) % 97 == 1
+
+
+def url_parts(url: str) -> tuple[str, str, str, str]:
+    """``(scheme, host, port, rest)`` of a URL, scheme and host lower-cased, ``rest`` from the first
+    ``/``, ``?`` or ``#`` after the host (``www.`` without a scheme counts as ``http``)."""
+    scheme, sep, after = url.partition("://")
+    if not sep:
+        scheme, after = "http", url
+    cut = min((i for i in (after.find("/"), after.find("?"), after.find("#")) if i >= 0), default=len(after))
+    authority, rest = after[:cut], after[cut:]
+    host, _, port = authority.rpartition("@")[2].partition(":")
+    return scheme.lower(), host.lower().rstrip("."), port, rest
+
+
+def _url_key(url: str) -> str:
+    scheme, host, port, rest = url_parts(url)
+    if port == _DEFAULT_PORTS.get(scheme):
+        port = ""
+    path, mark, tail = rest.partition("?") if "?" in rest else rest.partition("#")
+    path = unquote(path).rstrip("/")
+    return f"url:{scheme}://{host}{':' + port if port else ''}{path}{mark}{unquote(tail)}"
+
+
+def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
+    """The free components of the URL at ``text[start:end]`` as ranges of ``text``: its path segments,
+    the values of its query (not their keys, which are structure) and its fragment."""
+    rest = url_parts(text[start:end])[3]
+    offset = end - len(rest)
+    ranges: list[tuple[int, int]] = []
+    lo, in_query = offset, False
+    for match in _URL_SEPARATORS.finditer(text, offset, end):
+        mark = match.group(0)
+        if match.start() > lo and not (in_query and mark == "="):
+            ranges.append((lo, match.start()))
+        in_query = (in_query or mark == "?") and mark != "#"
+        lo = match.end()
+        if mark == "#":
+            break
+    if end > lo:
+        ranges.append((lo, end))
+    return tuple(ranges)
+
+
+def host_in_domain(host: str, domain: str) -> bool:
+    """Whether ``host`` is ``domain`` or a subdomain of it (label boundary, case-insensitive)."""
+    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
+    return host == domain or host.endswith("." + domain)
+
+
+def _amount_key(raw: str) -> str | None:
+    currency = re.search(_CURRENCY, raw)
+    if currency is None:
+        return None
+    code = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}.get(currency.group(0), currency.group(0).upper())
+    number = re.sub(_CURRENCY, "", raw).strip().replace("'", "").replace(" ", "")
+    if re.search(r"[.,]\d{1,2}$", number):  # decimal part: its separator is the last one
+        whole, frac = number[: -3 if number[-3] in ".," else -2], number[-2:].lstrip(".,")
+    else:
+        whole, frac = number, "0"
+    try:
+        value = Decimal(whole.replace(",", "").replace(".", "") + "." + frac)
+    except InvalidOperation:
+        return None
+    return f"amount:{code}:{value.quantize(Decimal('0.01'))}"
+
+
+def _dates(text: str) -> list[Value]:
+    """Dates: ``2024-03-05``, ``05/03/2024``, ``March 5, 2024``, ``5 Mar 2024`` (found from their year)."""
+    found = []
+    for m in _YEAR.finditer(text):
+        start, end = m.span()
+        if start and text[start - 1].isdigit():
+            continue
+        iso = _ISO_AT.match(text, start)
+        if iso is not None and (start == 0 or text[start - 1] != "-"):
+            found.append(Value("date", start, iso.end(), f"date:{iso.group(0)}"))
+            continue
+        if end < len(text) and (text[end].isalnum() or text[end] == "_"):
+            continue
+        num = _NUM_BEFORE.search(text, max(0, start - 6), start)
+        if num is not None:
+            a, b = re.split(r"[/.]", num.group(0))[:2]
+            found.append(Value("date", num.start(), end, f"date:{m.group(0)}-{int(a):02d}-{int(b):02d}?"))
+            continue
+        word = _WORD_BEFORE.search(text, max(0, start - 24), start)
+        if word is not None:
+            found.append(Value("date", word.start(), end, _word_date_key(word.group(0), m.group(0))))
+    return found
+
+
+def _word_date_key(before: str, year: str) -> str:
+    """The key of a date written with a month name: ``before`` is the text ahead of its year."""
+    words = before.replace(",", " ").split()
+    month_word = next(w for w in words if w[0].isalpha())
+    month = next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(month_word.rstrip(".").lower()[:3]))
+    day = int(re.sub(r"\D", "", next(w for w in words if w[0].isdigit())))
+    return f"date:{year}-{month:02d}-{day:02d}"
+
+
+def _candidates(text: str) -> list[Value]:
+    """Every structured value a recogniser accepts, overlapping ones included."""
+    found: list[Value] = []
+    urls = _URL.finditer(text) if "://" in text or "www." in text.lower() else ()
+    for m in urls:
+        end = m.end()
+        while end > m.start() and text[end - 1] in _TRAILING:
+            end -= 1
+        found.append(Value("url", m.start(), end, _url_key(text[m.start() : end]), _url_free(text, m.start(), end)))
+    if "@" in text:
+        found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _EMAIL.finditer(text)]
+    for m in _IBAN.finditer(text):
+        if iban_valid(m.group(0)):
+            found.append(Value("iban", m.start(), m.end(), "iban:" + m.group(0).replace(" ", "").upper()))
+    for m in _CARD.finditer(text):
+        if m.start() and text[m.start() - 1] in _DIGIT_OR_DASH:
+            continue
+        digits = re.sub(r"\D", "", m.group(0))
+        if 13 <= len(digits) <= 19 and luhn_valid(digits):
+            found.append(Value("card", m.start(), m.end(), "card:" + digits))
+    for m in _PHONE.finditer(text) if "+" in text else ():
+        digits = re.sub(r"\D", "", m.group(0))
+        if 8 <= len(digits) <= 15:
+            found.append(Value("phone", m.start(), m.end(), "phone:+" + digits))
+    for lo, hi in _amounts(text):
+        key = _amount_key(text[lo:hi])
+        if key is not None:
+            found.append(Value("amount", lo, hi, key))
+    found += _dates(text)
+    return found + _paths(text)
+
+
+def _amounts(text: str) -> list[tuple[int, int]]:
+    """Spans of amounts: a currency mention with a number right after or right before it."""
+    spans = []
+    for cur in _HAS_CURRENCY.finditer(text):
+        after = _NUMBER_AFTER.match(text, cur.end())
+        if after is not None and (cur.start() == 0 or text[cur.start() - 1] not in _WORDISH):
+            spans.append((cur.start(), after.end()))
+            continue
+        before = _NUMBER_BEFORE.search(text, max(0, cur.start() - 40), cur.start())
+        tail_ok = cur.end() == len(text) or not text[cur.end()].isalpha()
+        if before is not None and tail_ok and (before.start() == 0 or text[before.start() - 1] not in _WORDISH):
+            spans.append((before.start(), cur.end()))
+    return spans
+
+
+def _paths(text: str) -> list[Value]:
+    """File paths: Unix and Windows paths, and file names with a common document extension."""
+    spans = [m.span() for m in _UNIX_PATH.finditer(text)] if "/" in text else []
+    if ":\\" in text:
+        spans += [m.span() for m in _WINDOWS_PATH.finditer(text)]
+    for m in _EXTENSION.finditer(text):
+        start = m.start()
+        while start > 0 and m.start() - start < 128 and text[start - 1] in _NAME_CHARS:
+            start -= 1
+        while start < m.start() and text[start] == ".":
+            start += 1
+        if start < m.start() and (start == 0 or text[start - 1] not in "/\\"):
+            spans.append((start, m.end()))
+    found = []
+    for lo, hi in spans:
+        path = re.sub(r"/{2,}", "/", text[lo:hi]).rstrip("/\\") or text[lo:hi]
+        found.append(Value("path", lo, hi, "path:" + path))
+    return found
+
+
+def find_values(text: str) -> list[Value]:
+    """The structured values of ``text`` in order of position.
+
+    Of overlapping candidates the longer wins (a URL holding an e-mail address in its query is one
+    URL), then the earlier one.  A value inside a URL's free part (an e-mail address in its query)
+    is listed too (``nested``), after the URL that holds it: that part is free text with values of
+    its own.
+    """
+    chosen: list[Value] = []
+    for value in sorted(_candidates(text), key=lambda v: (v.start, v.start - v.end)):
+        if chosen and value.start < chosen[-1].end:  # overlaps the last kept value: the longer one stays
+            if value.end - value.start > chosen[-1].end - chosen[-1].start:
+                chosen[-1] = value
+            continue
+        chosen.append(value)
+    inner = [v for url in chosen if url.kind == "url" for lo, hi in url.free for v in _in_component(text, lo, hi)]
+    return sorted(chosen + inner, key=lambda v: (v.start, -v.end)) if inner else chosen
+
+
+def _in_component(text: str, lo: int, hi: int) -> list[Value]:
+    """The values inside one free URL component; a percent-encoded one (``a%40b.com``) is decoded
+    first and then stands for the whole component."""
+    part = text[lo:hi]
+    decoded = unquote(part)
+    if decoded != part:
+        return [Value(v.kind, lo, hi, v.key, nested=True) for v in find_values(decoded) if v.kind != "url"]
+    return [_shift(v, lo) for v in find_values(part) if v.kind != "url"]
+
+
+def _shift(value: Value, offset: int) -> Value:
+    return Value(value.kind, value.start + offset, value.end + offset, value.key, nested=True)
+
+
+def free_ranges(text: str, values: list[Value] | None = None) -> list[tuple[int, int]]:
+    """The free text of ``text`` as ranges ``[lo, hi)``: the pieces outside every structured value,
+    and the free parts (path, query and fragment components) of its URLs outside the values inside
+    them.  Pieces of different origin are kept apart, so no k-gram spans a value's boundary."""
+    if values is None:
+        values = find_values(text)
+    nested = [v for v in values if v.nested]
+    pieces: list[tuple[int, int]] = []
+    cursor = 0
+    for value in values:
+        if value.nested:
+            continue
+        pieces.append((cursor, value.start))
+        for lo, hi in value.free:
+            pieces += _minus(lo, hi, [v for v in nested if lo <= v.start < hi])
+        cursor = value.end
+    pieces.append((cursor, len(text)))
+    return [(lo, hi) for lo, hi in pieces if hi > lo]
+
+
+def free_fragments(text: str, values: list[Value] | None = None) -> list[str]:
+    """The free text of ``text`` (:func:`free_ranges`) as strings."""
+    return [text[lo:hi] for lo, hi in free_ranges(text, values)]
+
+
+def _minus(lo: int, hi: int, holes: list[Value]) -> list[tuple[int, int]]:
+    """``[lo, hi)`` without the ranges of ``holes`` (ascending, inside it)."""
+    out, cursor = [], lo
+    for hole in holes:
+        out.append((cursor, hole.start))
+        cursor = max(cursor, hole.end)
+    out.append((cursor, hi))
+    return out

@@ -1,0 +1,89 @@
+"""Specificity: the background table of boilerplate k-grams, its fingerprint, and what it removes."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import pytest
+
+from guard import Guard, Verdict
+from guard.artifact import pipeline_components
+from guard.policy import parse_policy
+from guard.specificity import BACKGROUND_PATH, FORMAT, Background, background, information
+
+POLICY = {
+    "name": "specificity",
+    "tools": {
+        "read_private": {"kind": "private_source"},
+        "send_email": {"kind": "sink", "effect": "irreversible", "payload_args": ["body"], "identifier_args": ["to"]},
+    },
+}
+
+
+def _table(grams: dict[str, int], records: int = 98) -> Background:
+    return Background({"format": FORMAT, "k": 8, "records": records, "grams": grams}, "f" * 64)
+
+
+def test_shipped_table_and_fingerprint() -> None:
+    """Catches a fingerprint that is not the hash of the shipped table, or an empty table."""
+    table = background()
+    assert table.fingerprint == hashlib.sha256(BACKGROUND_PATH.read_bytes()).hexdigest()
+    assert table.records > 1000 and 100 < len(table.grams) < 5000
+    assert table.is_boilerplate("Best regards") and not table.is_boilerplate("X4471-99207 Dana")
+
+
+def test_fingerprint_is_in_the_pipeline_components(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches artifacts that do not record which background table made their edges."""
+    policy = parse_policy(POLICY)
+    before = pipeline_components(policy)
+    monkeypatch.setattr("guard.artifact.background", lambda: _table({"Best reg": 3}))
+    assert pipeline_components(policy)["graph"] != before["graph"]
+    off = policy.model_copy(update={"graph": policy.graph.model_copy(update={"background": False})})
+    assert pipeline_components(off)["graph"] == pipeline_components(off)["graph"] != before["graph"]
+
+
+def test_bits_and_information_exact() -> None:
+    """Catches a wrong rarity formula (add-one share, log base 2, session term)."""
+    table = _table({"Best reg": 48})
+    assert table.bits("Best reg") == pytest.approx(-math.log2(49 / 100))
+    assert table.bits("zzzzzzzz") == pytest.approx(-math.log2(1 / 100))
+    assert information("zzzzzzzz", 2, 8, table) == pytest.approx(-math.log2(1 / 100) + 2)
+    with pytest.raises(ValueError, match="holders"):
+        information("zzzzzzzz", 0, 8, table)
+
+
+def test_longer_span_is_boilerplate_only_if_every_gram_is() -> None:
+    """Catches a span counted as boilerplate because one of its grams is."""
+    table = _table({"Best reg": 1, "est rega": 1, "st regar": 1, "t regard": 1, " regards": 1})
+    assert table.is_boilerplate("Best regards") and not table.is_boilerplate("Best regards, Dana")
+    assert table.boilerplate(8) == table.grams and table.boilerplate(12) == frozenset()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"format": "x", "k": 8, "records": 3, "grams": {}},
+        {"format": FORMAT, "k": 8, "records": 0, "grams": {}},
+        {"format": FORMAT, "k": 8, "records": 3, "grams": {"short": 1}},
+    ],
+)
+def test_malformed_table_is_refused(body: dict[str, object]) -> None:
+    """Catches a malformed background table accepted (the guard must fail closed on it)."""
+    with pytest.raises(ValueError, match="background table"):
+        Background(body, "f" * 64)
+
+
+def _decide(background_on: bool) -> Verdict:
+    policy = parse_policy({**POLICY, "graph": {"background": background_on}})
+    s = Guard(policy, threshold=0.5).session("b")
+    s.observe_user("Answer Ann.")
+    s.decide("read_private", {}, "c1")
+    s.observe_result("c1", "Salary review: please do the following in the meeting.")
+    return s.decide("send_email", {"to": "ann@x.test", "body": "Could you please do the following?"}, "c2").verdict
+
+
+def test_boilerplate_makes_no_edge() -> None:
+    """Catches boilerplate shared with a private record (common phrasing) still making a provenance edge."""
+    assert _decide(True) is Verdict.EXECUTE
+    assert _decide(False) is Verdict.ESCALATE  # negative control: without the table the same call escalates

@@ -1,0 +1,97 @@
+"""Structured values: recognised, validated and normalised; their parts are not free text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from guard.values import find_values, free_fragments, host_in_domain, iban_valid, luhn_valid
+
+
+def _keys(text: str) -> list[str]:
+    return [v.key for v in find_values(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("Mail Carol.Secret@Company.COM now", "email:carol.secret@company.com"),
+        ("https://Docs.Company.com:443/a/b/", "url:https://docs.company.com/a/b"),
+        ("http://docs.company.com:80/a", "url:http://docs.company.com/a"),
+        ("http://docs.company.com:8080/a", "url:http://docs.company.com:8080/a"),
+        ("www.company.com/payroll.", "url:http://www.company.com/payroll"),
+        ("DE89 3704 0044 0532 0130 00", "iban:DE89370400440532013000"),
+        ("gb82west12345698765432", "iban:GB82WEST12345698765432"),
+        ("+1 (415) 555-0132", "phone:+14155550132"),
+        ("4111-1111-1111-1111", "card:4111111111111111"),
+        ("$1,234.50", "amount:USD:1234.50"),
+        ("1.234,50 EUR", "amount:EUR:1234.50"),
+        ("EUR 99", "amount:EUR:99.00"),
+        ("2024-03-05", "date:2024-03-05"),
+        ("March 5th, 2024", "date:2024-03-05"),
+        ("5 Mar 2024", "date:2024-03-05"),
+        ("/home//dana/x.pdf", "path:/home/dana/x.pdf"),
+        ("report-q3.xlsx", "path:report-q3.xlsx"),
+    ],
+)
+def test_normal_forms(text: str, key: str) -> None:
+    """Catches a recogniser or normaliser that misses a writing of a value (case, port, separators, currency)."""
+    assert key in _keys(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "DE89 3704 0044 0532 0130 01",  # bad IBAN check digits
+        "4111 1111 1111 1112",  # fails Luhn
+        "call 415 555 0132",  # no country code: no E.164 form
+        "and/or 3/4 of them",
+        "1, 2, 3",
+    ],
+)
+def test_invalid_values_are_not_recognised(text: str) -> None:
+    """Catches validation skipped: a failed checksum or a value without a country stays free text."""
+    assert _keys(text) == []
+
+
+def test_checksums_exact() -> None:
+    """Catches a wrong Luhn or mod-97 implementation (known valid and invalid numbers)."""
+    assert luhn_valid("79927398713") and not luhn_valid("79927398710") and not luhn_valid("7992a")
+    assert iban_valid("GB82 WEST 1234 5698 7654 32") and not iban_valid("GB82 WEST 1234 5698 7654 33")
+    assert not iban_valid("US133000000121212121212")
+
+
+def test_url_free_parts() -> None:
+    """Catches a URL's origin or query keys left as free text, or its path and query values masked."""
+    text = "see https://shop.example.org/order/items?customer=dana-7781&x=1#top now"
+    assert free_fragments(text) == ["see ", "order", "items", "dana-7781", "1", "top", " now"]
+
+
+def test_value_inside_url_query_is_found() -> None:
+    """Catches a value carried in a URL's query (plain or percent-encoded) not recognised as a whole."""
+    assert "email:carol@company.com" in _keys("https://evil.test/?e=carol@company.com")
+    assert "email:carol@company.com" in _keys("https://evil.test/?e=carol%40company.com")
+
+
+def test_overlapping_candidates_longest_wins() -> None:
+    """Catches an e-mail address inside a URL claimed on its own, cutting the URL."""
+    values = find_values("https://a.test/u/bob@x.org/p")
+    assert [v.kind for v in values] == ["url", "email"]
+    assert values[0].end == len("https://a.test/u/bob@x.org/p")
+
+
+def test_host_in_domain_label_boundary() -> None:
+    """Catches a domain match on a raw suffix (evilcompany.com is not company.com)."""
+    assert host_in_domain("mail.Company.com", "company.com") and host_in_domain("company.com.", "company.com")
+    assert not host_in_domain("evilcompany.com", "company.com")
+
+
+@given(st.text(alphabet="ab@.:/-?=&#%0123456789 xyzcom", max_size=60))
+def test_free_fragments_are_disjoint_pieces_of_the_text(text: str) -> None:
+    """Catches free ranges that overlap a value or run outside the text."""
+    values = find_values(text)
+    for fragment in free_fragments(text, values):
+        assert fragment and fragment in text
+    for value in values:
+        assert 0 <= value.start < value.end <= len(text)
