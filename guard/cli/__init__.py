@@ -26,7 +26,8 @@ from guard.cli import (
 from guard.cli._common import SCOPE, run_command
 
 GROUPS = (
-    policy, audit, calibration, ceiling, episodes, ledger, monitor, review, report, bench, studies, agentdojo, mcp, data,
+    policy, audit, calibration, ceiling, episodes, ledger, monitor, review,
+    report, bench, studies, agentdojo, mcp, data,
 )
 
 
