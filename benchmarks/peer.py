@@ -218,9 +218,7 @@ def _ratios(rows: Sequence[dict[str, Any]], ours: str) -> dict[str, float | None
     return {str(r["T"]): float(f"{r[ours] / r['p50_us']:.3g}") if r["completed"] else None for r in rows}
 
 
-def run_raised(
-    peer: Any, guard: Guard, policy: Policy, plan: Any, quick: bool, progress: bool
-) -> list[dict[str, Any]]:
+def run_raised(peer: Any, guard: Guard, policy: Policy, plan: Any, quick: bool, progress: bool) -> list[dict[str, Any]]:
     """The same paired measurement with the peer's cycle cap raised to :data:`RAISED_CAP`."""
     wants = RAISED_WANT_QUICK if quick else RAISED_WANT
     saved = os.environ.get("INVARIANT_MAX_ITERATIONS")
@@ -269,9 +267,7 @@ def format_peer(result: dict[str, Any]) -> str:
     if result.get("peer_raised"):
         lines += [
             f"With the cycle cap raised (INVARIANT_MAX_ITERATIONS={result['raised_cycle_cap']}), paired the same way",
-            *_peer_table(
-                result["peer_raised"], result["peer_ratio_raised"], result["peer_ratio_raised_inclusive"]
-            ),
+            *_peer_table(result["peer_raised"], result["peer_ratio_raised"], result["peer_ratio_raised_inclusive"]),
         ]
     lines.append(
         f"largest trace the peer completes with the shipped cap: {result['largest_T_completed']} records "

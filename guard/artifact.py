@@ -301,5 +301,7 @@ def recalibrate_hint(body: dict[str, Any]) -> str:
     command = body.get("command")
     if isinstance(command, str) and command.startswith("carbguard calibrate"):
         return f"recalibrate under the current policy by rerunning `{command}`"
-    return "recalibrate under the current policy: `carbguard calibrate --policy POLICY --episodes EPISODES " \
+    return (
+        "recalibrate under the current policy: `carbguard calibrate --policy POLICY --episodes EPISODES "
         "[--labels LABELS] --alpha ALPHA --out ARTIFACT`"
+    )

@@ -361,9 +361,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return body
 
 
-def _against(
-    report: VerifyReport, lines: list[bytes], point: Mapping[str, Any], key: AuditKey | None
-) -> VerifyReport:
+def _against(report: VerifyReport, lines: list[bytes], point: Mapping[str, Any], key: AuditKey | None) -> VerifyReport:
     count, last, keyed, given = (point.get(k) for k in ("entries", "last_hash", "keyed", "mac"))
     if type(count) is not int or count < 0 or not isinstance(last, str) or not isinstance(given, str | None):
         raise AuditError("not a checkpoint (entries and last_hash missing, or a mac that is not a string)")

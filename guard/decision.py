@@ -100,4 +100,3 @@ class Certification:
     message: str
     probes: tuple[ProbeCall, ...] = ()
     log: Mapping[str, Any] | None = None
-

@@ -47,8 +47,6 @@ class AuditError(GuardError, OSError):
     """The audit log cannot be written, or it does not verify."""
 
 
-
-
 class BindingError(InputError):
     """An execution was asked for a call other than the exact one that received ``execute``.
 

@@ -86,8 +86,9 @@ def loads_strict(text: str, where: str, error: type[Exception] = CorpusError, *,
     scores file): ``Infinity``, ``-Infinity`` and overflowing numbers are then read as ±inf; ``NaN`` never is.
     """
     multi = "\n" in text.rstrip(JSON_WHITESPACE)
-    hooks: dict[str, Any] = {"parse_constant": _infinity} if infinity else {"parse_constant": _constant,
-                                                                            "parse_float": _float}
+    hooks: dict[str, Any] = (
+        {"parse_constant": _infinity} if infinity else {"parse_constant": _constant, "parse_float": _float}
+    )
     try:
         value = json.loads(text, object_pairs_hook=_pairs, **hooks)
     except json.JSONDecodeError as exc:

@@ -117,4 +117,3 @@ class SessionState(Protocol):
     def propose(self, call_id: str, record: Record) -> None:
         """The pipeline's hook: add ``record`` to the graph as the proposal node of ``call_id``."""
         ...
-

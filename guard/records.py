@@ -239,9 +239,7 @@ class Episode:
     def __post_init__(self) -> None:
         for position, record in enumerate(self.records):
             if record.index != position:
-                raise InputError(
-                    f"episode {self.episode_id!r}: record at position {position} has index {record.index}"
-                )
+                raise InputError(f"episode {self.episode_id!r}: record at position {position} has index {record.index}")
 
     def proposals(self) -> tuple[Record, ...]:
         """The proposals, in order."""

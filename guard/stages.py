@@ -126,7 +126,9 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
         )
     if guard.breaker.escalates(guard.policy.tool(tool)):  # guard.breaker: after an alarm, a human decides actions
         return dataclasses.replace(
-            base, verdict=Verdict.ESCALATE, reason=Reason.RISK_BUDGET,
+            base,
+            verdict=Verdict.ESCALATE,
+            reason=Reason.RISK_BUDGET,
             message="circuit breaker tripped: every sink and side-effectful call escalates until recalibration",
         )
     return certify(session, node, base)
@@ -345,5 +347,3 @@ def _edges_in(session: Session, node: int) -> list[list[Any]]:
         return []
     blocks = session.graph.edge_blocks(node)  # from the edge rules: no networkx view on the decision path
     return sorted([source, etype] for sources, etype, _ in blocks for source in sources)
-
-

@@ -26,7 +26,12 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.run(
         [str(LINT), "--config", str(root / "pyproject.toml"), "--no-cache"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -117,9 +122,7 @@ def test_modules_stay_small() -> None:
     assert long == {}
 
 
-SHIPPED = sorted(
-    p for p in (ROOT / "policies").rglob("*.yaml") if p.name != "ledger.yaml"
-)
+SHIPPED = sorted(p for p in (ROOT / "policies").rglob("*.yaml") if p.name != "ledger.yaml")
 
 DECIDE_ALL = """
 import sys, math
@@ -148,7 +151,12 @@ def test_every_shipped_policy_decides_without_high_floors() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", DECIDE_ALL, ",".join(HIGH_FLOORS), *map(str, SHIPPED)],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"ok {len(SHIPPED)}"

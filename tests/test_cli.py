@@ -71,9 +71,7 @@ def test_artifact_for_another_policy(tmp_path: Path, capsys: pytest.CaptureFixtu
     """Loading a guard whose policy names an artifact of other policies fails with exit 2 in report."""
     policy = tmp_path / "p.yaml"
     artifact = Path(__file__).resolve().parents[1] / "calibration_artifacts" / "agentdojo" / "pooled_a0.10.json"
-    policy.write_text(
-        "name: other\ntools:\n  t: {kind: other}\ncalibration:\n  artifact: " + str(artifact) + "\n"
-    )
+    policy.write_text("name: other\ntools:\n  t: {kind: other}\ncalibration:\n  artifact: " + str(artifact) + "\n")
     from guard import Guard
     from guard.errors import ArtifactError
 
@@ -83,16 +81,33 @@ def test_artifact_for_another_policy(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 def test_evaluate_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
     """--json prints one object with the contract's keys and method names."""
-    code, out, _ = _run(["evaluate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--permutations", "3",
-                         "--json"], capsys)
+    code, out, _ = _run(
+        ["evaluate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--permutations", "3", "--json"], capsys
+    )
     assert code == 0
     result = json.loads(out)
     assert {"corpus", "n_episodes", "n_dropped", "results"} <= set(result)
     methods = {r["method"] for r in result["results"]}
-    assert {"no_guard", "step_crc", "carb_gcarb", "carb_full_prefix", "carb_fixed_window",
-            "carb_ledger_current", "carb_random"} <= methods
-    keys = {"method", "alpha", "mean_loss", "loss_p05", "loss_p95", "intervention", "autonomous_success",
-            "harm_free_success", "ctx_red"}
+    assert {
+        "no_guard",
+        "step_crc",
+        "carb_gcarb",
+        "carb_full_prefix",
+        "carb_fixed_window",
+        "carb_ledger_current",
+        "carb_random",
+    } <= methods
+    keys = {
+        "method",
+        "alpha",
+        "mean_loss",
+        "loss_p05",
+        "loss_p95",
+        "intervention",
+        "autonomous_success",
+        "harm_free_success",
+        "ctx_red",
+    }
     assert all(keys <= set(r) for r in result["results"])
 
 

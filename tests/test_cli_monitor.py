@@ -38,8 +38,10 @@ def policy() -> Policy:
 def artifact(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An artifact calibrated on the fixture episodes (α = 0.3)."""
     out = tmp_path_factory.mktemp("art") / "a.json"
-    assert main(["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.3",
-                 "--out", str(out)]) == 0
+    assert (
+        main(["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.3", "--out", str(out)])
+        == 0
+    )
     return out
 
 
@@ -80,7 +82,8 @@ def test_audit_statistics_match_replay(policy: Policy, artifact: Path, tmp_path:
     assert stats == (expected if close else [])
     assert ignored == 0
     assert deployed_sessions(read_entries(audit), art.body["checksum"], art.threshold).open_sessions == (
-        0 if close else len(ids))
+        0 if close else len(ids)
+    )
     ends = [e for e in read_entries(audit) if e.get("event") == "session_end"]
     assert len(ends) == (len(ids) if close else 0)
 
@@ -124,8 +127,12 @@ def test_seed_is_derived_from_the_artifact(
 
 
 def _labels(path: Path, rows: list[tuple[str, list[dict[str, object]], str]]) -> Path:
-    path.write_text("".join(json.dumps({"episode": sid, "harms": harms, "mode": mode, "by": "test", "why": "t"}) + "\n"
-                            for sid, harms, mode in rows))
+    path.write_text(
+        "".join(
+            json.dumps({"episode": sid, "harms": harms, "mode": mode, "by": "test", "why": "t"}) + "\n"
+            for sid, harms, mode in rows
+        )
+    )
     return path
 
 
@@ -176,9 +183,7 @@ def test_labels_alarm_exits_3_with_plot(
     assert "is the input" in capsys.readouterr().err
 
 
-def test_bad_labels_exit_2(
-    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_labels_exit_2(policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches labels accepted for a session not in the log (planted: unknown labels skipped), an 'add' label with
     no harms read as no harm, and a harm on a call the session never decided."""
     audit = tmp_path / "audit.jsonl"
@@ -224,9 +229,7 @@ def test_exit_3_on_a_shift_with_plot(
     assert "ALARM at deployed episode" in out and png.stat().st_size > 1000
 
 
-def test_bad_input_exit_2(
-    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_bad_input_exit_2(policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Catches a tampered audit log, an artifact without statistics, or an unrelated log being accepted."""
     audit = tmp_path / "audit.jsonl"
     _deploy(policy, artifact, audit, ["benign-inbox"])
@@ -271,8 +274,9 @@ def test_keyed_log_needs_and_takes_key_file(
     other.write_bytes(b"o" * 32)
     audit = tmp_path / "audit.jsonl"
     art = load_artifact(artifact, policy)
-    guard = Guard(policy, threshold=art.threshold, artifact_id=art.artifact_id,
-                  audit=AuditLog(audit, fsync=False, key=key))
+    guard = Guard(
+        policy, threshold=art.threshold, artifact_id=art.artifact_id, audit=AuditLog(audit, fsync=False, key=key)
+    )
     for k, episode in enumerate(load_episodes(EPISODES, policy)[:3]):
         session = guard.session(f"{episode.episode_id}#{k}")
         feed(session, episode)
@@ -285,8 +289,10 @@ def test_keyed_log_needs_and_takes_key_file(
     assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(other)]) == 2
     assert "another key" in capsys.readouterr().err
     before = audit.read_bytes()
-    assert main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(key_file),
-                 "--plot", str(audit)]) == 2
+    assert (
+        main(["monitor", str(audit), "--artifact", str(artifact), "--key-file", str(key_file), "--plot", str(audit)])
+        == 2
+    )
     assert "is the input" in capsys.readouterr().err and audit.read_bytes() == before
 
 
@@ -307,8 +313,9 @@ def test_trip_file_on_alarm_trips_a_running_guard(
     assert main(["monitor", str(audit), "--artifact", str(artifact), "--labels", str(quiet), "--trip", str(trip)]) == 0
     assert not trip.exists()
     art = load_artifact(artifact, policy)
-    running = Guard(policy, threshold=float("inf"), artifact_id=art.artifact_id,
-                    audit=AuditLog(audit, fsync=False), trip_file=trip)
+    running = Guard(
+        policy, threshold=float("inf"), artifact_id=art.artifact_id, audit=AuditLog(audit, fsync=False), trip_file=trip
+    )
     session = running.session("live")
     feed(session, episodes[0])
     assert all(d.allowed for d in session.decisions.values())
@@ -320,7 +327,8 @@ def test_trip_file_on_alarm_trips_a_running_guard(
     assert session.decide("read_inbox", {}, "read-after").verdict.value == "execute"  # reads keep the threshold
     entries = read_entries(audit)
     assert [e["reason"] for e in entries if e.get("kind") == "breaker"] == [
-        f"trip file {trip}: carbguard monitor: risk alarm on {audit}"]
+        f"trip file {trip}: carbguard monitor: risk alarm on {audit}"
+    ]
     capsys.readouterr()
     assert main([*argv, "--json"]) == 3
     assert json.loads(capsys.readouterr().out)["ignored_entries"] == 0
@@ -332,8 +340,12 @@ def test_from_policy_fallback_artifact(policy: Policy, artifact: Path, tmp_path:
     import yaml
 
     strict = tmp_path / "strict.json"
-    assert main(["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.15",
-                 "--out", str(strict)]) == 0
+    assert (
+        main(
+            ["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.15", "--out", str(strict)]
+        )
+        == 0
+    )
     data = yaml.safe_load(POLICY.read_text())
     for name, main_art, fallback in (("ok", artifact, strict), ("loose", strict, artifact)):
         data["calibration"] = {"artifact": str(main_art), "fallback": str(fallback)}

@@ -32,10 +32,21 @@ def _error_line(err: str) -> str:
 
 
 def _decision(**fields: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {"session": "s1", "proposal_index": 2, "call_id": "c1", "tool": "send_email",
-                             "verdict": "execute", "reason": "below_threshold", "score": 0.1, "threshold": 0.5,
-                             "selected": [0, 1], "edges_in": [[0, "E4"]], "features": {"provenance_path": False},
-                             "probes": [], "latency_us": 12.5}
+    entry: dict[str, Any] = {
+        "session": "s1",
+        "proposal_index": 2,
+        "call_id": "c1",
+        "tool": "send_email",
+        "verdict": "execute",
+        "reason": "below_threshold",
+        "score": 0.1,
+        "threshold": 0.5,
+        "selected": [0, 1],
+        "edges_in": [[0, "E4"]],
+        "features": {"provenance_path": False},
+        "probes": [],
+        "latency_us": 12.5,
+    }
     entry.update(fields)
     return entry
 
@@ -80,8 +91,11 @@ def test_output_over_an_audit_input_is_refused(
     before = log.read_bytes()
     out = log if make is _same else tmp_path / "out"
     make(log, out)
-    argv = ["audit", "checkpoint", str(log), "-o", str(out)] if command == "checkpoint" else [
-        "report", str(log), "-o", str(out)]
+    argv = (
+        ["audit", "checkpoint", str(log), "-o", str(out)]
+        if command == "checkpoint"
+        else ["report", str(log), "-o", str(out)]
+    )
     code, _, err = _run(argv, capsys)
     assert code == 2
     line = _error_line(err)
@@ -214,8 +228,9 @@ def test_macless_checkpoint_of_a_cut_keyed_log_fails(tmp_path: Path, capsys: pyt
     log.write_bytes(b"\n".join(lines[:2]) + b"\n")
     last = read_entries(log)[-1]["hash"]
     forged = tmp_path / "forged.json"
-    forged.write_text(json.dumps({"format": "carbguard-audit-checkpoint/1", "entries": 2, "last_hash": last,
-                                  "keyed": False}))
+    forged.write_text(
+        json.dumps({"format": "carbguard-audit-checkpoint/1", "entries": 2, "last_hash": last, "keyed": False})
+    )
     code, out, _ = _run(["audit", "verify", str(log), "--key-file", str(key_file), "--checkpoint", str(forged)], capsys)
     assert code == 1 and "checkpoint check" in out and "no MAC" in out
 
@@ -273,8 +288,20 @@ def test_calibrate_and_policy_init_outputs_over_inputs_are_refused(
     episodes = tmp_path / "episodes.jsonl"
     episodes.write_bytes((FIX / "assistant.jsonl").read_bytes())
     before = episodes.read_bytes()
-    code, _, err = _run(["calibrate", "--policy", str(FIX / "assistant_policy.yaml"), "--episodes", str(episodes),
-                         "--alpha", "0.3", "--out", str(episodes)], capsys)
+    code, _, err = _run(
+        [
+            "calibrate",
+            "--policy",
+            str(FIX / "assistant_policy.yaml"),
+            "--episodes",
+            str(episodes),
+            "--alpha",
+            "0.3",
+            "--out",
+            str(episodes),
+        ],
+        capsys,
+    )
     assert code == 2 and "--out" in _error_line(err) and episodes.read_bytes() == before
     tools = tmp_path / "tools.json"
     schema = {"name": "read_file", "description": "Read a file", "parameters": {"type": "object", "properties": {}}}

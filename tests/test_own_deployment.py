@@ -77,8 +77,12 @@ def test_ledger_and_calibration_numbers(loop: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "label,method", [("no guard", "no_guard"), ("guard, G-CARB selection", "carb_gcarb"),
-                     ("guard, full-prefix selection (this policy's)", "carb_full_prefix")],
+    "label,method",
+    [
+        ("no guard", "no_guard"),
+        ("guard, G-CARB selection", "carb_gcarb"),
+        ("guard, full-prefix selection (this policy's)", "carb_full_prefix"),
+    ],
 )
 def test_table_matches_evaluate(loop: dict[str, str], label: str, method: str) -> None:
     """Catches a README table row (loss, harm-free success, intervention) that evaluate does not print."""
@@ -115,6 +119,8 @@ def test_monitor_figures_match(loop: dict[str, str]) -> None:
     assert fa and found
     printed = loop["figures"]
     assert f"false alarms {fa.group(1)} of exchangeable streams" in printed
-    assert (f"detected within 100 episodes in {found.group(1)}, delay median {found.group(2)}, "
-            f"90th percentile {found.group(3)} episodes") in printed
+    assert (
+        f"detected within 100 episodes in {found.group(1)}, delay median {found.group(2)}, "
+        f"90th percentile {found.group(3)} episodes"
+    ) in printed
     assert float(fa.group(1)) <= 0.05 + 3 * (0.05 * 0.95 / 200) ** 0.5

@@ -94,7 +94,9 @@ def ceiling_report(
     names = columns_of(features)
     start = time.perf_counter()
     out: dict[str, Any] = {
-        "corpus": corpus.name, "features": list(names), "tool_identity": tools,
+        "corpus": corpus.name,
+        "features": list(names),
+        "tool_identity": tools,
         "rows": ceiling_rows(scored, alphas, names, tools),
     }
     tied, harmful = tied_harm(scored, names, tools)

@@ -159,7 +159,9 @@ def _last(cummax: FloatArray, offsets: npt.NDArray[np.int64]) -> FloatArray:
 
 
 def fit_weights(
-    corpus: ScoredCorpus, dev: Sequence[int] | npt.NDArray[np.int64], spec: FitSpec = FitSpec(),
+    corpus: ScoredCorpus,
+    dev: Sequence[int] | npt.NDArray[np.int64],
+    spec: FitSpec = FitSpec(),
     table: FeatureTable | None = None,
 ) -> FloatArray:
     """Non-negative logistic-regression weights from the proposals of the development episodes ``dev``."""
@@ -191,9 +193,9 @@ def _examples(corpus: ScoredCorpus, table: FeatureTable) -> tuple[npt.NDArray[np
     return positive, clean[table.owner]
 
 
-def _counts(inverse: npt.NDArray[np.int64], label: npt.NDArray[np.bool_], n_rows: int) -> tuple[
-    npt.NDArray[np.int64], FloatArray, FloatArray
-]:
+def _counts(
+    inverse: npt.NDArray[np.int64], label: npt.NDArray[np.bool_], n_rows: int
+) -> tuple[npt.NDArray[np.int64], FloatArray, FloatArray]:
     pos = np.bincount(inverse[label], minlength=n_rows).astype(np.float64)
     neg = np.bincount(inverse[~label], minlength=n_rows).astype(np.float64)
     return np.flatnonzero(pos + neg > 0), pos, neg

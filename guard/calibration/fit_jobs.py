@@ -36,15 +36,26 @@ def _suites(corpus: Any) -> list[str]:
 
 
 def fitted_evaluation(
-    corpus: Any, scored: ScoredCorpus, *, alphas: Sequence[float], permutations: int, seed: int,
-    fractions: Sequence[float] = threeway.DEFAULT_SPLIT, ablation: bool = False,
+    corpus: Any,
+    scored: ScoredCorpus,
+    *,
+    alphas: Sequence[float],
+    permutations: int,
+    seed: int,
+    fractions: Sequence[float] = threeway.DEFAULT_SPLIT,
+    ablation: bool = False,
 ) -> dict[str, Any]:
     """The three-way rows (fitted and frozen weights) and, with ``ablation``, one fitted row per feature left out."""
     start = time.perf_counter()
     variants = threeway.ablation_variants() if ablation else None
     rows, weights = threeway.run_fitted_protocol(
-        scored, frozen_weights(corpus), alphas=alphas, permutations=permutations, seed=seed,
-        fractions=fractions, variants=variants,
+        scored,
+        frozen_weights(corpus),
+        alphas=alphas,
+        permutations=permutations,
+        seed=seed,
+        fractions=fractions,
+        variants=variants,
     )
     stacked = np.array(weights)
     columns = scored.columns()
@@ -59,7 +70,12 @@ def fitted_evaluation(
 
 
 def cross_model_evaluation(
-    corpus: Any, *, alphas: Sequence[float], permutations: int, seed: int, workers: int = 1,
+    corpus: Any,
+    *,
+    alphas: Sequence[float],
+    permutations: int,
+    seed: int,
+    workers: int = 1,
 ) -> list[dict[str, Any]]:
     """Leave-one-model-out rows (:func:`guard.calibration.threeway.cross_model`) on a multi-model corpus."""
     from guard.calibration.jobs import score_selectors
@@ -89,7 +105,11 @@ def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> d
     for policy in corpus.policies(selector):
         load_artifact(path, fit.with_weights(policy, {**weights, **tools}) if weights is not None else policy)
     scored, _ = score_selectors(
-        corpus.episodes, [selector], progress=True, workers=workers, corpus=corpus  # type: ignore[list-item]
+        corpus.episodes,
+        [selector],  # type: ignore[list-item]
+        progress=True,
+        workers=workers,
+        corpus=corpus,
     )
     data = scored[selector]
     if weights is not None:
@@ -99,12 +119,18 @@ def artifact_evaluation(corpus: Any, path: str | Path, *, workers: int = 1) -> d
     gated = outcomes(data, np.array([artifact.threshold]), every)
     none = ungated(data, every)
     return {
-        "corpus": corpus.name, "artifact": artifact.artifact_id, "alpha": artifact.alpha,
-        "threshold": artifact.threshold, "n_episodes": data.n, "fitted_weights": weights is not None,
-        "loss": float(gated["loss"][0]), "intervention": float(gated["intervention"][0]),
+        "corpus": corpus.name,
+        "artifact": artifact.artifact_id,
+        "alpha": artifact.alpha,
+        "threshold": artifact.threshold,
+        "n_episodes": data.n,
+        "fitted_weights": weights is not None,
+        "loss": float(gated["loss"][0]),
+        "intervention": float(gated["intervention"][0]),
         "autonomous_success": float(gated["autonomous_success"][0]),
         "harm_free_success": float(gated["harm_free_success"][0]),
-        "no_guard_loss": float(none["loss"][0]), "no_guard_harm_free_success": float(none["harm_free_success"][0]),
+        "no_guard_loss": float(none["loss"][0]),
+        "no_guard_harm_free_success": float(none["harm_free_success"][0]),
     }
 
 
@@ -116,8 +142,15 @@ def artifact_weights(body: dict[str, Any]) -> dict[str, float] | None:
 
 
 def calibrate_fitted(
-    corpus: Any, *, alpha: float, rule: str = "carb", delta: float = 0.1, seed: int = 0,
-    dev_fraction: float = 0.30, command: Sequence[str] = (), workers: int = 1,
+    corpus: Any,
+    *,
+    alpha: float,
+    rule: str = "carb",
+    delta: float = 0.1,
+    seed: int = 0,
+    dev_fraction: float = 0.30,
+    command: Sequence[str] = (),
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Fit weights on a seeded development split, calibrate λ̂ on the rest; the artifact body with the weights."""
     from guard.calibration.jobs import score_selectors, suite_policy
@@ -139,18 +172,29 @@ def calibrate_fitted(
     policies = [fit.with_weights(suite_policy(s, "gcarb"), weights) for s in _suites(corpus)]
     ids = tuple(rescored.episode_ids[i] for i in calib)
     return build_artifact(
-        policies, alpha=alpha, n=int(calib.size), threshold=chosen.threshold,
-        calibration_risk=chosen.risk, grid=chosen.grid, rule=chosen.rule,
+        policies,
+        alpha=alpha,
+        n=int(calib.size),
+        threshold=chosen.threshold,
+        calibration_risk=chosen.risk,
+        grid=chosen.grid,
+        rule=chosen.rule,
         risk_fields=ltt.rule_fields(chosen.rule, alpha=alpha, n=int(calib.size), calibration_risk=chosen.risk),
         calibration_fingerprint=_fingerprint(ids, rescored.harm_level[calib]),
         command=shlex.join(["carbguard", *command]),
         extra={
-            "corpus": corpus.name, "n_dropped": corpus.n_dropped,
+            "corpus": corpus.name,
+            "n_dropped": corpus.n_dropped,
             "scorer_weights": features,
             **({"scorer_tool_weights": tools} if tools else {}),
-            "fit": {"method": "non-negative L2 logistic regression (guard.calibration.fit)", "l2": fit.DEFAULT_L2,
-                    "seed": seed, "dev_fraction": dev_fraction, "n_dev": int(dev.size),
-                    "dev_fingerprint": _fingerprint(tuple(data.episode_ids[i] for i in dev), data.harm_level[dev])},
+            "fit": {
+                "method": "non-negative L2 logistic regression (guard.calibration.fit)",
+                "l2": fit.DEFAULT_L2,
+                "seed": seed,
+                "dev_fraction": dev_fraction,
+                "n_dev": int(dev.size),
+                "dev_fingerprint": _fingerprint(tuple(data.episode_ids[i] for i in dev), data.harm_level[dev]),
+            },
         },
     )
 

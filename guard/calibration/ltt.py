@@ -86,7 +86,7 @@ def rule_delta(recorded: str) -> float | None:
     """δ of a recorded LTT rule (``ltt(delta=0.1)`` -> ``0.1``); ``None`` for any other rule."""
     if recorded.startswith("ltt(delta=") and recorded.endswith(")"):
         try:
-            return float(recorded[len("ltt(delta="):-1])
+            return float(recorded[len("ltt(delta=") : -1])
         except ValueError:
             return None
     return None

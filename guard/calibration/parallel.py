@@ -145,8 +145,15 @@ def score_selectors_parallel(
     (:func:`~guard.calibration.replay.score_episode_selectors`); one corpus per selector."""
     names = tuple(selectors)
     rows = score_selectors_rows(
-        episodes, policy_for, labels_for, names, workers=workers, dask_scheduler=dask_scheduler, chunk=chunk,
-        progress=progress, mp_context=mp_context,
+        episodes,
+        policy_for,
+        labels_for,
+        names,
+        workers=workers,
+        dask_scheduler=dask_scheduler,
+        chunk=chunk,
+        progress=progress,
+        mp_context=mp_context,
     )
     return {name: assemble([row[name] for row in rows]) for name in names}
 

@@ -103,9 +103,14 @@ def score_episode_selectors(
     def shadow(session: Session, decision: Decision) -> None:
         scored = decision.score is not None
         rows[selectors[0]].append(
-            (_finite_score(decision), len(decision.selected), decision.proposal_index,
-             _counted(session, decision.proposal_index, decision.features),
-             scored and _in_scope(session, decision.proposal_index), _tool(session, decision.proposal_index))
+            (
+                _finite_score(decision),
+                len(decision.selected),
+                decision.proposal_index,
+                _counted(session, decision.proposal_index, decision.features),
+                scored and _in_scope(session, decision.proposal_index),
+                _tool(session, decision.proposal_index),
+            )
         )
         for name, selector in others.items():
             rows[name].append(_shadow_row(session, decision, selector))
@@ -128,7 +133,8 @@ def replay_guard(policy: Policy, selector: SelectorName) -> Guard:
         if len(_GUARDS) > 256:
             _GUARDS.clear()
         cached = _GUARDS[key] = (
-            policy, Guard(policy.with_selector(selector), threshold=float("inf"), certifier=PassThroughCertifier())
+            policy,
+            Guard(policy.with_selector(selector), threshold=float("inf"), certifier=PassThroughCertifier()),
         )
     return cached[1]
 

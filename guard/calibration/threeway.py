@@ -29,9 +29,9 @@ DEFAULT_SPLIT: tuple[float, float, float] = (0.30, 0.35, 0.35)
 IntMatrix = npt.NDArray[np.int64]
 
 
-def split3(n: int, permutations: int, seed: int, fractions: Sequence[float] = DEFAULT_SPLIT) -> tuple[
-    IntMatrix, IntMatrix, IntMatrix
-]:
+def split3(
+    n: int, permutations: int, seed: int, fractions: Sequence[float] = DEFAULT_SPLIT
+) -> tuple[IntMatrix, IntMatrix, IntMatrix]:
     """``(dev, calib, test)`` index matrices, disjoint per row, sizes from ``fractions`` (sum 1)."""
     if len(fractions) != 3 or any(f <= 0 for f in fractions) or abs(sum(fractions) - 1) > 1e-9:
         raise CalibrationError(f"split fractions must be three positive numbers summing to 1, got {tuple(fractions)}")
@@ -90,9 +90,7 @@ def run_fitted_protocol(
     dev, calib, test = split3(corpus.n, permutations, seed, fractions)
     table = fit.feature_table(corpus)
     frozen_corpus = fit.rescore(corpus, frozen, table)
-    per: dict[str, list[PerAlpha]] = {
-        "carb_gcarb_frozen_3way": [], **{name: [] for name in variants}
-    }
+    per: dict[str, list[PerAlpha]] = {"carb_gcarb_frozen_3way": [], **{name: [] for name in variants}}
     weights: list[npt.NDArray[np.float64]] = []
     for r in range(permutations):
         scored = {"carb_gcarb_frozen_3way": frozen_corpus}
@@ -111,9 +109,9 @@ def run_fitted_protocol(
     return rows, weights
 
 
-def _one(sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, test: IntMatrix, alpha: float) -> tuple[
-    float, dict[str, np.ndarray]
-]:
+def _one(
+    sc: ScoredCorpus, owner: IntMatrix, calib: IntMatrix, test: IntMatrix, alpha: float
+) -> tuple[float, dict[str, np.ndarray]]:
     lam = calibrated(sc, owner, calib, alpha)
     return lam, outcomes(sc, np.array([lam]), test[None, :])
 
@@ -183,13 +181,20 @@ def cross_model(
                     )
         for (method, alpha), values in acc.items():
             arr = np.array(values)
-            results.append({
-                "held_out": held, "n": int(target.size), "method": method, "alpha": alpha,
-                "mean_loss": float(arr[:, 0].mean()), "loss_p95": float(np.percentile(arr[:, 0], 95)),
-                "harm_free_success": float(arr[:, 1].mean()),
-                "no_guard_loss": float(none["loss"][0]), "no_guard_harm_free": float(none["harm_free_success"][0]),
-                "lambda_floor": float(np.mean(arr[:, 2] == -np.inf)),
-            })
+            results.append(
+                {
+                    "held_out": held,
+                    "n": int(target.size),
+                    "method": method,
+                    "alpha": alpha,
+                    "mean_loss": float(arr[:, 0].mean()),
+                    "loss_p95": float(np.percentile(arr[:, 0], 95)),
+                    "harm_free_success": float(arr[:, 1].mean()),
+                    "no_guard_loss": float(none["loss"][0]),
+                    "no_guard_harm_free": float(none["harm_free_success"][0]),
+                    "lambda_floor": float(np.mean(arr[:, 2] == -np.inf)),
+                }
+            )
     return results
 
 

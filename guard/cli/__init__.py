@@ -26,8 +26,20 @@ from guard.cli import (
 from guard.cli._common import SCOPE, run_command
 
 GROUPS = (
-    policy, audit, calibration, ceiling, episodes, ledger, monitor, review,
-    report, bench, studies, agentdojo, mcp, data,
+    policy,
+    audit,
+    calibration,
+    ceiling,
+    episodes,
+    ledger,
+    monitor,
+    review,
+    report,
+    bench,
+    studies,
+    agentdojo,
+    mcp,
+    data,
 )
 
 
@@ -36,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="carbguard", description="carbguard: a runtime guard for tool-calling LLM agents.", epilog=SCOPE
     )
-    parser.add_argument("--version", action="version", version=f"carbguard {guard.__version__}",
-                        help="print the version and exit")
+    parser.add_argument(
+        "--version", action="version", version=f"carbguard {guard.__version__}", help="print the version and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for group in GROUPS:
         group.register(sub)

@@ -52,8 +52,7 @@ def alpha_table(alphas: Sequence[float] = TABLE_ALPHAS, shares: Sequence[float] 
     head = "| α (all traffic) | " + " | ".join(f"s = {s:g}" for s in shares) + " |"
     rule = "|---|" + "---|" * len(shares)
     rows = [
-        f"| {a:g} | " + " | ".join(f"{a / s:.2f}" if a / s < 1 else "none (≥ 1)" for s in shares) + " |"
-        for a in alphas
+        f"| {a:g} | " + " | ".join(f"{a / s:.2f}" if a / s < 1 else "none (≥ 1)" for s in shares) + " |" for a in alphas
     ]
     return "\n".join([head, rule, *rows])
 
@@ -87,17 +86,32 @@ def _calibrate(args: argparse.Namespace) -> int:
             raise GuardError("--fit-scorer fits the G-CARB scorer; drop --selector or use --selector gcarb")
 
         body = calibrate_fitted(
-            corpus, alpha=args.alpha, rule=args.rule, delta=args.delta, seed=args.seed,
-            dev_fraction=args.dev_fraction, command=_recorded(args.argv), workers=args.workers,
+            corpus,
+            alpha=args.alpha,
+            rule=args.rule,
+            delta=args.delta,
+            seed=args.seed,
+            dev_fraction=args.dev_fraction,
+            command=_recorded(args.argv),
+            workers=args.workers,
         )
         write_output(out, artifact_text(body), inputs, "--out")
-        print(f"wrote {out}: alpha={body['alpha']} n={body['n']} (+{body['fit']['n_dev']} development episodes) "
-              f"threshold={body['threshold']} {risk_summary(body)}")
+        print(
+            f"wrote {out}: alpha={body['alpha']} n={body['n']} (+{body['fit']['n_dev']} development episodes) "
+            f"threshold={body['threshold']} {risk_summary(body)}"
+        )
         _warn_small_n(args, body)
         return 0
     body = calibrate(
-        corpus, alpha=args.alpha, selector=args.selector or _policy_selector(corpus), rule=args.rule, delta=args.delta,
-        command=_recorded(args.argv), progress=True, workers=args.workers, dask_scheduler=args.dask_scheduler,
+        corpus,
+        alpha=args.alpha,
+        selector=args.selector or _policy_selector(corpus),
+        rule=args.rule,
+        delta=args.delta,
+        command=_recorded(args.argv),
+        progress=True,
+        workers=args.workers,
+        dask_scheduler=args.dask_scheduler,
     )
     write_output(out, artifact_text(body), inputs, "--out")
     print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} {risk_summary(body)}")
@@ -142,8 +156,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         else:
             corpus = load_corpus(args.runs, name, progress=not args.json)
         result = evaluate(
-            corpus, alphas=alphas, permutations=args.permutations, seed=args.seed, progress=not args.json,
-            workers=args.workers, dask_scheduler=args.dask_scheduler, also=_fitted_protocol(args, corpus, alphas),
+            corpus,
+            alphas=alphas,
+            permutations=args.permutations,
+            seed=args.seed,
+            progress=not args.json,
+            workers=args.workers,
+            dask_scheduler=args.dask_scheduler,
+            also=_fitted_protocol(args, corpus, alphas),
         )
         results.append(result)
         if not args.json:
@@ -174,7 +194,11 @@ def _fitted_protocol(args: argparse.Namespace, corpus: Any, alphas: tuple[float,
     from guard.calibration.fit_jobs import fitted_evaluation
 
     return lambda scored: fitted_evaluation(
-        corpus, scored["gcarb"], alphas=alphas, permutations=args.permutations, seed=args.seed,
+        corpus,
+        scored["gcarb"],
+        alphas=alphas,
+        permutations=args.permutations,
+        seed=args.seed,
         ablation=args.ablation,
     )
 
@@ -186,8 +210,10 @@ def _print_fitted(result: dict[str, Any], ablation: bool) -> None:
         return
     fitted = result["fitted"]
     split = "/".join(f"{round(100 * f)}" for f in fitted["split"])
-    print(f"three-way protocol ({split} development/calibration/test): frozen vs fitted weights "
-          f"(ratio = harm-free success / no-guard's; floor = share of permutations with lambda_hat = -inf)")
+    print(
+        f"three-way protocol ({split} development/calibration/test): frozen vs fitted weights "
+        f"(ratio = harm-free success / no-guard's; floor = share of permutations with lambda_hat = -inf)"
+    )
     print(format_side_by_side(result))
     features = {k: v for k, v in fitted["weights_mean"].items() if not k.startswith("tool:")}
     tools = sorted(((v, k[5:]) for k, v in fitted["weights_mean"].items() if k.startswith("tool:") and v), reverse=True)
@@ -218,8 +244,10 @@ def _evaluate_fixed_or_transfer(args: argparse.Namespace, names: list[str | None
             corpus, alphas=alphas, permutations=args.cross_model_permutations, seed=args.seed, workers=args.workers
         )
         if not args.json:
-            print(f"cross-model transfer on {corpus.name}: fit and calibrate on the other models, test on the held-out "
-                  f"one ({args.cross_model_permutations} permutations; no exchangeability between models is assumed)")
+            print(
+                f"cross-model transfer on {corpus.name}: fit and calibrate on the other models, test on the held-out "
+                f"one ({args.cross_model_permutations} permutations; no exchangeability between models is assumed)"
+            )
             print(format_cross_model(out))
     if args.json:
         print(json.dumps(out, indent=1))
@@ -231,9 +259,11 @@ def _evaluate_fixed_or_transfer(args: argparse.Namespace, names: list[str | None
 def _print_evaluation(result: dict[str, Any]) -> None:
     from guard.calibration.evaluate import format_rows
 
-    print(f"corpus {result['corpus']}: {result['n_episodes']} episodes "
-          f"({result['n_dropped']} dropped, {result['n_excluded_injection_goal_runs']} injection-goal runs excluded), "
-          f"{result['permutations']} permutations, 50/50 splits")
+    print(
+        f"corpus {result['corpus']}: {result['n_episodes']} episodes "
+        f"({result['n_dropped']} dropped, {result['n_excluded_injection_goal_runs']} injection-goal runs excluded), "
+        f"{result['permutations']} permutations, 50/50 splits"
+    )
     print(format_rows(result["results"]))
     print(f"scoring {result['seconds']['scoring']:.1f}s, calibration {result['seconds']['calibration']:.1f}s\n")
 
@@ -264,7 +294,9 @@ def _add_corpus_args(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--runs", help="a folder in AgentDojo's runs/ layout (one model or several)")
     source.add_argument("--corpus", default=None, help="embedded corpus: a model name or 'all' (pooled)")
     parser.add_argument(
-        "--policy", action="append", default=[],
+        "--policy",
+        action="append",
+        default=[],
         help="your deployment's policy file (with --episodes; repeatable when episodes name their policy)",
     )
     parser.add_argument("--episodes", help="a carbguard-episodes/1 JSON-lines file (see `carbguard episodes`)")
@@ -288,26 +320,41 @@ def _add_calibrate(sub: Any) -> None:
     cal = sub.add_parser("calibrate", help="calibrate the threshold (CARB) and write an artifact", epilog=SCOPE)
     _add_corpus_args(cal)
     cal.add_argument(
-        "--alpha", type=float,
+        "--alpha",
+        type=float,
         help="risk level in (0, 1), required: it bounds the expected declared-ledger loss per episode over ALL "
         "traffic, not a per-attack rate. If a share s of episodes is attacked and only those can be harmed, the "
         "bound per attacked episode is alpha/s (see --alpha-table). --rule carb holds in expectation over "
         "calibration draws; use --rule ltt where one bad calibration draw matters",
     )
-    cal.add_argument("--alpha-table", action="store_true",
-                     help="print alpha against the implied bound alpha/s per attacked episode, then exit")
-    cal.add_argument("--selector", default=None,
-                     choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"],
-                     help="default: the policy's own selector with --policy, else gcarb")
-    cal.add_argument("--rule", default="carb", choices=["carb", "ltt"],
-                     help="carb: E[loss] <= alpha in expectation (CRC); ltt: P(R(lambda_hat) <= alpha) >= 1 - delta")
+    cal.add_argument(
+        "--alpha-table",
+        action="store_true",
+        help="print alpha against the implied bound alpha/s per attacked episode, then exit",
+    )
+    cal.add_argument(
+        "--selector",
+        default=None,
+        choices=["gcarb", "full_prefix", "fixed_window", "ledger_current", "random_equal_size"],
+        help="default: the policy's own selector with --policy, else gcarb",
+    )
+    cal.add_argument(
+        "--rule",
+        default="carb",
+        choices=["carb", "ltt"],
+        help="carb: E[loss] <= alpha in expectation (CRC); ltt: P(R(lambda_hat) <= alpha) >= 1 - delta",
+    )
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     add_out(cal, "artifact file to write (required)")
-    cal.add_argument("--exclude-model", action="append", default=[],
-                     help="leave a model's runs out (repeatable; AgentDojo corpora)")
-    cal.add_argument("--fit-scorer", action="store_true",
-                     help="fit the scorer weights on a seeded development split, calibrate on the rest; "
-                     "the weights go into the artifact")
+    cal.add_argument(
+        "--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable; AgentDojo corpora)"
+    )
+    cal.add_argument(
+        "--fit-scorer",
+        action="store_true",
+        help="fit the scorer weights on a seeded development split, calibrate on the rest; "
+        "the weights go into the artifact",
+    )
     cal.add_argument("--dev-fraction", type=float, default=0.30, help="--fit-scorer: development share (default .30)")
     cal.add_argument("--seed", type=int, default=0, help="--fit-scorer: seed of the development split")
     _add_scale_args(cal)
@@ -323,16 +370,25 @@ def _add_evaluate(sub: Any) -> None:
     )
     _add_corpus_args(ev)
     ev.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05 .10 .15 .20")
-    ev.add_argument("--fit-scorer", action="store_true",
-                    help="also the three-way protocol: weights fitted on 30%% development episodes, "
-                    "lambda_hat on 35%% calibration, metrics on 35%% test; printed next to the frozen weights")
+    ev.add_argument(
+        "--fit-scorer",
+        action="store_true",
+        help="also the three-way protocol: weights fitted on 30%% development episodes, "
+        "lambda_hat on 35%% calibration, metrics on 35%% test; printed next to the frozen weights",
+    )
     ev.add_argument("--plot-fit", help="with --fit-scorer: write the before/after frontier (every corpus) as PNG")
-    ev.add_argument("--ablation", action="store_true",
-                    help="with the three-way protocol: refit without each new feature")
-    ev.add_argument("--cross-model", action="store_true",
-                    help="leave-one-model-out transfer on a multi-model corpus (default: all)")
-    ev.add_argument("--cross-model-permutations", type=int, default=50,
-                    help="--cross-model: random splits per held-out model (default 50)")
+    ev.add_argument(
+        "--ablation", action="store_true", help="with the three-way protocol: refit without each new feature"
+    )
+    ev.add_argument(
+        "--cross-model", action="store_true", help="leave-one-model-out transfer on a multi-model corpus (default: all)"
+    )
+    ev.add_argument(
+        "--cross-model-permutations",
+        type=int,
+        default=50,
+        help="--cross-model: random splits per held-out model (default 50)",
+    )
     ev.add_argument("--artifact", help="evaluate this fixed artifact (threshold and weights) on the corpus")
     ev.add_argument("--permutations", type=int, default=200, help="random calibration/test splits (default 200)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the splits (default 0)")

@@ -24,7 +24,12 @@ def _ceiling(args: argparse.Namespace) -> int:
         corpus = load_corpus(args.runs, corpus_name, progress=not args.json)
         scored, _ = score_selectors(corpus.episodes, ["gcarb"], progress=not args.json, workers=args.workers)
         report = ceiling_report(
-            corpus, scored["gcarb"], alphas=alphas, features=names, permutations=args.permutations, seed=args.seed,
+            corpus,
+            scored["gcarb"],
+            alphas=alphas,
+            features=names,
+            permutations=args.permutations,
+            seed=args.seed,
             tools=not args.no_tool_identity,
         )
         reports.append(report)
@@ -76,9 +81,7 @@ def register(sub: Any) -> None:
     )
     ce.add_argument("--alpha", type=float, action="append", help="repeatable; default .01 .025 .05")
     ce.add_argument("--features", help="comma-separated feature names to use (default: every scorer feature)")
-    ce.add_argument(
-        "--without", help="comma-separated feature names or groups (prefix, roles, graded) to leave out"
-    )
+    ce.add_argument("--without", help="comma-separated feature names or groups (prefix, roles, graded) to leave out")
     ce.add_argument("--no-tool-identity", action="store_true", help="leave the tool identity indicators out")
     ce.add_argument(
         "--permutations",

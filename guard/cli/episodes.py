@@ -70,8 +70,10 @@ def _convert(args: argparse.Namespace) -> int:
         labels = Path(args.labels_out) if args.labels_out else out.with_name(out.stem + ".labels.jsonl")
         check_output(labels, [args.input, out], "--labels-out")
         done = convert_agentdojo(args.input, out, labels)
-        print(f"wrote {out}: {done.episodes} episodes ({done.left_out} runs left out: injection-goal runs, "
-              f"run errors, unreadable files); wrote {labels}: {done.charged} episodes charged by the AgentDojo ledger")
+        print(
+            f"wrote {out}: {done.episodes} episodes ({done.left_out} runs left out: injection-goal runs, "
+            f"run errors, unreadable files); wrote {labels}: {done.charged} episodes charged by the AgentDojo ledger"
+        )
         for note in done.notes:
             print(f"  unreadable: {note}")
         return 0
@@ -85,25 +87,32 @@ def _convert(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """``carbguard episodes``."""
-    eps = sub.add_parser("episodes", help="the episode format: schema, validate, convert", description=DESCRIPTION,
-                         epilog=SCOPE)
+    eps = sub.add_parser(
+        "episodes", help="the episode format: schema, validate, convert", description=DESCRIPTION, epilog=SCOPE
+    )
     cmds = eps.add_subparsers(dest="episodes_command", required=True)
     schema = cmds.add_parser("schema", help="print the JSON Schema of one episodes line")
     schema.set_defaults(func=_schema)
     val = cmds.add_parser("validate", help="read an episodes file under its policy; errors name line and field")
     val.add_argument("file", help="a carbguard-episodes/1 JSON-lines file")
-    val.add_argument("--policy", action="append", required=True,
-                     help="policy file (repeatable; then each episode names its policy in meta.policy)")
+    val.add_argument(
+        "--policy",
+        action="append",
+        required=True,
+        help="policy file (repeatable; then each episode names its policy in meta.policy)",
+    )
     val.add_argument("--labels", help="also check a labels file against the episodes")
     val.set_defaults(func=_validate)
     conv = cmds.add_parser(
-        "convert", help="convert AgentDojo runs, LangChain/OpenAI message lists or OpenTelemetry GenAI spans",
+        "convert",
+        help="convert AgentDojo runs, LangChain/OpenAI message lists or OpenTelemetry GenAI spans",
         description="Convert what you already have into carbguard-episodes/1. Trust is not stored: "
         "`episodes validate --policy` and `calibrate --policy` derive it from the policy.",
     )
     conv.add_argument("--from", dest="source", required=True, choices=SOURCES, help="input kind")
-    conv.add_argument("input", help="AgentDojo runs/ folder (or embedded:MODEL, embedded:all); "
-                      "otherwise a JSON or JSON-lines file")
+    conv.add_argument(
+        "input", help="AgentDojo runs/ folder (or embedded:MODEL, embedded:all); otherwise a JSON or JSON-lines file"
+    )
     add_out(conv, "episodes file to write", required=True)
     conv.add_argument("--labels-out", help="agentdojo: where to write the ledger labels (default: <out>.labels.jsonl)")
     conv.set_defaults(func=_convert)

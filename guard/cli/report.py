@@ -84,11 +84,15 @@ def _replay_report(args: argparse.Namespace) -> str:
     from guard.corpora import agentdojo
     from guard.runtime import Guard
 
-    sources = [flag for flag, value in (("--runs", args.runs), ("--corpus", args.corpus), ("--episodes", args.episodes))
-               if value]
+    sources = [
+        flag
+        for flag, value in (("--runs", args.runs), ("--corpus", args.corpus), ("--episodes", args.episodes))
+        if value
+    ]
     if not args.episode or len(sources) != 1:
-        raise GuardError("report needs an AUDIT file, or one of --runs PATH/--corpus MODEL/--episodes FILE "
-                         "with --episode ID")
+        raise GuardError(
+            "report needs an AUDIT file, or one of --runs PATH/--corpus MODEL/--episodes FILE with --episode ID"
+        )
     if args.episodes:
         return _own_episode_report(args)
     if args.artifact:

@@ -60,8 +60,9 @@ def _review(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """``carbguard review``."""
-    parser = sub.add_parser("review", help="list the sessions review sampling picked; write a labelling sheet",
-                            description=__doc__)
+    parser = sub.add_parser(
+        "review", help="list the sessions review sampling picked; write a labelling sheet", description=__doc__
+    )
     parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
     parser.add_argument("-o", "--out", metavar="SHEET", help="write one template label per picked session (JSON lines)")

@@ -19,8 +19,14 @@ from guard.corpora._writing import EpisodeBuilder, conversations, parse_argument
 from guard.errors import CorpusError
 
 _CLASS_TYPES = {
-    "HumanMessage": "human", "HumanMessageChunk": "human", "AIMessage": "ai", "AIMessageChunk": "ai",
-    "ToolMessage": "tool", "ToolMessageChunk": "tool", "SystemMessage": "system", "ChatMessage": "chat",
+    "HumanMessage": "human",
+    "HumanMessageChunk": "human",
+    "AIMessage": "ai",
+    "AIMessageChunk": "ai",
+    "ToolMessage": "tool",
+    "ToolMessageChunk": "tool",
+    "SystemMessage": "system",
+    "ChatMessage": "chat",
 }
 _TYPES = {"human": "human", "user": "human", "ai": "ai", "assistant": "ai", "tool": "tool", "system": "system"}
 

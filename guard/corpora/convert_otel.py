@@ -115,8 +115,10 @@ def _raw_spans(value: Any, where: str) -> Iterator[tuple[str, Any]]:
         yield from ((f"{where}: spans[{k}]", s) for k, s in enumerate(value["spans"]))
     elif isinstance(value, list):
         for k, item in enumerate(value):
-            yield from _raw_spans(item, f"{where}[{k}]") if isinstance(item, dict) and "resourceSpans" in item else (
-                (f"{where}[{k}]", item),
+            yield from (
+                _raw_spans(item, f"{where}[{k}]")
+                if isinstance(item, dict) and "resourceSpans" in item
+                else ((f"{where}[{k}]", item),)
             )
     elif isinstance(value, dict):
         yield where, value

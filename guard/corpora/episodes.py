@@ -200,8 +200,14 @@ def _string(item: dict[str, Any], key: str, field: str, where: _Where, *, empty:
 
 
 def _record(
-    index: int, kind: str, item: dict[str, Any], policy: Policy,
-    proposed: dict[str, str], answered: set[str], field: str, where: _Where,
+    index: int,
+    kind: str,
+    item: dict[str, Any],
+    policy: Policy,
+    proposed: dict[str, str],
+    answered: set[str],
+    field: str,
+    where: _Where,
 ) -> Record:
     if kind == "user":
         return user(index, _string(item, "text", field, where))
@@ -258,23 +264,31 @@ def episodes_json_schema() -> dict[str, Any]:
         record("user", {"text": text}, ["text"], "A user turn."),
         record(
             "proposal",
-            {"tool": {"type": "string", "minLength": 1, "description": "A tool the policy declares."},
-             "args": {"type": "object", "description": "The call's arguments (JSON)."}, "call_id": call_id},
+            {
+                "tool": {"type": "string", "minLength": 1, "description": "A tool the policy declares."},
+                "args": {"type": "object", "description": "The call's arguments (JSON)."},
+                "call_id": call_id,
+            },
             ["tool", "args", "call_id"],
             "A tool call the agent proposed.",
         ),
         record(
             "result",
-            {"call_id": call_id, "text": text,
-             "status": {"enum": ["ok", "error"], "default": "ok", "description": "error: the call failed."}},
+            {
+                "call_id": call_id,
+                "text": text,
+                "status": {"enum": ["ok", "error"], "default": "ok", "description": "error: the call failed."},
+            },
             ["call_id", "text"],
             "A tool result; its trust follows from its tool's kind in the policy. After its proposal.",
         ),
         record(
             "content",
-            {"origin": {"type": "string", "minLength": 1, "description": "The channel (e.g. an MCP resource URI)."},
-             "source": {"enum": list(SOURCE_TRUST), "description": "The channel's source kind when it was seen."},
-             "text": text},
+            {
+                "origin": {"type": "string", "minLength": 1, "description": "The channel (e.g. an MCP resource URI)."},
+                "source": {"enum": list(SOURCE_TRUST), "description": "The channel's source kind when it was seen."},
+                "text": text,
+            },
             ["origin", "source", "text"],
             "Content the model was shown outside any decided call (an MCP resource or prompt, an earlier turn).",
         ),

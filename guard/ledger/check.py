@@ -43,11 +43,18 @@ def ledger_check(
         if rules:
             by_rules.append({"episode": episode.episode_id, "rules": sorted(rules), "labelled": label is not None})
         if label is not None and _disagree(label, rules, labelled):
-            disagreements.append({
-                "episode": episode.episode_id, "line": label.line, "mode": label.mode,
-                "rules": sorted(rules), "label": sorted(labelled), "ledger": sorted(final),
-                "by": label.by, "why": label.why,
-            })
+            disagreements.append(
+                {
+                    "episode": episode.episode_id,
+                    "line": label.line,
+                    "mode": label.mode,
+                    "rules": sorted(rules),
+                    "label": sorted(labelled),
+                    "ledger": sorted(final),
+                    "by": label.by,
+                    "why": label.why,
+                }
+            )
     return {
         "episodes": len(episodes),
         "labelled": sum(e.episode_id in labels for e in episodes),

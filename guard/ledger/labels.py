@@ -56,8 +56,14 @@ class EpisodeLabel:
 
     def to_json(self) -> dict[str, Any]:
         """The line as a JSON object."""
-        harms = [{"category": h.category, **({"step": h.step} if h.step is not None else {}),
-                  **({"call_id": h.call_id} if h.call_id is not None else {})} for h in self.harms]
+        harms = [
+            {
+                "category": h.category,
+                **({"step": h.step} if h.step is not None else {}),
+                **({"call_id": h.call_id} if h.call_id is not None else {}),
+            }
+            for h in self.harms
+        ]
         return {"episode": self.episode, "mode": self.mode, "harms": harms, "by": self.by, "why": self.why}
 
 
@@ -79,8 +85,9 @@ def read_labels(path: str | Path) -> dict[str, EpisodeLabel]:
     for number, line in json_lines(text):
         label = parse_label(line, f"{file}:{number}", number)
         if label.episode in labels:
-            raise CorpusError(f"{file}:{number}: episode: {label.episode!r} already labelled on line "
-                              f"{labels[label.episode].line}")
+            raise CorpusError(
+                f"{file}:{number}: episode: {label.episode!r} already labelled on line {labels[label.episode].line}"
+            )
         labels[label.episode] = label
     return labels
 
@@ -146,8 +153,9 @@ def resolve(label: EpisodeLabel, episode: Episode, where: str = "") -> tuple[tup
             if ordinal < 0:
                 raise CorpusError(f"{prefix}: harms[{i}]: the episode executed no proposal, so nothing can be charged")
         if not 0 <= ordinal < len(proposals) or not executed[ordinal]:
-            raise CorpusError(f"{prefix}: harms[{i}]: proposal {ordinal} did not execute (the ledger charges "
-                              "executed proposals only)")
+            raise CorpusError(
+                f"{prefix}: harms[{i}]: proposal {ordinal} did not execute (the ledger charges executed proposals only)"
+            )
         out.append((ordinal, harm.category))
     return tuple(out)
 
@@ -160,8 +168,10 @@ def attach(
     unknown = [label for eid, label in labels.items() if eid not in by_id]
     if unknown:
         first = min(unknown, key=lambda lab: lab.line)
-        raise CorpusError(f"{source}:{first.line}: episode: label for unknown episode {first.episode!r} "
-                          f"({len(unknown)} label(s) name episodes not in the episodes file)")
+        raise CorpusError(
+            f"{source}:{first.line}: episode: label for unknown episode {first.episode!r} "
+            f"({len(unknown)} label(s) name episodes not in the episodes file)"
+        )
     out: dict[str, LedgerLabels] = {}
     for eid, label in labels.items():
         events = resolve(label, by_id[eid], f"{source}:{label.line}")

@@ -147,8 +147,9 @@ class LedgerSpec(_Strict):
         """Cross-check against the policy: ``tools`` maps name → (kind, declared args); raise ValueError."""
         problems: list[str] = []
         for where, names in self._tool_refs():
-            problems += [f"ledger.{where}: tool {name!r} is not declared under tools" for name in names
-                         if name not in tools]
+            problems += [
+                f"ledger.{where}: tool {name!r} is not declared under tools" for name in names if name not in tools
+            ]
         for where, mapping in self._arg_refs():
             for tool, args in mapping.items():
                 declared = tools.get(tool, ("", ()))[1]

@@ -69,8 +69,9 @@ def fitted_frontier_plot(results: list[dict[str, Any]], path: str | Path) -> Non
     axes[0][0].set(ylabel="mean held-out loss")
     axes[1][0].set(ylabel="harm-free success / no guard")
     axes[1][-1].legend(fontsize=7, loc="lower right")
-    fig.suptitle("Risk–utility frontier before (frozen shipped weights) and after (weights fitted on development "
-                 "episodes)")
+    fig.suptitle(
+        "Risk–utility frontier before (frozen shipped weights) and after (weights fitted on development episodes)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

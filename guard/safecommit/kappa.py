@@ -132,6 +132,4 @@ def _parsed(path: str, mtime_ns: int, size: int) -> Any:
     return loads_strict(text, path, PolicyError, infinity=True)  # scores are written by json.dumps (Infinity)
 
 
-
-
 __all__ = ["KAPPA_FORMAT", "WORLDS_VERSION", "resolve_kappa", "scoring_fingerprint"]

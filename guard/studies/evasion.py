@@ -266,4 +266,3 @@ def format_evasion(result: Mapping[str, Any]) -> str:
         "partial disclosure and paraphrase carry the private information without a shared span or token.",
     ]
     return "\n".join(lines)
-

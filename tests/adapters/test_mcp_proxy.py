@@ -105,7 +105,6 @@ def test_unknown_server_tool_warned_and_refused(tmp_path: Path) -> None:
     assert "agent tool 'delete_file' is not in policy 'mcp-fixture'" in err
 
 
-
 BOB = "Bob Okafor, IBAN GB29NWBK60161331926819, passport 533380006"
 
 

@@ -135,8 +135,9 @@ def test_episodes_schema_validate_and_ledger_check(capsys: pytest.CaptureFixture
     """`episodes schema` prints a JSON Schema, `validate` counts episodes, `ledger check` flags an unlabelled charge."""
     code, out, _ = _run(["episodes", "schema"], capsys)
     assert code == 0 and json.loads(out)["properties"]["format"]["const"] == "carbguard-episodes/1"
-    code, out, _ = _run(["episodes", "validate", str(EPISODES), "--policy", str(POLICY), "--labels", str(LABELS)],
-                        capsys)
+    code, out, _ = _run(
+        ["episodes", "validate", str(EPISODES), "--policy", str(POLICY), "--labels", str(LABELS)], capsys
+    )
     assert code == 0 and "valid: 7 episodes" in out and "2 labels" in out
     code, out, _ = _run(["ledger", "check", *DEPLOY, "--labels", str(LABELS)], capsys)
     assert code == 0 and "0 disagreement(s)" in out and "injected-delete: {destructive}  UNLABELLED" in out
@@ -163,8 +164,21 @@ def test_convert_agentdojo_then_calibrate(tmp_path: Path, capsys: pytest.Capture
     policies = Path(__file__).resolve().parents[2] / "guard" / "data" / "policies" / "agentdojo"
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert main(["calibrate", "--runs", str(runs), "--alpha", "0.5", "--out", str(a)]) == 0
-    argv = ["calibrate", "--policy", str(policies / "banking.yaml"), "--policy", str(policies / "slack.yaml"),
-            "--episodes", str(out), "--labels", str(tmp_path / "ad.labels.jsonl"), "--alpha", "0.5", "--out", str(b)]
+    argv = [
+        "calibrate",
+        "--policy",
+        str(policies / "banking.yaml"),
+        "--policy",
+        str(policies / "slack.yaml"),
+        "--episodes",
+        str(out),
+        "--labels",
+        str(tmp_path / "ad.labels.jsonl"),
+        "--alpha",
+        "0.5",
+        "--out",
+        str(b),
+    ]
     assert main(argv) == 0
     drop = ("command", "corpus", "n_dropped", "checksum")
     bodies = [{k: v for k, v in json.loads(p.read_text()).items() if k not in drop} for p in (a, b)]
@@ -180,7 +194,6 @@ def test_episodes_help_states_the_guarantee_exactly() -> None:
     assert " ".join(SCOPE.split()) in flat
     for claim in ("guarantees that", "never leaks", "always safe", "certified safe"):
         assert claim not in flat.lower()
-
 
 
 def test_calibrate_defaults_to_the_policys_selector(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

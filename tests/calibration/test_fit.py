@@ -25,10 +25,15 @@ F = len(FEATURES)
 def _episode(i: int, features: np.ndarray, harm: tuple[int, ...], utility: bool) -> EpisodeScores:
     k = len(features)
     return EpisodeScores(
-        episode_id=f"e{i}", scores=np.zeros(k), n_selected=np.ones(k, dtype=np.int64),
-        n_prefix=np.arange(1, k + 1, dtype=np.int64), harm_steps=harm,
+        episode_id=f"e{i}",
+        scores=np.zeros(k),
+        n_selected=np.ones(k, dtype=np.int64),
+        n_prefix=np.arange(1, k + 1, dtype=np.int64),
+        harm_steps=harm,
         category_steps={c: (harm[0] if harm and c == "privacy_flow" else None) for c in CATEGORIES},
-        utility=utility, features=features.astype(bool), in_scope=np.ones(k, dtype=bool),
+        utility=utility,
+        features=features.astype(bool),
+        in_scope=np.ones(k, dtype=bool),
     )
 
 
@@ -68,8 +73,13 @@ def test_fit_never_sees_calibration_or_test_episodes() -> None:
     shuffled = list(items)
     donors = rng.permutation(others)
     for i, j in zip(others, donors, strict=True):  # swap harm labels, utility and features among non-dev episodes
-        shuffled[i] = replace(items[i], harm_steps=items[j].harm_steps, utility=not items[j].utility,
-                              features=~items[j].features, category_steps=items[j].category_steps)
+        shuffled[i] = replace(
+            items[i],
+            harm_steps=items[j].harm_steps,
+            utility=not items[j].utility,
+            features=~items[j].features,
+            category_steps=items[j].category_steps,
+        )
     assert np.array_equal(fit.fit_weights(assemble(shuffled), dev), w)
     control = list(items)
     for i, j in zip(dev.tolist(), rng.permutation(dev).tolist(), strict=True):
@@ -85,10 +95,12 @@ def test_rescore_equals_the_online_scorer(seed: int) -> None:
     rng = np.random.default_rng(seed)
     weights = fit.weight_mapping(np.round(rng.uniform(0, 1, F), 3))
     frozen = assemble([score_episode(load_suite_policy(e.meta.suite), e, episode_ledger_labels(e)) for e in episodes])
-    online = assemble([
-        score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
-        for e in episodes
-    ])
+    online = assemble(
+        [
+            score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
+            for e in episodes
+        ]
+    )
     again = fit.rescore(frozen, fit.weight_vector(weights))
     assert again.scores.tolist() == online.scores.tolist()
     assert again.harm_level.tolist() == online.harm_level.tolist()
@@ -106,10 +118,12 @@ def test_rescore_with_tool_identity_equals_the_online_scorer(seed: int) -> None:
     assert len(columns) > F and len(set(frozen.tools)) == len(frozen.tools)
     rng = np.random.default_rng(seed)
     weights = fit.weight_mapping(np.round(rng.uniform(0, 1, len(columns)), 3), columns)
-    online = assemble([
-        score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
-        for e in episodes
-    ])
+    online = assemble(
+        [
+            score_episode(fit.with_weights(load_suite_policy(e.meta.suite), weights), e, episode_ledger_labels(e))
+            for e in episodes
+        ]
+    )
     again = fit.rescore(frozen, fit.weight_vector(weights, columns))
     assert again.scores.tolist() == online.scores.tolist()
     assert again.harm_level.tolist() == online.harm_level.tolist()
@@ -180,8 +194,15 @@ def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(
     policy = load_policy(tmp_path / "p.json")
     weights = {**policy.scorer.weights.model_dump(), "severity_max": 0.7, "irreversible_sink": 0.0}
     body = build_artifact(
-        [fit.with_weights(policy, weights)], alpha=0.1, n=10, threshold=0.5, calibration_risk=0.1,
-        grid=[-np.inf, 0.5], rule="carb", calibration_fingerprint="x", command="carbguard calibrate --fit-scorer",
+        [fit.with_weights(policy, weights)],
+        alpha=0.1,
+        n=10,
+        threshold=0.5,
+        calibration_risk=0.1,
+        grid=[-np.inf, 0.5],
+        rule="carb",
+        calibration_fingerprint="x",
+        command="carbguard calibrate --fit-scorer",
         extra={"scorer_weights": weights},
     )
     write_artifact(body, tmp_path / "art.json")
@@ -223,8 +244,16 @@ def test_evaluate_fixed_artifact_agrees_with_the_online_gate(
     weights = {**fit.weight_mapping(np.zeros(F)), "severity_max": 1.0, "injection_text": 0.4}
     policies = [fit.with_weights(load_suite_policy(s), weights) for s in suites]
     body = build_artifact(
-        policies, alpha=0.2, n=10, threshold=0.5, calibration_risk=0.1, grid=[-np.inf, 0.5], rule="carb",
-        calibration_fingerprint="x", command="carbguard calibrate --fit-scorer", extra={"scorer_weights": weights},
+        policies,
+        alpha=0.2,
+        n=10,
+        threshold=0.5,
+        calibration_risk=0.1,
+        grid=[-np.inf, 0.5],
+        rule="carb",
+        calibration_fingerprint="x",
+        command="carbguard calibrate --fit-scorer",
+        extra={"scorer_weights": weights},
     )
     write_artifact(body, tmp_path / "art.json")
     assert main(["evaluate", "--runs", str(FIXTURES), "--artifact", str(tmp_path / "art.json"), "--json"]) == 0

@@ -29,8 +29,15 @@ def _chosen(rule: str, delta: float = 0.05) -> ltt.RuleThreshold:
 
 def _artifact(policy: Policy, chosen: ltt.RuleThreshold) -> dict[str, object]:
     return build_artifact(
-        [policy], alpha=0.2, n=200, threshold=chosen.threshold, calibration_risk=chosen.risk, grid=chosen.grid,
-        rule=chosen.rule, calibration_fingerprint="abc", command="carbguard calibrate ...",
+        [policy],
+        alpha=0.2,
+        n=200,
+        threshold=chosen.threshold,
+        calibration_risk=chosen.risk,
+        grid=chosen.grid,
+        rule=chosen.rule,
+        calibration_fingerprint="abc",
+        command="carbguard calibrate ...",
         risk_fields=ltt.rule_fields(chosen.rule, alpha=0.2, n=200, calibration_risk=chosen.risk),
     )
 
@@ -75,8 +82,24 @@ def test_calibrate_cli_prints_the_rule_s_guarantee(tmp_path: Path, capsys: pytes
     Catches: the CLI labelling an LTT artifact's figure "calibration risk (corrected)".
     """
     out = tmp_path / "ltt.json"
-    assert main(["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--rule", "ltt", "--delta", "0.2",
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--runs",
+                str(FIXTURE_RUNS),
+                "--alpha",
+                "0.5",
+                "--rule",
+                "ltt",
+                "--delta",
+                "0.2",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "empirical calibration risk=" in printed and "LTT p-value" in printed and "delta=0.2" in printed
     assert "corrected" not in printed and "P(R(lambda_hat) <= alpha) >= 1 - delta" in printed

@@ -67,8 +67,15 @@ def _oracle_wealth(losses: list[int], m: Fraction) -> list[Fraction]:
 SEQUENCE = [0, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 1]
 
 
-@pytest.mark.parametrize("sequence,m", [(SEQUENCE, Fraction(3, 10)), (SEQUENCE, Fraction(1, 20)),
-                                        (SEQUENCE, Fraction(7, 10)), ([1] * 12, Fraction(7, 10))])
+@pytest.mark.parametrize(
+    "sequence,m",
+    [
+        (SEQUENCE, Fraction(3, 10)),
+        (SEQUENCE, Fraction(1, 20)),
+        (SEQUENCE, Fraction(7, 10)),
+        ([1] * 12, Fraction(7, 10)),
+    ],
+)
 def test_wealth_exact_oracle(sequence: list[int], m: Fraction) -> None:
     """Catches a bet that uses the current loss (planted: μ̂_t for μ̂_{t-1}), a missing clip at 0 (planted;
     SEQUENCE at m = 0.7: the bet would go negative) or at c/m (planted; all ones at m = 0.7: the cap binds),
@@ -113,8 +120,10 @@ def test_confidence_sequence_covers() -> None:
     """Catches a lower bound that is not a 1-δ confidence sequence: over 300 Bernoulli(0.25) streams it may
     exceed the true mean at some time in at most δ of them (planted: the wealth threshold 1/δ replaced by 2)."""
     rng = np.random.default_rng(9)
-    misses = sum(bool(np.any(lower_confidence_sequence((rng.random(300) < 0.25).astype(float), DELTA, 100) >= 0.25))
-                 for _ in range(300))
+    misses = sum(
+        bool(np.any(lower_confidence_sequence((rng.random(300) < 0.25).astype(float), DELTA, 100) >= 0.25))
+        for _ in range(300)
+    )
     assert misses <= _max_alarms(300, DELTA), misses
 
 

@@ -22,8 +22,15 @@ PACKAGED = ROOT / "guard" / "data" / "calibration_artifacts" / "agentdojo"
 
 def _body(policy: Policy, threshold: float = 0.5) -> dict[str, object]:
     return build_artifact(
-        [policy], alpha=0.1, n=99, threshold=threshold, calibration_risk=0.05, grid=[float("-inf"), 0.5],
-        rule="carb", calibration_fingerprint="abc", command="carbguard calibrate ...",
+        [policy],
+        alpha=0.1,
+        n=99,
+        threshold=threshold,
+        calibration_risk=0.05,
+        grid=[float("-inf"), 0.5],
+        rule="carb",
+        calibration_fingerprint="abc",
+        command="carbguard calibrate ...",
     )
 
 

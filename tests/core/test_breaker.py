@@ -33,11 +33,18 @@ def test_trip_escalates_the_next_decision_and_is_audited(small_policy: Policy) -
     assert after.verdict is Verdict.ESCALATE and "circuit breaker" in after.message
     assert session.decide(*NOTE, "c2").verdict is Verdict.ESCALATE
     assert session.decide("read_document", {"path": "b.md"}, "c3").verdict is Verdict.EXECUTE
-    breakers = [{k: v for k, v in e.items() if k not in ("prev", "hash")}
-                for e in audit.entries if e.get("kind") == "breaker"]
-    assert breakers == [{"event": "breaker", "kind": "breaker", "reason": "risk alarm",
-                         "from": {"threshold": 0.5, "artifact": "art#abc"},
-                         "to": {"threshold": 0.5, "artifact": None, "escalate": "sinks and side effects"}}]
+    breakers = [
+        {k: v for k, v in e.items() if k not in ("prev", "hash")} for e in audit.entries if e.get("kind") == "breaker"
+    ]
+    assert breakers == [
+        {
+            "event": "breaker",
+            "kind": "breaker",
+            "reason": "risk alarm",
+            "from": {"threshold": 0.5, "artifact": "art#abc"},
+            "to": {"threshold": 0.5, "artifact": None, "escalate": "sinks and side effects"},
+        }
+    ]
 
 
 def test_trip_file_is_consulted_at_each_decision(small_policy: Policy, tmp_path: Path) -> None:

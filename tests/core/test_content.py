@@ -65,7 +65,10 @@ def test_content_records_round_trip_and_replay(guard: Guard, small_policy: Polic
     episode = Episode("rt", tuple(session.graph.records[i] for i in sorted(session.graph.records)))
     line = episode_line(episode)
     assert json.loads(line)["records"][1] == {
-        "kind": "content", "origin": "mcp:resource:file:///cert.txt", "source": "private_source", "text": TEXTS.cert,
+        "kind": "content",
+        "origin": "mcp:resource:file:///cert.txt",
+        "source": "private_source",
+        "text": TEXTS.cert,
     }
     args = {"to": TEXTS.attacker, "subject": "x", "body": TEXTS.cert_number}
     data = json.loads(line)

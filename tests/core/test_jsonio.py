@@ -81,8 +81,15 @@ def test_artifact_duplicate_key_refused(tmp_path: Path, small_policy: Policy) ->
     """A calibration artifact with a key twice is refused naming file, line and key: catches last-wins reading."""
     path = tmp_path / "a.json"
     body = build_artifact(
-        [small_policy], alpha=0.1, n=99, threshold=0.5, calibration_risk=0.05, grid=[float("-inf"), 0.5],
-        rule="carb", calibration_fingerprint="abc", command="carbguard calibrate ...",
+        [small_policy],
+        alpha=0.1,
+        n=99,
+        threshold=0.5,
+        calibration_risk=0.05,
+        grid=[float("-inf"), 0.5],
+        rule="carb",
+        calibration_fingerprint="abc",
+        command="carbguard calibrate ...",
     )
     write_artifact(body, path)
     lines = path.read_text().split("\n")
@@ -98,8 +105,15 @@ def test_artifact_nan_refused(tmp_path: Path, small_policy: Policy) -> None:
     """A NaN token in an artifact is refused (the format spells ±inf as strings): catches NaN read as a float."""
     path = tmp_path / "a.json"
     body = build_artifact(
-        [small_policy], alpha=0.1, n=99, threshold=0.5, calibration_risk=0.05, grid=[0.5],
-        rule="carb", calibration_fingerprint="abc", command="carbguard calibrate ...",
+        [small_policy],
+        alpha=0.1,
+        n=99,
+        threshold=0.5,
+        calibration_risk=0.05,
+        grid=[0.5],
+        rule="carb",
+        calibration_fingerprint="abc",
+        command="carbguard calibrate ...",
     )
     write_artifact(body, path)
     path.write_text(path.read_text().replace('"calibration_risk": 0.05', '"calibration_risk": NaN'))

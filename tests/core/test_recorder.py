@@ -162,8 +162,10 @@ def test_shadow_and_enforce_decide_identically(
     for mode in ("enforce", "shadow"):
         audit = MemoryAudit()
         _, decisions = script_runner(Guard(small_policy, threshold=threshold, audit=audit, mode=mode), steps)
-        out[mode] = ([(d.verdict, d.reason, d.score, d.selected, d.features) for d in decisions],
-                     [_strip(e) for e in audit.entries])
+        out[mode] = (
+            [(d.verdict, d.reason, d.score, d.selected, d.features) for d in decisions],
+            [_strip(e) for e in audit.entries],
+        )
     assert out["enforce"] == out["shadow"]
 
 
@@ -301,5 +303,8 @@ def test_appending_never_duplicates_an_episode_id(small_policy: Policy, tmp_path
     assert [line["id"] for line in _lines(path)] == ["same", "new-0", "new-1"]
     ends = [e for e in audit.entries if e.get("event") == "session_end"]
     assert [(e["session"], e["recorded"]) for e in ends] == [
-        ("same", True), ("new-0", True), ("same", False), ("new-1", True)
+        ("same", True),
+        ("new-0", True),
+        ("same", False),
+        ("new-1", True),
     ]

@@ -67,8 +67,12 @@ def test_session_end_records_the_pick_and_no_key_refuses(
 
 def _labels(path: Path, rows: list[tuple[str, bool]]) -> Path:
     harm = [{"category": "privacy_flow"}]
-    path.write_text("".join(json.dumps({"episode": s, "harms": harm if h else [], "mode": "override", "by": "t",
-                                        "why": "t"}) + "\n" for s, h in rows))
+    path.write_text(
+        "".join(
+            json.dumps({"episode": s, "harms": harm if h else [], "mode": "override", "by": "t", "why": "t"}) + "\n"
+            for s, h in rows
+        )
+    )
     return path
 
 

@@ -265,7 +265,6 @@ def test_async_and_sync_agree(small_policy: Policy, leak_session: Callable[[Guar
     assert [e["verdict"] for e in async_audit.entries] == [e["verdict"] for e in sync_audit.entries]
 
 
-
 # --------------------------------------------------------------------------- failing closed
 
 

@@ -168,19 +168,29 @@ def test_otel_console_export_from_real_sdk_spans(tmp_path: Path) -> None:
     tracer = provider.get_tracer("test")
     user_msgs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Read my inbox."}]}])
     with tracer.start_as_current_span("invoke_agent"):
-        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat",
-                                                               "gen_ai.input.messages": user_msgs}):
+        with tracer.start_as_current_span(
+            "chat", attributes={"gen_ai.operation.name": "chat", "gen_ai.input.messages": user_msgs}
+        ):
             pass
-        with tracer.start_as_current_span("execute_tool read_inbox", attributes={
-            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_inbox", "gen_ai.tool.call.id": "c1",
-            "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": "no mail",
-        }):
+        with tracer.start_as_current_span(
+            "execute_tool read_inbox",
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "read_inbox",
+                "gen_ai.tool.call.id": "c1",
+                "gen_ai.tool.call.arguments": "{}",
+                "gen_ai.tool.call.result": "no mail",
+            },
+        ):
             pass
     path = tmp_path / "spans.json"
     path.write_text(json.dumps([json.loads(s.to_json()) for s in exporter.get_finished_spans()]), encoding="utf-8")
     [episode] = list(convert_otel(path))
-    assert _kinds(episode) == [("user", "Read my inbox."), ("proposal", "read_inbox", {}, "c1"),
-                               ("result", "c1", "no mail", "ok")]
+    assert _kinds(episode) == [
+        ("user", "Read my inbox."),
+        ("proposal", "read_inbox", {}, "c1"),
+        ("result", "c1", "no mail", "ok"),
+    ]
 
 
 def test_otel_tool_span_without_content_is_refused(tmp_path: Path) -> None:

@@ -131,8 +131,9 @@ def test_calibrating_the_converted_file_gives_the_runs_artifact(tmp_path: Path, 
     """Converted AgentDojo episodes + labels give the --runs artifact bar provenance: catches record/id/ledger drift."""
     out, labels, policies = _converted(tmp_path)
     from_runs = calibrate(load_corpus(str(RUNS), None), alpha=0.5, selector="gcarb")
-    from_file = calibrate(load_episodes_corpus(policies, str(out), str(labels)), alpha=0.5, selector="gcarb",
-                          workers=workers)
+    from_file = calibrate(
+        load_episodes_corpus(policies, str(out), str(labels)), alpha=0.5, selector="gcarb", workers=workers
+    )
     assert from_runs["calibration_set"] == from_file["calibration_set"]
     assert _strip(from_runs) == _strip(from_file)
     assert json.dumps(_strip(from_runs), sort_keys=True) == json.dumps(_strip(from_file), sort_keys=True)
@@ -151,5 +152,6 @@ def test_read_episodes_reports_each_episodes_policy(tmp_path: Path) -> None:
     out, _, policies = _converted(tmp_path)
     read = read_episodes(out, policies)
     assert {eid.split("/")[1]: p.name for eid, p in read.policy_of.items()} == {
-        "banking": "agentdojo-banking", "slack": "agentdojo-slack"
+        "banking": "agentdojo-banking",
+        "slack": "agentdojo-slack",
     }

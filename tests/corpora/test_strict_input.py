@@ -58,8 +58,7 @@ def test_audit_entries_with_line_separators_read_back(small_policy: Policy, tmp_
     _, audit = _record(small_policy, tmp_path, sep)
     entries = read_entries(audit)
     assert verify(audit).ok and len(entries) == len(audit.read_bytes().split(b"\n")) - 1
-    assert any(f"ep-0{sep}" == e.get("session") or f"ep-0{sep}" in json.dumps(e, ensure_ascii=False)
-               for e in entries)
+    assert any(f"ep-0{sep}" == e.get("session") or f"ep-0{sep}" in json.dumps(e, ensure_ascii=False) for e in entries)
 
 
 @pytest.mark.parametrize("sep", [*SEPARATORS, ALL])
@@ -121,20 +120,35 @@ def _openai(tmp_path: Path, mutate: Any) -> Path:
 
 BAD_OPENAI = {
     "NaN argument": (lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": NaN}"', 1), "NaN"),
-    "Infinity argument": (lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": Infinity}"', 1),
-                          "Infinity"),
-    "-Infinity argument": (lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": -Infinity}"', 1),
-                           "-Infinity"),
+    "Infinity argument": (
+        lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": Infinity}"', 1),
+        "Infinity",
+    ),
+    "-Infinity argument": (
+        lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": -Infinity}"', 1),
+        "-Infinity",
+    ),
     "1e999 argument": (lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": 1e999}"', 1), "1e999"),
-    "duplicate argument": (lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": 1, \\"n\\": 2}"', 1),
-                           "duplicate key 'n'"),
+    "duplicate argument": (
+        lambda t: t.replace('"arguments": "{}"', '"arguments": "{\\"n\\": 1, \\"n\\": 2}"', 1),
+        "duplicate key 'n'",
+    ),
     "NaN in the file": (lambda t: t.replace('"model": "gpt-test"', '"model": NaN', 1), "meta.model: non-finite"),
     "1e999 in the file": (lambda t: t.replace('"model": "gpt-test"', '"model": 1e999', 1), "meta.model: number"),
-    "duplicate in the file": (lambda t: t.replace('"model": "gpt-test"', '"model": "a", "model": "b"', 1),
-                              "duplicate key '[0].meta.model'"),
+    "duplicate in the file": (
+        lambda t: t.replace('"model": "gpt-test"', '"model": "a", "model": "b"', 1),
+        "duplicate key '[0].meta.model'",
+    ),
     "lone surrogate": (lambda t: t.replace("Read my inbox.", "Read \\ud800", 1), "lone surrogate"),
-    "JSON lines with NaN": (lambda t: json.dumps(OPENAI[1]) + "\n" + json.dumps(OPENAI[0]).replace(
-        '"model": "gpt-test"', '"model": NaN', 1) + "\n", "in.json:2: meta.model: non-finite"),
+    "JSON lines with NaN": (
+        lambda t: (
+            json.dumps(OPENAI[1])
+            + "\n"
+            + json.dumps(OPENAI[0]).replace('"model": "gpt-test"', '"model": NaN', 1)
+            + "\n"
+        ),
+        "in.json:2: meta.model: non-finite",
+    ),
 }
 
 

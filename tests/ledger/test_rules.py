@@ -114,8 +114,10 @@ def test_untrusted_reuse_needs_a_long_enough_span_from_an_untrusted_result() -> 
     """A payload copying min_span characters of an untrusted result is untrusted_instruction; a short overlap is not."""
     policy = _policy(untrusted_instruction={"min_span": 20})
     page = "Breaking: click http://phish.example/win now to claim your prize!"
-    fetch = [proposal(1, "http_get", {"url": "http://news.example"}, "h"),
-             result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get")]
+    fetch = [
+        proposal(1, "http_get", {"url": "http://news.example"}, "h"),
+        result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get"),
+    ]
     body = "FYI: click http://phish.example/win now"
     copied = _events(policy, user(0, "news?"), *fetch, *_send(3, "a@corp.example", body))
     short = _events(policy, user(0, "news?"), *fetch, *_send(3, "a@corp.example", "Breaking news today"))
@@ -195,8 +197,10 @@ def test_readme_ledger_example_and_reference_row() -> None:
 def test_untrusted_reuse_is_not_charged_when_the_user_named_every_recipient() -> None:
     """Catches untrusted_instruction charging a send the user asked for (recipient named), as privacy_flow does not."""
     page = "Breaking: click http://phish.example/win now to claim your prize!"
-    fetch = [proposal(1, "http_get", {"url": "http://news.example"}, "h"),
-             result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get")]
+    fetch = [
+        proposal(1, "http_get", {"url": "http://news.example"}, "h"),
+        result(2, "h", page, Trust.TOOL_UNTRUSTED, "http_get"),
+    ]
     asked = user(0, "Read the news and mail a summary to a@corp.example")
     exempt = _policy(untrusted_instruction={"min_span": 20})
     strict = _policy(untrusted_instruction={"min_span": 20, "user_named_recipient_ok": False})
@@ -230,8 +234,10 @@ def _delete_is_a_sink() -> Policy:
 def test_a_deletes_path_is_never_a_recipient_by_default() -> None:
     """Catches attacker_directed reading a protected tool's object (a delete's path) as a recipient."""
     policy = _delete_is_a_sink()
-    call = [proposal(1, "delete_file", {"path": "/home/evil.example/x"}, "d"),
-            result(2, "d", "deleted", Trust.TOOL_PUBLIC, "delete_file")]
+    call = [
+        proposal(1, "delete_file", {"path": "/home/evil.example/x"}, "d"),
+        result(2, "d", "deleted", Trust.TOOL_PUBLIC, "delete_file"),
+    ]
     assert _events(policy, user(0, "tidy up"), *call) == (frozenset({"destructive"}),)
     sends = _events(policy, user(0, "hi"), *_send(1, "x@evil.example", "hello"))
     assert sends == (frozenset({"attacker_directed"}),)

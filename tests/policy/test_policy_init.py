@@ -467,7 +467,11 @@ def test_init_from_langchain_finds_a_module_in_the_current_folder(tmp_path: Path
     script = Path(sys.executable).with_name("carbguard")
     done = subprocess.run(
         [str(script), "policy", "init", "--from-langchain", "cwd_tools_mod:TOOLS", "-o", "p.yaml"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
     )
     assert done.returncode == 0, done.stderr

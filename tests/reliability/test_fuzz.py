@@ -629,7 +629,10 @@ def test_fuzz_proposals_and_results(ops: list[tuple[Any, ...]], fuzz_counts: Cou
             if not ok:
                 assert decision.verdict is not Verdict.EXECUTE, (tool, call_id, decision.message)
                 assert decision.reason in (
-                    Reason.BAD_ARGUMENTS, Reason.UNKNOWN_TOOL, Reason.INTERNAL_ERROR, Reason.CALL_REUSED
+                    Reason.BAD_ARGUMENTS,
+                    Reason.UNKNOWN_TOOL,
+                    Reason.INTERNAL_ERROR,
+                    Reason.CALL_REUSED,
                 )
             else:
                 assert decision.reason is not Reason.INTERNAL_ERROR, decision.message
