@@ -5,7 +5,7 @@ its information content.  Two sources of rarity are used:
 
 - **Background rarity** — ``−log2`` of the share of development records that hold the span's
   k-gram, from a table shipped with the package (``guard/data/background/kgrams.json``, built by
-  ``python -m guard.studies.background`` on development episodes only).  A k-gram in the table is
+  ``carbguard data background`` on development episodes only).  A k-gram in the table is
   *boilerplate* (held by at least ``min_share`` of development records): it makes no edge.
 - **Session rarity** — ``−log2`` of the share of the session's earlier records that hold it.  It
   grades evidence (:func:`information`) but never removes an edge: untrusted text can repeat any

@@ -328,9 +328,7 @@ def _add_calibrate(sub: Any) -> None:
         "calibration draws; use --rule ltt where one bad calibration draw matters",
     )
     cal.add_argument(
-        "--alpha-table",
-        action="store_true",
-        help="print alpha against the implied bound alpha/s per attacked episode, then exit",
+        "--alpha-table", action="store_true", help="print alpha against the bound alpha/s per attacked episode"
     )
     cal.add_argument(
         "--selector",
@@ -346,9 +344,7 @@ def _add_calibrate(sub: Any) -> None:
     )
     cal.add_argument("--delta", type=float, default=0.1, help="LTT: P(risk > alpha) <= delta")
     add_out(cal, "artifact file to write (required)")
-    cal.add_argument(
-        "--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable; AgentDojo corpora)"
-    )
+    cal.add_argument("--exclude-model", action="append", default=[], help="leave a model's runs out (repeatable)")
     cal.add_argument(
         "--fit-scorer",
         action="store_true",

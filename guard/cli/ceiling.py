@@ -89,7 +89,7 @@ def register(sub: Any) -> None:
         default=200,
         help="permutations of the fitted three-way row printed beside (0: ceilings only)",
     )
-    ce.add_argument("--seed", type=int, default=0)
+    ce.add_argument("--seed", type=int, default=0, help="seed of the three-way permutations (default 0)")
     ce.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ce.add_argument("--workers", type=int, default=1, help="score episodes in N local processes")
     ce.set_defaults(func=_ceiling)

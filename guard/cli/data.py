@@ -1,8 +1,9 @@
-"""``carbguard data constructed|safecommit-bench|agentdojo``: regenerate the data files the package ships."""
+"""``carbguard data constructed|safecommit-bench|agentdojo|background``: regenerate the data files the package ships."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from guard.cli._common import add_out
@@ -41,6 +42,16 @@ def _agentdojo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _background(args: argparse.Namespace) -> int:
+    from guard.specificity import BACKGROUND_PATH
+    from guard.studies.background import write_background
+
+    if not 0 < args.min_share < 1:
+        raise GuardError(f"--min-share must be in (0, 1), got {args.min_share}")
+    print(write_background(Path(args.out) if args.out else BACKGROUND_PATH, args.min_share, args.min_groups, args.seed))
+    return 0
+
+
 def register(sub: Any) -> None:
     """``carbguard data``."""
     data = sub.add_parser(
@@ -60,3 +71,9 @@ def register(sub: Any) -> None:
     add_out(ad, "output folder, e.g. guard/data/agentdojo", required=True, metavar="DIR")
     ad.add_argument("--quiet", action="store_true", help="no progress counter")
     ad.set_defaults(func=_agentdojo)
+    bg = cmds.add_parser("background", help="the background k-gram table of boilerplate (development split only)")
+    add_out(bg, "where to write the table (default: the shipped guard/data/background/kgrams.json)", metavar="FILE")
+    bg.add_argument("--min-share", type=float, default=0.01, help="share of a suite's records that makes a gram common")
+    bg.add_argument("--min-groups", type=int, default=2, help="how many suites a gram must be common in")
+    bg.add_argument("--seed", type=int, default=0, help="seed of the three-way development split")
+    bg.set_defaults(func=_background)

@@ -13,13 +13,12 @@ development share) of each shipped model, and on nothing else.  The other permut
 and test splits overlap those episodes; the table holds only counts of strings common to at least
 ``min_share`` of all development records, never a string of one episode.
 
-Run ``.venv/bin/python -m guard.studies.background`` to rewrite the shipped table; the command and
+Run ``.venv/bin/carbguard data background`` to rewrite the shipped table; the command and
 its inputs are recorded in the file, and the file's hash is the fingerprint artifacts record.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections import Counter
@@ -89,37 +88,31 @@ def build_table(
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write the background table (default: the shipped one)."""
-    parser = argparse.ArgumentParser(prog="python -m guard.studies.background", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=BACKGROUND_PATH, help="where to write the table")
-    parser.add_argument("--min-share", type=float, default=DEFAULT_MIN_SHARE, help="share of records for boilerplate")
-    parser.add_argument("--min-groups", type=int, default=DEFAULT_MIN_GROUPS, help="suites a gram must be common in")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the three-way development split")
-    args = parser.parse_args(argv)
-    if not 0 < args.min_share < 1:
-        parser.error(f"--min-share must be in (0, 1), got {args.min_share}")
-    records, episodes = development_records(seed=args.seed)
+COMMAND = "carbguard data background"
+
+
+def write_background(
+    out: Path = BACKGROUND_PATH,
+    min_share: float = DEFAULT_MIN_SHARE,
+    min_groups: int = DEFAULT_MIN_GROUPS,
+    seed: int = 0,
+) -> str:
+    """Write the background table to ``out`` (default: the shipped one); a line saying what was written."""
+    if not 0 < min_share < 1:
+        raise ValueError(f"--min-share must be in (0, 1), got {min_share}")
+    records, episodes = development_records(seed=seed)
     source = (
         f"AgentDojo embedded corpus, models {', '.join(EMBEDDED_MODELS)}: development split of the three-way "
-        f"protocol's first permutation (seed {args.seed}, development share {DEFAULT_SPLIT[0]}), "
+        f"protocol's first permutation (seed {seed}, development share {DEFAULT_SPLIT[0]}), "
         f"{episodes} episodes"
     )
-    command = (
-        f"python -m guard.studies.background --min-share {args.min_share} --min-groups {args.min_groups} "
-        f"--seed {args.seed}"
-    )
+    command = f"{COMMAND} --min-share {min_share} --min-groups {min_groups} --seed {seed}"
     groups: dict[str, list[str]] = {}
     for suite, record in records:
         groups.setdefault(suite, []).append(record_text(record))
-    body = build_table(groups, args.min_share, args.min_groups, source, command)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(body, indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    body = build_table(groups, min_share, min_groups, source, command)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(body, indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     grams = body["grams"]
     assert isinstance(grams, dict)
-    print(f"wrote {args.out}: {len(grams)} boilerplate {K}-grams from {body['records']} records ({episodes} episodes)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return f"wrote {out}: {len(grams)} boilerplate {K}-grams from {body['records']} records ({episodes} episodes)"

@@ -27,7 +27,7 @@ selectr: {name: gcarb}
     ("loc", "hint"),
     [
         (("tools", "send_email", "identifer_args"), "; did you mean 'identifier_args'?"),
-        (("scorer", "wieghts"), "; did you mean 'weights'?"),
+        (("scorer", "wieghts"), "; did you mean 'weights' or 'tool_weights'?"),
         (("ledger", "destructive", "object_arg"), "; did you mean 'object_args'?"),
         (("selectr",), "; did you mean 'selector'?"),
         (("tools", "send_email", "zzzzzz"), ""),
