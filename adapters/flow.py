@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable, Generator, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
-from guard.decision import Decision, Verdict
+from guard.decision import Decision, Mode, Verdict
 from guard.errors import BindingError, InputError
 from guard.policy import Policy
 from guard.policy import tools as policy_tools
@@ -163,7 +163,7 @@ def settle(session: Session, decision: Decision, call: Call, tools: Tools) -> Fl
     At most ``tools.max_probe_rounds`` rounds; a round in which no probe ran ends the loop and the
     last decision (still ``probe``: not executed) is returned.  Shadow mode runs no probe.
     """
-    if session.guard.mode == "shadow":
+    if session.guard.mode is Mode.SHADOW:
         return decision
     for _ in range(tools.max_probe_rounds):
         if decision.verdict is not Verdict.PROBE:
@@ -187,7 +187,7 @@ def authorized(session: Session, call: Call, decision: Decision | None, tools: T
     The one exception policy (module docstring): any error is refused by :meth:`Session.refuse`;
     in shadow mode a call that cannot be bound runs as the agent gave it.
     """
-    shadow = session.guard.mode == "shadow"
+    shadow = session.guard.mode is Mode.SHADOW
     try:
         args = session.authorize(call.call_id, call.tool, call.args)
         payload = tools.payload(call, args)
@@ -256,7 +256,7 @@ def decided(session: Session, call: Call, tools: Tools, decision: Decision | Non
 def guarded_call(session: Session, call: Call, tools: Tools, decision: Decision | None = None) -> Flow[Ran | Refused]:
     """The whole flow of one call: :func:`decided` → authorize → run the authorized copy → observe."""
     decision = yield from decided(session, call, tools, decision)
-    if not decision.allowed and session.guard.mode != "shadow":
+    if not decision.allowed and session.guard.mode is not Mode.SHADOW:
         return Refused(decision)
     return (yield from execute(session, call, decision, tools))
 

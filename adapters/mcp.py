@@ -30,7 +30,7 @@ from guard.adapters._mcp_http import HttpProxy, serve_http
 from guard.adapters._mcp_relay import GuardedRelay, mcp_tools, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
 from guard.adapters.flow import Call, Refused, adrive, check_tools, decided, execute
-from guard.decision import Decision
+from guard.decision import Decision, Mode
 from guard.errors import InputError
 from guard.policy.tools import ToolSchema, from_mcp_tools
 from guard.runtime import Session
@@ -105,7 +105,7 @@ class GuardedClientSession:
         tools = mcp_tools(log.warning, lambda result: result_text(_wire(result)))
         flow = decided(self.session, Call(name, args, cid), tools)
         self.last_decision = decision = await adrive(flow, self.session, self._probe)
-        if not (decision.allowed or self.session.guard.mode == "shadow"):
+        if not (decision.allowed or self.session.guard.mode is Mode.SHADOW):
             return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
         run = execute(self.session, Call(name, args, cid), decision, tools)
         outcome = await adrive(run, self.session, lambda params: self._client.call_tool(**params, **kwargs))

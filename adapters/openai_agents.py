@@ -49,7 +49,7 @@ from guard.adapters._openai_history import SERVER_STATE, memory_items, observe_i
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Refused, Tools, adrive, check_tools, decided, execute
-from guard.decision import Decision
+from guard.decision import Decision, Mode
 from guard.errors import GuardError, InputError
 from guard.runtime import Guard, Session
 
@@ -144,7 +144,7 @@ class _Binding:
         ctx = data.context
         call = Call(ctx.tool_name, _parse(ctx.tool_arguments), ctx.tool_call_id)
         decision = await adrive(decided(self.session, call, self._tools(ctx)), self.session, self._run)
-        if decision.allowed or self.session.guard.mode == "shadow":
+        if decision.allowed or self.session.guard.mode is Mode.SHADOW:
             return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
         return ToolGuardrailFunctionOutput.reject_content(refusal_text(decision), output_info=_info(decision))
 
