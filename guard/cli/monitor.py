@@ -300,16 +300,6 @@ def _plot(
     write_output(out, image.getvalue(), inputs, "--plot")
 
 
-def _delta(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"delta must lie in (0, 1), got {text}")
-    return value
-
-
 def _unit(text: str) -> float:
     try:
         value = float(text)
@@ -340,7 +330,7 @@ def register(sub: Any) -> None:
     parser.add_argument("audit", nargs="?", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--artifact", help="the calibration artifact the guard ran with (required with AUDIT)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
-    parser.add_argument("--delta", type=_delta, default=0.05, help="false-alarm level δ (default 0.05)")
+    parser.add_argument("--delta", type=_unit, default=0.05, help="false-alarm level δ (default 0.05)")
     parser.add_argument(
         "--martingale",
         choices=("jumper", "power"),
