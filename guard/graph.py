@@ -65,8 +65,8 @@ class PrefixGraph:
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
         self._newest = -1
-        self._injection = [re.compile(p) for p in policy.scorer.injection_patterns]
-        self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+        self._injection = tuple(re.compile(p) for p in policy.scorer.injection_patterns)
+        self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._reset_derived()
 
     def __len__(self) -> int:

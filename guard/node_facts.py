@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from guard.errors import InputError
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
@@ -40,7 +41,8 @@ def node_facts(
     truncated: bool = False,
 ) -> NodeFacts:
     """The facts of ``record`` whose indexed text is ``text``: where injection patterns match, canaries."""
-    injection_at = tuple(sorted(m.start() for p in injection for m in p.finditer(text)))
+    patterns = tuple(injection), tuple(canary)
+    injection_at, has_canary = _cached(*patterns, text) if len(text) <= _CACHED_CHARS else _matches(*patterns, text)
     return NodeFacts(
         index=record.index,
         kind=record.kind,
@@ -48,9 +50,24 @@ def node_facts(
         private=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_PRIVATE,
         injection=bool(injection_at),
         injection_at=injection_at,
-        canary=any(p.search(text) for p in canary),
+        canary=has_canary,
         truncated=truncated,
     )
+
+
+_CACHED_CHARS = 4096  # texts up to this long keep their matches (8,192 of them at most)
+
+
+def _matches(
+    injection: tuple[re.Pattern[str], ...], canary: tuple[re.Pattern[str], ...], text: str
+) -> tuple[tuple[int, ...], bool]:
+    """Where the injection patterns match in ``text``, and whether a canary pattern does: a pure function of
+    its arguments, kept for the texts that repeat (tool outputs recur across the episodes of a corpus)."""
+    injection_at = tuple(sorted(m.start() for p in injection for m in p.finditer(text)))
+    return injection_at, any(p.search(text) for p in canary)
+
+
+_cached = lru_cache(maxsize=8192)(_matches)
 
 
 def admitted_text(

@@ -27,6 +27,7 @@ other ``payload_args`` the payload role.  Source kinds: *private* (a private too
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Protocol
 
 from guard.policy import ToolSpec
@@ -93,7 +94,7 @@ def role_features(
 
 
 class _TokenHolders(Protocol):
-    def tokens_in(self, text: str) -> set[str]: ...
+    def tokens_in(self, text: str) -> AbstractSet[str]: ...
     def token_bits(self, value: str) -> int: ...
 
 
@@ -115,20 +116,22 @@ def _coverage(
     private, untrusted, users = kinds
     total = {"private": 0, "untrusted": 0}
     length = 0
+    window = (1 << k) - 1
     for name, value in named:
-        runs = {"private": [False] * len(value), "untrusted": [False] * len(value)}
+        masks = {"private": 0, "untrusted": 0}  # bit i: character i lies in a k-gram such a record holds
         for i in range(len(value) - k + 1 if name in traced else 0):
             holders = graph.gram_bits_before(value[i : i + k], node)
             if not holders or holders & users:
                 continue
-            for kind, bits in (("private", private), ("untrusted", untrusted)):
-                if holders & bits:
-                    runs[kind][i : i + k] = [True] * k
-        for kind, covered in runs.items():
+            if holders & private:
+                masks["private"] |= window << i
+            if holders & untrusted:
+                masks["untrusted"] |= window << i
+        for kind, covered in masks.items():
             if longest_run(covered) >= LONG_SPAN:
                 out[f"long_{kind}_span"] = True
             if name in payloads:
-                total[kind] += sum(covered)
+                total[kind] += covered.bit_count()
         if name in payloads:
             length += len(value)
     for kind, covered_chars in total.items():
@@ -137,12 +140,12 @@ def _coverage(
         out[f"payload_{kind}_most"] = share >= MOST
 
 
-def longest_run(flags: list[bool]) -> int:
-    """The length of the longest run of True in ``flags``."""
-    best = run = 0
-    for flag in flags:
-        run = run + 1 if flag else 0
-        best = max(best, run)
+def longest_run(bits: int) -> int:
+    """The length of the longest run of set bits in ``bits``."""
+    best = 0
+    while bits:  # each round strips the lowest bit of every run: as many rounds as the longest run
+        bits &= bits >> 1
+        best += 1
     return best
 
 

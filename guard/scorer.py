@@ -47,6 +47,7 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
 _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
+_PAYLOAD_CANARY = " payload_canary"  # a key of the prefix features memo that is not a feature (it has a space)
 
 
 class WeightedScorer:
@@ -67,19 +68,22 @@ class WeightedScorer:
         is_sink = spec is not None and spec.kind is ToolKind.SINK
         chosen = bits_of(selected)
         private = graph.flagged_bits("private") & chosen
+        prefix = self._prefix_features(graph, node, spec, is_sink)
+        payload_canary = prefix.pop(_PAYLOAD_CANARY)
         return {
             "provenance_path": is_sink and bool(graph.ancestor_bits(node) & private),
             "private_in_context": bool(private),
-            "canary": bool(graph.flagged_bits("canary") & chosen) or self._payload_canary(graph, node),
+            "canary": bool(graph.flagged_bits("canary") & chosen) or payload_canary,
             "injection_text": bool(graph.flagged_bits("injection") & chosen),
             "untrusted_payload": self._untrusted_payload(graph, node, chosen),
             "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
             "injected_value": self._injected_value(graph, node, chosen),
-            **self._prefix_features(graph, node, spec, is_sink),
+            **prefix,
         }
 
     def _prefix_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
-        """The features that read the prefix, not the selection (memoised for the newest proposal of a graph)."""
+        """The features that read the prefix, not the selection (memoised for the newest proposal of a graph),
+        and under :data:`_PAYLOAD_CANARY` whether a payload argument matches a canary pattern."""
         memo = self._memo  # one atomic read: sessions of one guard may score from several threads
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
             return dict(memo[2])
@@ -90,6 +94,7 @@ class WeightedScorer:
             "severity_high": spec is not None and spec.severity >= 2,
             "severity_max": spec is not None and spec.severity >= 3,
             **self._role_features(graph, node, spec, is_sink),
+            _PAYLOAD_CANARY: self._payload_canary(graph, node),
         }
         self._memo = (weakref.ref(graph), (len(graph), node), values)
         return dict(values)

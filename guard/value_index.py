@@ -77,25 +77,13 @@ class ValueIndex:
         self._seen = (text, found)
         return found
 
-    def tokens_in(self, text: str) -> set[str]:
+    def tokens_in(self, text: str) -> frozenset[str]:
         """Value tokens found in ``text``, but none that is a part of a structured value."""
         if self._token_re is None or not text:
-            return set()
-        values, ranges = self._analysed(text)
-        if not values:
-            return {m.group(0) for m in self._token_re.finditer(text)}
-        wholes = {(v.start, v.end) for v in values}
-        starts = [lo for lo, _ in ranges]
-        kept = set()
-        for m in self._token_re.finditer(text):
-            span = m.span()
-            if span in wholes:
-                kept.add(m.group(0))
-                continue
-            at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
-            if at >= 0 and span[1] <= ranges[at][1]:
-                kept.add(m.group(0))
-        return kept
+            return frozenset()
+        if len(text) > _CACHED_CHARS:
+            return _tokens(self._token_re, self._analysed(text), text)
+        return _cached_tokens(self._token_re, self.whole_values, text)
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
@@ -110,24 +98,10 @@ class ValueIndex:
             self.wholes[value.key].add(node)
         k = self.min_span
         free = _grams(text, ranges, k) if values else {text[i : i + k] for i in range(len(text) - k + 1)}
-        kgrams, one = self.kgrams, 1 << node
-        for gram in free:  # _post, inlined: this loop is the indexing cost of a record
-            posting = kgrams.get(gram)
-            if posting is None:
-                kgrams[gram] = node
-            elif isinstance(posting, int):
-                kgrams[gram] = array("q", (posting, node))
-            elif isinstance(posting, list):
-                posting[0] |= one
-            elif len(posting) < _DENSE:
-                posting.append(node)
-            else:
-                kgrams[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
+        _post_all(self.kgrams, free, node)
         if values:
             near = {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - free
-            for gram in near:
-                if len(gram) == k:
-                    _post(self.held, gram, node)
+            _post_all(self.held, {gram for gram in near if len(gram) == k}, node)
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -227,6 +201,33 @@ def _analyse(text: str) -> _Analysis:
 _analysis = lru_cache(maxsize=8192)(_analyse)
 
 
+def _tokens(token_re: re.Pattern[str], analysis: _Analysis, text: str) -> frozenset[str]:
+    """The value tokens ``token_re`` finds in ``text`` outside its structured values (``analysis``)."""
+    values, ranges = analysis
+    if not values:
+        return frozenset(m.group(0) for m in token_re.finditer(text))
+    wholes = {(v.start, v.end) for v in values}
+    starts = [lo for lo, _ in ranges]
+    kept = set()
+    for m in token_re.finditer(text):
+        span = m.span()
+        if span in wholes:
+            kept.add(m.group(0))
+            continue
+        at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
+        if at >= 0 and span[1] <= ranges[at][1]:
+            kept.add(m.group(0))
+    return frozenset(kept)
+
+
+@lru_cache(maxsize=8192)
+def _cached_tokens(token_re: re.Pattern[str], whole_values: bool, text: str) -> frozenset[str]:
+    """:func:`_tokens` of a text of at most :data:`_CACHED_CHARS` characters (texts repeat across the
+    episodes of one corpus and between a proposal's decision and its indexing)."""
+    analysis = _analysis(text) if whole_values else ((), ((0, len(text)),))
+    return _tokens(token_re, analysis, text)
+
+
 def _grams(text: str, ranges: Sequence[tuple[int, int]], k: int) -> set[str]:
     """The k-grams of ``text`` that lie inside one of ``ranges``."""
     return {text[i : i + k] for lo, hi in ranges for i in range(lo, hi - k + 1)}
@@ -245,6 +246,15 @@ def _post(postings: dict[str, _Posting], gram: str, node: int) -> None:
         posting.append(node)
     else:
         postings[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
+
+
+def _post_all(postings: dict[str, _Posting], grams: set[str], node: int) -> None:
+    """:func:`_post` for every k-gram of ``grams``: the ones new to ``postings`` in one C-level update
+    (most k-grams of a record are new to its session), the others one by one."""
+    old = grams & postings.keys()
+    postings.update(dict.fromkeys(grams - old if old else grams, node))
+    for gram in old:
+        _post(postings, gram, node)
 
 
 def _posting_bits(posting: _Posting | None) -> int:

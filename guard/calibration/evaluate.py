@@ -92,9 +92,10 @@ def _charged(levels: np.ndarray, lam_col: np.ndarray) -> np.ndarray:
 def _ctx_red(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> np.ndarray:
     """1 − Σ selected / Σ full-prefix over the proposals each method actually scored."""
     starts, ends = corpus.offsets[:-1], corpus.offsets[1:]
-    ran = np.cumsum(corpus.cummax[None, :] <= lam[:, None], axis=1)
-    executed = np.concatenate([np.zeros((len(lam), 1), dtype=ran.dtype), ran], axis=1)
-    counts: np.ndarray = executed[:, ends] - executed[:, starts]
+    distinct, which = np.unique(lam, return_inverse=True)  # permutations share a few thresholds: count once each
+    ran = np.cumsum(corpus.cummax[None, :] <= distinct[:, None], axis=1)
+    executed = np.concatenate([np.zeros((len(distinct), 1), dtype=ran.dtype), ran], axis=1)
+    counts: np.ndarray = (executed[:, ends] - executed[:, starts])[which.reshape(-1)]
     scored = np.minimum(counts + (counts < (ends - starts)), ends - starts)
     sel = np.concatenate([[0], np.cumsum(corpus.n_selected)])
     pre = np.concatenate([[0], np.cumsum(corpus.n_prefix)])

@@ -51,6 +51,26 @@ def test_outcomes_hand_case() -> None:
     assert out["ctx_red"][0] == pytest.approx(1 - 5 / 14)
 
 
+def test_ctx_red_per_permutation_oracle() -> None:
+    """CtxRed of every permutation equals a direct count of the proposals each test episode scores at that
+    permutation's λ, with thresholds shared by several permutations, one infinite and one below every score
+    (catches the shared-threshold shortcut mapping a permutation to another's threshold)."""
+    rng = np.random.default_rng(11)
+    items = _synthetic(40, 11)
+    corpus = assemble(items)
+    calib, test = split_indices(40, 30, seed=5)
+    lam = rng.choice(np.array([0.05, 0.25, 0.4, 0.55, np.inf, -1.0]), size=30)
+    got = outcomes(corpus, lam, test)["ctx_red"]
+    for r in range(30):
+        selected = prefix = 0
+        for e in test[r]:
+            run = np.maximum.accumulate(items[e].scores)
+            scored = int(np.searchsorted(run > lam[r], True)) + 1  # up to and including the first stop
+            selected += int(items[e].n_selected[: min(scored, len(run))].sum())
+            prefix += int(items[e].n_prefix[: min(scored, len(run))].sum())
+        assert got[r] == pytest.approx(1 - selected / prefix), r
+
+
 def test_split_indices_partition() -> None:
     """Each permutation splits the episodes into disjoint halves covering all of them."""
     calib, test = split_indices(11, 5, seed=3)

@@ -127,10 +127,13 @@ def test_reads_fire_no_new_feature(small_policy: Policy) -> None:
 
 
 def test_longest_run() -> None:
-    """The longest run of True, including at the end."""
-    assert longest_run([True, False, True, True]) == 2
-    assert longest_run([True, True, True, False, True]) == 3
-    assert longest_run([]) == 0
+    """The longest run of set bits, at either end and in the middle, against a string oracle (catches a
+    count of set bits instead of the run, or a run cut at the lowest bit)."""
+    assert longest_run(0b1101) == 2
+    assert longest_run(0b10111) == 3
+    assert longest_run(0) == 0
+    for bits in range(1, 1 << 11):
+        assert longest_run(bits) == max(len(run) for run in bin(bits)[2:].split("0")), bits
 
 
 def test_tool_weight_adds_to_the_named_tool_only(policy_data: dict[str, Any]) -> None:

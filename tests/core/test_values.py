@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+import string
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -60,6 +63,21 @@ def test_checksums_exact() -> None:
     assert luhn_valid("79927398713") and not luhn_valid("79927398710") and not luhn_valid("7992a")
     assert iban_valid("GB82 WEST 1234 5698 7654 32") and not iban_valid("GB82 WEST 1234 5698 7654 33")
     assert not iban_valid("US133000000121212121212")
+
+
+def test_iban_check_digits_against_iso_7064_oracle() -> None:
+    """Every IBAN given the check digits ISO 7064 mod 97-10 computes (each letter read as its base-36
+    value) is valid, and each other pair of check digits is not (catches a letter mapped to the wrong
+    number, or the country moved to the wrong end)."""
+    rng = random.Random(7)
+    alphabet = string.ascii_uppercase + string.digits
+    for _ in range(300):
+        country = "".join(rng.choices(string.ascii_uppercase, k=2))
+        bban = "".join(rng.choices(alphabet, k=rng.randint(11, 30)))
+        number = int("".join(str(int(c, 36)) for c in bban + country + "00"))
+        check = 98 - number % 97
+        assert iban_valid(f"{country}{check:02d}{bban}"), (country, bban)
+        assert not iban_valid(f"{country}{(check + rng.randint(1, 96)) % 97:02d}{bban}"), (country, bban)
 
 
 def test_url_free_parts() -> None:
