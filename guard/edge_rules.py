@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from guard.value_index import members
+from guard.bitset import members
 
 E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
 PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}

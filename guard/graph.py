@@ -32,13 +32,14 @@ from operator import or_
 
 import networkx as nx
 
+from guard.bitset import NodeSet, bits_of, members, to_bits
 from guard.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
 from guard.feature_index import InjectedTokens, SubstringIndex
 from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
-from guard.value_index import NodeSet, ValueIndex, bits_of, index_for, members, to_bits
+from guard.value_index import ValueIndex, index_for
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
 __all__ += ["bits_of", "build_graph", "members", "record_text"]
@@ -93,9 +94,14 @@ class PrefixGraph:
 
     def gram_bits_before(self, gram: str, node: int) -> int:
         """The records older than ``node`` whose indexed text holds the k-gram ``gram``, as a bit set."""
+        return self.grams_bits_before((gram,), node).get(gram, 0)
+
+    def grams_bits_before(self, grams: Iterable[str], node: int) -> dict[str, int]:
+        """:meth:`gram_bits_before` of each of ``grams`` held by some older record (absent: held by none)."""
         pending = self._unindexed
         index = self.index if pending is not None and pending[0] < node else self._index
-        return index.gram_bits(gram) & ((1 << node) - 1)
+        before = (1 << node) - 1
+        return {gram: kept for gram, bits in index.grams_bits(grams).items() if (kept := bits & before)}
 
     @property
     def graph(self) -> nx.DiGraph:

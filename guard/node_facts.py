@@ -63,8 +63,39 @@ def _matches(
 ) -> tuple[tuple[int, ...], bool]:
     """Where the injection patterns match in ``text``, and whether a canary pattern does: a pure function of
     its arguments, kept for the texts that repeat (tool outputs recur across the episodes of a corpus)."""
+    gate = _gate(injection + canary)
+    if gate is not None and gate.search(text) is None:  # no pattern matches anywhere: one scan instead of each
+        return (), False
     injection_at = tuple(sorted(m.start() for p in injection for m in p.finditer(text)))
     return injection_at, any(p.search(text) for p in canary)
+
+
+_LEADING_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
+_FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.ASCII, "a"))
+_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?\(")
+
+
+@lru_cache(maxsize=64)
+def _gate(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
+    """One regex that matches at a position exactly when one of ``patterns`` does (their alternation, each
+    under its own flags), or None where that cannot be built (a group reference, a flag group past the start).
+
+    An alternation matches at a position if and only if one of its branches does, so a text the gate does
+    not match holds no match of any pattern.
+    """
+    branches = []
+    for pattern in patterns:
+        source = pattern.pattern
+        if not isinstance(source, str) or pattern.flags & re.VERBOSE or _GROUP_REFERENCE.search(source):
+            return None  # a comment or a group reference would change meaning inside an alternation
+        lead = _LEADING_FLAGS.match(source)
+        body = source[lead.end() :] if lead else source
+        letters = "".join(letter for flag, letter in _FLAG_LETTERS if pattern.flags & flag)
+        branches.append(f"(?{letters}:{body})" if letters else f"(?:{body})")
+    try:
+        return re.compile("|".join(branches)) if branches else None
+    except re.error:
+        return None
 
 
 _cached = lru_cache(maxsize=8192)(_matches)

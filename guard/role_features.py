@@ -57,6 +57,7 @@ class _Graph(Protocol):
     def user_bits(self) -> int: ...
     def flagged_bits(self, flag: str) -> int: ...
     def gram_bits_before(self, gram: str, node: int) -> int: ...
+    def grams_bits_before(self, grams: Iterable[str], node: int) -> dict[str, int]: ...
 
 
 def role_features(
@@ -119,8 +120,10 @@ def _coverage(
     window = (1 << k) - 1
     for name, value in named:
         masks = {"private": 0, "untrusted": 0}  # bit i: character i lies in a k-gram such a record holds
-        for i in range(len(value) - k + 1 if name in traced else 0):
-            holders = graph.gram_bits_before(value[i : i + k], node)
+        windows = [value[i : i + k] for i in range(len(value) - k + 1 if name in traced else 0)]
+        held = graph.grams_bits_before(windows, node) if windows else {}
+        for i, gram in enumerate(windows):
+            holders = held.get(gram, 0)
             if not holders or holders & users:
                 continue
             if holders & private:

@@ -22,10 +22,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from itertools import chain
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 
+from guard.bitset import few_bits, index_bits, members, to_bits
 from guard.normalize import normalize_value
 from guard.policy import Policy
 from guard.specificity import background
@@ -33,8 +34,8 @@ from guard.values import Value, find_values, free_ranges
 
 _Posting: TypeAlias = "int | array[int] | list[int]"
 
+SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
 _DENSE = 64  # a k-gram held by more nodes keeps them as a bit set (one OR per lookup)
-_FEW = 24  # bit sets of at most this many members are converted in Python: numpy's overhead is larger
 
 
 class ValueIndex:
@@ -44,6 +45,12 @@ class ValueIndex:
     itself (one holder: most k-grams), an ``array`` of node indices (up to :data:`_DENSE` entries,
     read by numpy without a loop in Python), or beyond that a one-element list holding their
     integer bit set (one OR per lookup, updated in place).
+
+    A session's first :data:`SMALL` indexed texts keep their k-gram sets instead (``_small``): adding
+    one costs no dict entry per k-gram, and a lookup is one C-level set operation per text.  The
+    inverted postings are built from those sets, in node order, when the index outgrows them or when
+    :attr:`kgrams` or :attr:`held` is read, so they are exactly the postings of indexing one text at
+    a time; every answer is the same in both forms.
     """
 
     def __init__(
@@ -61,8 +68,9 @@ class ValueIndex:
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, set[int]] = defaultdict(set)
-        self.kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
-        self.held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
+        self._kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
+        self._held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
+        self._small: list[tuple[int, frozenset[str], frozenset[str]]] | None = []  # (node, free, held) per text
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -98,10 +106,41 @@ class ValueIndex:
             self.wholes[value.key].add(node)
         k = self.min_span
         free = _grams(text, ranges, k) if values else {text[i : i + k] for i in range(len(text) - k + 1)}
-        _post_all(self.kgrams, free, node)
+        near: set[str] = set()
         if values:
             near = {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - free
-            _post_all(self.held, {gram for gram in near if len(gram) == k}, node)
+            near = {gram for gram in near if len(gram) == k}
+        small = self._small
+        if small is not None and len(small) < SMALL:
+            small.append((node, frozenset(free), frozenset(near)))
+            return
+        self._inverted()
+        _post_all(self._kgrams, free, node)
+        _post_all(self._held, near, node)
+
+    def _inverted(self) -> None:
+        """Leave the small form: post the kept k-gram sets, in node order, into the inverted postings."""
+        small, self._small = self._small, None
+        for node, free, near in small or ():
+            _post_all(self._kgrams, set(free), node)
+            _post_all(self._held, set(near), node)
+
+    @property
+    def kgrams(self) -> dict[str, _Posting]:
+        """Free-text k-gram → its holders (the inverted postings; reading them leaves the small form)."""
+        self._inverted()
+        return self._kgrams
+
+    @kgrams.setter
+    def kgrams(self, postings: dict[str, _Posting]) -> None:
+        self._inverted()
+        self._kgrams = postings
+
+    @property
+    def held(self) -> dict[str, _Posting]:
+        """k-gram overlapping a structured value → its holders (leaves the small form, as :attr:`kgrams`)."""
+        self._inverted()
+        return self._held
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -113,11 +152,16 @@ class ValueIndex:
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
-        k, get = self.min_span, self.kgrams.get
+        k = self.min_span
+        grams = _grams(value, self._analysed(value)[1], k)
+        if self.boilerplate:
+            grams -= self.boilerplate
+        if self._small is not None:
+            return few_bits(node for node, free, _ in self._small if not grams.isdisjoint(free))
+        get = self._kgrams.get
         joined = array("q")
         bits = 0
-        grams = _grams(value, self._analysed(value)[1], k)
-        for gram in grams - self.boilerplate if self.boilerplate else grams:
+        for gram in grams:
             posting = get(gram)
             if posting is None:
                 continue
@@ -127,12 +171,30 @@ class ValueIndex:
                 bits |= posting[0]
             else:
                 joined.extend(posting)
-        return bits | _index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
+        return bits | index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
 
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
         structured value, boilerplate), as a bit set."""
-        return _posting_bits(self.kgrams.get(gram)) | _posting_bits(self.held.get(gram))
+        if self._small is not None:
+            return few_bits(node for node, free, near in self._small if gram in free or gram in near)
+        return _posting_bits(self._kgrams.get(gram)) | _posting_bits(self._held.get(gram))
+
+    def grams_bits(self, grams: Iterable[str]) -> dict[str, int]:
+        """:meth:`gram_bits` of each of ``grams`` that some node holds (absent: held by none)."""
+        wanted = set(grams)
+        out: dict[str, int] = {}
+        if self._small is None:
+            for gram in wanted:
+                bits = self.gram_bits(gram)
+                if bits:
+                    out[gram] = bits
+            return out
+        for node, free, near in self._small:
+            one = 1 << node
+            for gram in chain(wanted & free, wanted & near):
+                out[gram] = out.get(gram, 0) | one
+        return out
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -245,7 +307,7 @@ def _post(postings: dict[str, _Posting], gram: str, node: int) -> None:
     elif len(posting) < _DENSE:
         posting.append(node)
     else:
-        postings[gram] = [_index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
+        postings[gram] = [index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
 
 
 def _post_all(postings: dict[str, _Posting], grams: set[str], node: int) -> None:
@@ -253,8 +315,17 @@ def _post_all(postings: dict[str, _Posting], grams: set[str], node: int) -> None
     (most k-grams of a record are new to its session), the others one by one."""
     old = grams & postings.keys()
     postings.update(dict.fromkeys(grams - old if old else grams, node))
-    for gram in old:
-        _post(postings, gram, node)
+    one = 1 << node
+    for gram in old:  # _post, inlined: this loop is most of the indexing cost of a record that repeats others
+        posting = postings[gram]
+        if isinstance(posting, int):
+            postings[gram] = array("q", (posting, node))
+        elif isinstance(posting, list):
+            posting[0] |= one
+        elif len(posting) < _DENSE:
+            posting.append(node)
+        else:
+            postings[gram] = [index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
 
 
 def _posting_bits(posting: _Posting | None) -> int:
@@ -265,90 +336,3 @@ def _posting_bits(posting: _Posting | None) -> int:
     if isinstance(posting, list):
         return posting[0]
     return to_bits(posting)
-
-
-def members(bits: int) -> list[int]:
-    """The positions of the set bits of ``bits``, ascending."""
-    if not bits:
-        return []
-    if bits.bit_count() <= _FEW:  # a few members: peel off the lowest set bit (numpy costs more here)
-        found_few = []
-        while bits:
-            low = bits & -bits
-            found_few.append(low.bit_length() - 1)
-            bits ^= low
-        return found_few
-    raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), dtype=np.uint8)
-    found: list[int] = np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
-    return found
-
-
-def to_bits(nodes: Iterable[int]) -> int:
-    """The bit set of ``nodes`` (non-negative ints): bit ``i`` set for each ``i`` in ``nodes``."""
-    if isinstance(nodes, set | frozenset | list | tuple | array) and len(nodes) <= _FEW:
-        return _few_bits(nodes)
-    if isinstance(nodes, array) and nodes.typecode == "q":
-        return _index_bits(np.frombuffer(nodes, dtype=np.int64))
-    return _index_bits(np.fromiter(nodes, dtype=np.int64))
-
-
-def _few_bits(nodes: Iterable[int]) -> int:
-    bits = 0
-    for node in nodes:
-        if node < 0:
-            raise ValueError(f"negative node index {node}")
-        bits |= 1 << node
-    return bits
-
-
-def _index_bits(index: np.ndarray[Any, np.dtype[np.int64]]) -> int:
-    if index.size <= _FEW:
-        return _few_bits(index.tolist())
-    flags = np.zeros(int(index.max()) + 1, dtype=np.bool_)
-    flags[index] = True
-    return int.from_bytes(np.packbits(flags, bitorder="little").tobytes(), "little")
-
-
-class NodeSet(frozenset[int]):
-    """A frozenset of node indices made from a bit set, which it keeps (``bits``) for set algebra.
-
-    Only :meth:`of` makes one, so ``bits``, ``ordered`` (the members ascending) and the members agree;
-    both are read-only, so a selector cannot hand the stage bits that differ from its members.
-    """
-
-    __slots__ = ("_bits", "_ordered")
-    _bits: int
-    _ordered: tuple[int, ...]
-
-    def __new__(cls, *args: Any) -> NodeSet:
-        raise TypeError("make a NodeSet with NodeSet.of(bits)")
-
-    @classmethod
-    def of(cls, bits: int) -> NodeSet:
-        """The nodes of ``bits``."""
-        ordered = members(bits)
-        out = super().__new__(cls, ordered)
-        object.__setattr__(out, "_bits", bits)
-        object.__setattr__(out, "_ordered", tuple(ordered))
-        return out
-
-    @property
-    def bits(self) -> int:
-        """The members as a bit set."""
-        return self._bits
-
-    @property
-    def ordered(self) -> tuple[int, ...]:
-        """The members, ascending."""
-        return self._ordered
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a NodeSet is read-only (cannot set {name!r})")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (NodeSet.of, (self._bits,))
-
-
-def bits_of(nodes: Iterable[int]) -> int:
-    """The bit set of ``nodes``: free for a :class:`NodeSet`, one pass otherwise."""
-    return nodes.bits if type(nodes) is NodeSet else to_bits(nodes)

@@ -49,22 +49,8 @@ _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
 _NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
 _NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
 _HAS_CURRENCY = re.compile(_CURRENCY)
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
+_MONTHS = "january february march april may june july august september october november december".split()
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
-_YEAR = re.compile(r"\d{4}(?!\d)")  # every date form holds a four-digit year: dates are found from it
 _ISO_AT = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
 _NUM_BEFORE = re.compile(r"(?<![\d/.])\d{1,2}[/.]\d{1,2}[/.]$")
 _WORD_BEFORE = re.compile(
@@ -74,6 +60,8 @@ _UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
 _EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
 _DIGIT_OR_DASH = frozenset("0123456789-")
+_LETTERS2 = re.compile(r"[A-Za-z]{2}")
+_DIGIT_RUN = re.compile(r"\d+")  # the same digits as the recognisers' \d (Unicode decimal digits)
 _WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 _TRAILING = ".,;:!?'\")]}"
@@ -180,19 +168,24 @@ def _amount_key(raw: str) -> str | None:
     else:
         whole, frac = number, "0"
     try:
-        value = Decimal(whole.replace(",", "").replace(".", "") + "." + frac)
-    except InvalidOperation:
+        value = Decimal(whole.replace(",", "").replace(".", "") + "." + frac).quantize(Decimal("0.01"))
+    except InvalidOperation:  # not a number, or more digits than the decimal context holds: not an amount
         return None
-    return f"amount:{code}:{value.quantize(Decimal('0.01'))}"
+    return f"amount:{code}:{value}"
 
 
-def _dates(text: str) -> list[Value]:
-    """Dates: ``2024-03-05``, ``05/03/2024``, ``March 5, 2024``, ``5 Mar 2024`` (found from their year)."""
+def _dates(text: str, runs: list[tuple[int, int]]) -> list[Value]:
+    """Dates: ``2024-03-05``, ``05/03/2024``, ``March 5, 2024``, ``5 Mar 2024`` (found from their year).
+
+    ``runs`` are the spans of the maximal runs of digits of ``text``; a year is the last four digits of
+    one (where ``\\d{4}(?!\\d)`` matches), and only a run of exactly four digits can be one.
+    """
     found = []
-    for m in _YEAR.finditer(text):
-        start, end = m.span()
-        if start and text[start - 1].isdigit():
+    for run_start, end in runs:
+        start = end - 4
+        if start < run_start or (start and text[start - 1].isdigit()):
             continue
+        year = text[start:end]
         iso = _ISO_AT.match(text, start)
         if iso is not None and (start == 0 or text[start - 1] != "-"):
             found.append(Value("date", start, iso.end(), f"date:{iso.group(0)}"))
@@ -202,11 +195,11 @@ def _dates(text: str) -> list[Value]:
         num = _NUM_BEFORE.search(text, max(0, start - 6), start)
         if num is not None:
             a, b = re.split(r"[/.]", num.group(0))[:2]
-            found.append(Value("date", num.start(), end, f"date:{m.group(0)}-{int(a):02d}-{int(b):02d}?"))
+            found.append(Value("date", num.start(), end, f"date:{year}-{int(a):02d}-{int(b):02d}?"))
             continue
         word = _WORD_BEFORE.search(text, max(0, start - 24), start)
         if word is not None:
-            found.append(Value("date", word.start(), end, _word_date_key(word.group(0), m.group(0))))
+            found.append(Value("date", word.start(), end, _word_date_key(word.group(0), year)))
     return found
 
 
@@ -230,16 +223,26 @@ def _candidates(text: str) -> list[Value]:
         found.append(Value("url", m.start(), end, _url_key(text[m.start() : end]), _url_free(text, m.start(), end)))
     if "@" in text:
         found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _EMAIL.finditer(text)]
-    for m in _IBAN.finditer(text):
+    runs = [m.span() for m in _DIGIT_RUN.finditer(text)]
+    if runs:  # every other recogniser needs digits: an IBAN two in a row, a card 13, a phone 8, a date 4 in a row
+        found += _numeric(text, runs)
+    return found + _paths(text)
+
+
+def _numeric(text: str, runs: list[tuple[int, int]]) -> list[Value]:
+    """IBANs, card and phone numbers, amounts and dates of a text whose maximal runs of digits are ``runs``."""
+    found: list[Value] = []
+    total = sum(end - start for start, end in runs)
+    for m in _ibans(text, runs):
         if iban_valid(m.group(0)):
             found.append(Value("iban", m.start(), m.end(), "iban:" + m.group(0).replace(" ", "").upper()))
-    for m in _CARD.finditer(text):
+    for m in _cards(text, runs) if total >= 13 else ():
         if m.start() and text[m.start() - 1] in _DIGIT_OR_DASH:
             continue
         digits = re.sub(r"\D", "", m.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             found.append(Value("card", m.start(), m.end(), "card:" + digits))
-    for m in _PHONE.finditer(text) if "+" in text else ():
+    for m in _PHONE.finditer(text) if "+" in text and total >= 8 else ():
         digits = re.sub(r"\D", "", m.group(0))
         if 8 <= len(digits) <= 15:
             found.append(Value("phone", m.start(), m.end(), "phone:+" + digits))
@@ -247,8 +250,48 @@ def _candidates(text: str) -> list[Value]:
         key = _amount_key(text[lo:hi])
         if key is not None:
             found.append(Value("amount", lo, hi, key))
-    found += _dates(text)
-    return found + _paths(text)
+    return found + _dates(text, [(lo, hi) for lo, hi in runs if hi - lo >= 4])
+
+
+def _cards(text: str, runs: list[tuple[int, int]]) -> list[re.Match[str]]:
+    """The matches of ``_CARD.finditer(text)``, searched only in chains of digit runs joined by one space or
+    dash (a card number lies in one such chain) that hold 13 digits or more; each search sees one character
+    past its chain, so the lookahead reads the real text."""
+    found: list[re.Match[str]] = []
+    for lo, hi, digits in _chains(text, runs):
+        if digits >= 13:
+            found += _CARD.finditer(text, lo, hi + 1)
+    return found
+
+
+def _chains(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """``(start, end, digits)`` of each maximal chain of ``runs`` whose neighbours are one space or dash apart."""
+    chains: list[tuple[int, int, int]] = []
+    lo, hi, digits = runs[0][0], runs[0][1], runs[0][1] - runs[0][0]
+    for start, end in runs[1:]:
+        if start == hi + 1 and text[hi] in " -":
+            hi, digits = end, digits + end - start
+            continue
+        chains.append((lo, hi, digits))
+        lo, hi, digits = start, end, end - start
+    chains.append((lo, hi, digits))
+    return chains
+
+
+def _ibans(text: str, runs: list[tuple[int, int]]) -> list[re.Match[str]]:
+    """The matches of ``_IBAN.finditer(text)``, tried only where one can start: two letters right before a
+    run of two or more digits (the country code and the check digits)."""
+    found: list[re.Match[str]] = []
+    after = 0  # like finditer, a match starts at or after the end of the previous one
+    for start, end in runs:
+        at = start - 2
+        if end - start < 2 or at < after or not _LETTERS2.fullmatch(text, at, start):
+            continue
+        m = _IBAN.match(text, at)
+        if m is not None:
+            found.append(m)
+            after = m.end()
+    return found
 
 
 def _amounts(text: str) -> list[tuple[int, int]]:

@@ -58,7 +58,7 @@ def test_ctx_red_per_permutation_oracle() -> None:
     rng = np.random.default_rng(11)
     items = _synthetic(40, 11)
     corpus = assemble(items)
-    calib, test = split_indices(40, 30, seed=5)
+    _calib, test = split_indices(40, 30, seed=5)
     lam = rng.choice(np.array([0.05, 0.25, 0.4, 0.55, np.inf, -1.0]), size=30)
     got = outcomes(corpus, lam, test)["ctx_red"]
     for r in range(30):

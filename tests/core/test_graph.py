@@ -383,7 +383,7 @@ def test_a_node_set_is_made_only_from_bits() -> None:
 def test_bit_sets_round_trip_on_both_sides_of_the_small_set_path(nodes: set[int]) -> None:
     """``to_bits`` / ``members`` agree with a plain sum and sort, for sets under and over the size where the
     conversion switches from Python to numpy (catches an off-by-one in either path)."""
-    from guard.value_index import members, to_bits
+    from guard.bitset import members, to_bits
 
     bits = to_bits(nodes)
     assert bits == sum(1 << n for n in nodes)
@@ -451,7 +451,7 @@ def test_gram_bits_before_is_exactly_the_older_holders(small_policy: Policy) -> 
 def test_a_node_set_cannot_be_given_other_bits() -> None:
     """``NodeSet.bits`` is what the stage checks instead of the members, so it cannot be reassigned
     (catches a writable ``bits``: a selector could hand the stage bits that differ from its members)."""
-    from guard.value_index import NodeSet
+    from guard.bitset import NodeSet
 
     chosen = NodeSet.of(0b1011)
     for name in ("bits", "ordered", "_bits"):

@@ -229,3 +229,47 @@ def test_boilerplate_grams_make_no_edge() -> None:
     assert index.gram_bits("Best reg") == 1
     index.add(1, "Kind wishes", ())
     assert index.span_bits("Kind wishes") == 2
+
+
+def _pieces() -> list[str]:
+    return [
+        "invoice 2024-03-05 ",
+        "pay GB82 WEST 1234 5698 7654 32 now ",
+        "mail dana@corp.example ",
+        "https://shop.example.org/order/items?customer=dana-7781 ",
+        "boilerplate footer text ",
+        "the quarterly report draft ",
+        "EUR 1,250.00 ",
+        "FINAL SUMMARY ",
+    ]
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_small_sessions_answer_as_the_inverted_postings(normalize: bool) -> None:
+    """An index that keeps per-text k-gram sets for its first texts gives, at every step and through its switch
+    to inverted postings, the same span, gram and token answers as one built inverted from the start (catches
+    the small form ignoring the boilerplate table, missing k-grams around structured values, or losing the
+    kept sets at the switch)."""
+    import random
+
+    from guard.value_index import SMALL, NormalizingValueIndex
+
+    rng = random.Random(5)
+    kind = NormalizingValueIndex if normalize else ValueIndex
+    boilerplate = frozenset({"ilerplat", "lerplate"})
+    small = kind([r"\b\d{4,}\b"], 8, boilerplate)
+    inverted = kind([r"\b\d{4,}\b"], 8, boilerplate)
+    assert inverted.kgrams == {}  # reading the postings leaves the small form
+    pieces = _pieces()
+    for node in range(SMALL + 8):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 4)))
+        small.add(node, text, [f"id{node % 3}"])
+        inverted.add(node, text, [f"id{node % 3}"])
+        for _ in range(6):
+            query = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 2)))
+            assert small.span_bits(query) == inverted.span_bits(query), (node, query)
+            assert small.token_bits(query) == inverted.token_bits(query), (node, query)
+            grams = [query[i : i + 8] for i in range(len(query) - 7)]
+            assert small.grams_bits(grams) == inverted.grams_bits(grams), (node, query)
+            assert all(small.gram_bits(g) == inverted.gram_bits(g) for g in grams), (node, query)
+    assert small.kgrams == inverted.kgrams and small.held == inverted.held

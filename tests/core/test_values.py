@@ -80,6 +80,14 @@ def test_iban_check_digits_against_iso_7064_oracle() -> None:
         assert not iban_valid(f"{country}{(check + rng.randint(1, 96)) % 97:02d}{bban}"), (country, bban)
 
 
+def test_an_amount_with_more_digits_than_decimal_precision_is_not_an_error() -> None:
+    """A currency next to a 34-digit number is not an amount, and finding values does not raise (caught by a
+    fuzz run: ``Decimal.quantize`` raised ``InvalidOperation``, so observing such a tool result failed)."""
+    text = "05323704000532004400442024053212.50€"
+    assert [v.kind for v in find_values(text) if v.kind == "amount"] == []
+    assert ("amount", "amount:EUR:12.50") in {(v.kind, v.key) for v in find_values("paid 12.50€ today")}
+
+
 def test_url_free_parts() -> None:
     """Catches a URL's origin or query keys left as free text, or its path and query values masked."""
     text = "see https://shop.example.org/order/items?customer=dana-7781&x=1#top now"
