@@ -132,8 +132,8 @@ def step_crc_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float) -> n
 
 def _count_table(rows: np.ndarray, columns: np.ndarray, n: int, g: int) -> np.ndarray:
     """``table[i, j]`` = number of items of row ``i`` whose column is ``<= j``."""
-    table = np.zeros((n, g + 1), dtype=np.int64)
-    np.add.at(table, (rows, np.minimum(columns, g)), 1)
+    flat = rows.astype(np.int64) * (g + 1) + np.minimum(columns, g)
+    table = np.bincount(flat, minlength=n * (g + 1)).astype(np.int64).reshape(n, g + 1)
     return np.cumsum(table, axis=1)[:, :g]
 
 

@@ -112,8 +112,9 @@ def score_episode_selectors(
                 _tool(session, decision.proposal_index),
             )
         )
+        seen: dict[frozenset[int], Row] = {}  # selectors that pick the same records get the same row
         for name, selector in others.items():
-            rows[name].append(_shadow_row(session, decision, selector))
+            rows[name].append(_shadow_row(session, decision, selector, seen))
 
     feed(guard.session(replay_session_id(episode)), episode, shadow)
     trace = Ledger(policy, labels).trace(episode)
@@ -170,14 +171,26 @@ def _in_scope(session: Session, node: int) -> bool:
     return bool(scorer.in_scope(session.graph, node)) if isinstance(scorer, WeightedScorer) else True
 
 
-def _shadow_row(session: Session, decision: Decision, selector: Selector) -> Row:
+def _shadow_row(session: Session, decision: Decision, selector: Selector, seen: dict[frozenset[int], Row]) -> Row:
+    """The row of ``selector`` at ``decision``; ``seen`` holds the rows of the selections scored so far at
+    this decision (a score is a function of the prefix graph, the proposal and the selection)."""
     node = decision.proposal_index
     if decision.score is None:
         return float("inf"), 0, node, _vector({}), False, _tool(session, node)
-    selected = selector.select(session.graph, node, session.session_id)
-    score, features = session.guard.scorer.score(session.graph, node, frozenset(selected))
-    counted = _counted(session, node, features)
-    return float(score), len(selected), node, counted, _in_scope(session, node), _tool(session, node)
+    selected = frozenset(selector.select(session.graph, node, session.session_id))
+    row = seen.get(selected)
+    if row is None:
+        score, features = session.guard.scorer.score(session.graph, node, selected)
+        counted = _counted(session, node, features)
+        row = seen[selected] = (
+            float(score),
+            len(selected),
+            node,
+            counted,
+            _in_scope(session, node),
+            _tool(session, node),
+        )
+    return row
 
 
 def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> EpisodeScores:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guard.calibration.evaluate import _charged, outcomes, run_protocol, split_indices, step_crc_lambdas, ungated
+from guard.calibration.evaluate import (
+    _charged,
+    _count_table,
+    outcomes,
+    run_protocol,
+    split_indices,
+    step_crc_lambdas,
+    ungated,
+)
 from guard.calibration.replay import EpisodeScores, assemble
 from guard.errors import CalibrationError
 from guard.ledger import CATEGORIES
@@ -69,6 +77,19 @@ def test_ctx_red_per_permutation_oracle() -> None:
             selected += int(items[e].n_selected[: min(scored, len(run))].sum())
             prefix += int(items[e].n_prefix[: min(scored, len(run))].sum())
         assert got[r] == pytest.approx(1 - selected / prefix), r
+
+
+def test_count_table_against_direct_counts() -> None:
+    """``table[i, j]`` is the number of items of row ``i`` with column at most ``j``, columns past the grid
+    counted in none (catches the flat index built with the wrong row stride, or a count per cell instead of
+    the running count)."""
+    rng = np.random.default_rng(4)
+    for n, g in ((1, 1), (3, 5), (7, 2), (5, 9)):
+        rows = rng.integers(0, n, size=60)
+        columns = rng.integers(0, g + 3, size=60)
+        table = _count_table(rows, columns, n, g)
+        direct = [[int(((rows == i) & (columns <= j)).sum()) for j in range(g)] for i in range(n)]
+        assert table.tolist() == direct, (n, g)
 
 
 def test_split_indices_partition() -> None:
