@@ -49,20 +49,8 @@ _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
 _NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
 _NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
 _HAS_CURRENCY = re.compile(_CURRENCY)
-_MONTHS = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
+# a month by its first three letters
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
 _ISO_AT = re.compile(r"\d{4}-\d{2}-\d{2}(?!\d)")
 _NUM_BEFORE = re.compile(r"(?<![\d/.])\d{1,2}[/.]\d{1,2}[/.]$")
