@@ -193,12 +193,13 @@ def _dates(text: str, runs: list[tuple[int, int]]) -> list[Value]:
             continue
         if end < len(text) and (text[end].isalnum() or text[end] == "_"):
             continue
-        num = _NUM_BEFORE.search(text, max(0, start - 6), start)
+        before = text[start - 1] if start else ""  # both forms below end right before the year (or its "\n")
+        num = _NUM_BEFORE.search(text, max(0, start - 6), start) if before and before in "/.\n" else None
         if num is not None:
             a, b = re.split(r"[/.]", num.group(0))[:2]
             found.append(Value("date", num.start(), end, f"date:{year}-{int(a):02d}-{int(b):02d}?"))
             continue
-        word = _WORD_BEFORE.search(text, max(0, start - 24), start)
+        word = _WORD_BEFORE.search(text, max(0, start - 24), start) if before and before in " \n" else None
         if word is not None:
             found.append(Value("date", word.start(), end, _word_date_key(word.group(0), year)))
     return found

@@ -88,6 +88,15 @@ def test_an_amount_with_more_digits_than_decimal_precision_is_not_an_error() -> 
     assert ("amount", "amount:EUR:12.50") in {(v.kind, v.key) for v in find_values("paid 12.50€ today")}
 
 
+def test_dates_found_from_their_year_alone() -> None:
+    """Dates whose year ends a run of exactly four digits, written with numbers, a month name or a line break
+    before the year, are found; a longer digit run is no year (catches the shortcut that only looks before a
+    year for ``/``, ``.`` or a space missing the line break that ``$`` allows)."""
+    assert _keys("paid 5/3/\n2024") == ["date:2024-05-03?"]
+    assert _keys("on 5 Mar 2024, and 2024-03-06") == ["date:2024-03-05", "date:2024-03-06"]
+    assert _keys("ref 120245 and 5/3/20245") == []
+
+
 def test_url_free_parts() -> None:
     """Catches a URL's origin or query keys left as free text, or its path and query values masked."""
     text = "see https://shop.example.org/order/items?customer=dana-7781&x=1#top now"
