@@ -70,7 +70,7 @@ class ValueIndex:
         self.wholes: dict[str, set[int]] = defaultdict(set)
         self._kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
         self._held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
-        self._small: list[tuple[int, frozenset[str], frozenset[str]]] | None = []  # (node, free, held) per text
+        self._small: list[tuple[int, set[str], set[str]]] | None = []  # (node, free, held) per text; never mutated
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -112,7 +112,7 @@ class ValueIndex:
             near = {gram for gram in near if len(gram) == k}
         small = self._small
         if small is not None and len(small) < SMALL:
-            small.append((node, frozenset(free), frozenset(near)))
+            small.append((node, free, near))
             return
         self._inverted()
         _post_all(self._kgrams, free, node)
@@ -122,8 +122,8 @@ class ValueIndex:
         """Leave the small form: post the kept k-gram sets, in node order, into the inverted postings."""
         small, self._small = self._small, None
         for node, free, near in small or ():
-            _post_all(self._kgrams, set(free), node)
-            _post_all(self._held, set(near), node)
+            _post_all(self._kgrams, free, node)
+            _post_all(self._held, near, node)
 
     @property
     def kgrams(self) -> dict[str, _Posting]:
