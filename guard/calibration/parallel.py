@@ -129,35 +129,6 @@ def score_parallel(
     return assemble(items)
 
 
-def score_selectors_parallel(
-    episodes: Iterable[Episode],
-    policy_for: Callable[[Episode], Policy],
-    labels_for: Callable[[Episode], LedgerLabels],
-    selectors: Sequence[SelectorName],
-    *,
-    workers: int = 1,
-    dask_scheduler: str | None = None,
-    chunk: int = 64,
-    progress: Callable[[int], None] | None = None,
-    mp_context: str | None = None,
-) -> dict[str, ScoredCorpus]:
-    """Like :func:`score_parallel` for several selectors in one pass per episode
-    (:func:`~guard.calibration.replay.score_episode_selectors`); one corpus per selector."""
-    names = tuple(selectors)
-    rows = score_selectors_rows(
-        episodes,
-        policy_for,
-        labels_for,
-        names,
-        workers=workers,
-        dask_scheduler=dask_scheduler,
-        chunk=chunk,
-        progress=progress,
-        mp_context=mp_context,
-    )
-    return {name: assemble([row[name] for row in rows]) for name in names}
-
-
 def score_selectors_rows(
     episodes: Iterable[Episode],
     policy_for: Callable[[Episode], Policy],
@@ -170,7 +141,8 @@ def score_selectors_rows(
     progress: Callable[[int], None] | None = None,
     mp_context: str | None = None,
 ) -> list[dict[str, EpisodeScores]]:
-    """Per episode, in order, its scores under each selector (:func:`score_selectors_parallel` before assembly)."""
+    """Per episode, in order, its scores under each selector, from one pass per episode
+    (:func:`~guard.calibration.replay.score_episode_selectors`), in processes or on dask as :func:`score_parallel`."""
     names = tuple(selectors)
     if not names:
         raise CalibrationError("selectors must name at least one selector")
@@ -269,6 +241,5 @@ __all__ = [
     "episode_from_wire",
     "episode_to_wire",
     "score_parallel",
-    "score_selectors_parallel",
     "score_selectors_rows",
 ]

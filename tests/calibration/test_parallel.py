@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from guard.calibration.jobs import load_corpus, policy_for
-from guard.calibration.parallel import episode_from_wire, episode_to_wire, score_parallel, score_selectors_parallel
+from guard.calibration.parallel import episode_from_wire, episode_to_wire, score_parallel, score_selectors_rows
 from guard.calibration.replay import ScoredCorpus, assemble, score_episode, score_episode_selectors
 from guard.corpora import agentdojo
 from guard.errors import CalibrationError
@@ -80,12 +80,13 @@ def test_spawned_processes_equal_single_process(episodes: list[Episode], referen
 
 
 def test_several_selectors_equal_single_process(episodes: list[Episode]) -> None:
-    """score_selectors_parallel equals one score_episode_selectors pass per episode, per selector."""
+    """score_selectors_rows in two processes equals one score_episode_selectors pass per episode, per selector, in
+    order (catches rows of one selector filed under another, or episodes out of order across chunks)."""
     pick = policy_for(SELECTORS[0])
     rows = [score_episode_selectors(pick(e), SELECTORS, e, agentdojo.episode_ledger_labels(e)) for e in episodes]
-    out = score_selectors_parallel(episodes, pick, agentdojo.episode_ledger_labels, SELECTORS, workers=2, chunk=16)
+    out = score_selectors_rows(episodes, pick, agentdojo.episode_ledger_labels, SELECTORS, workers=2, chunk=16)
     for name in SELECTORS:
-        assert_identical(out[name], assemble([r[name] for r in rows]))
+        assert_identical(assemble([r[name] for r in out]), assemble([r[name] for r in rows]))
 
 
 def test_dask_local_cluster_equals_single_process(episodes: list[Episode], reference: ScoredCorpus) -> None:
