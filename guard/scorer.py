@@ -47,7 +47,6 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
 _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
-_PAYLOAD_CANARY = " payload_canary"  # a key of the prefix features memo that is not a feature (it has a space)
 
 
 class WeightedScorer:
@@ -58,7 +57,7 @@ class WeightedScorer:
         self.weights = policy.scorer.weights.model_dump()
         self.tool_weights = dict(policy.scorer.tool_weights)
         self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
-        self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool]] | None = None
+        self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool], bool] | None = None
         self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], bool] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
@@ -68,8 +67,7 @@ class WeightedScorer:
         is_sink = spec is not None and spec.kind is ToolKind.SINK
         chosen = bits_of(selected)
         private = graph.flagged_bits("private") & chosen
-        prefix = self._prefix_features(graph, node, spec, is_sink)
-        payload_canary = prefix.pop(_PAYLOAD_CANARY)
+        prefix, payload_canary = self._prefix_features(graph, node, spec, is_sink)
         return {
             "provenance_path": is_sink and bool(graph.ancestor_bits(node) & private),
             "private_in_context": bool(private),
@@ -81,12 +79,14 @@ class WeightedScorer:
             **prefix,
         }
 
-    def _prefix_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
-        """The features that read the prefix, not the selection (memoised for the newest proposal of a graph),
-        and under :data:`_PAYLOAD_CANARY` whether a payload argument matches a canary pattern."""
+    def _prefix_features(
+        self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool
+    ) -> tuple[dict[str, bool], bool]:
+        """The features that read the prefix, not the selection, and whether a payload argument matches a canary
+        pattern (both memoised for the newest proposal of a graph)."""
         memo = self._memo  # one atomic read: sessions of one guard may score from several threads
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
-            return dict(memo[2])
+            return dict(memo[2]), memo[3]
         values = {
             "injected_short_id": (is_sink or _acts(spec)) and self._injected_short_id(graph, node),
             "untrusted_only_value": is_sink and self._untrusted_only_value(graph, node),
@@ -94,10 +94,10 @@ class WeightedScorer:
             "severity_high": spec is not None and spec.severity >= 2,
             "severity_max": spec is not None and spec.severity >= 3,
             **self._role_features(graph, node, spec, is_sink),
-            _PAYLOAD_CANARY: self._payload_canary(graph, node),
         }
-        self._memo = (weakref.ref(graph), (len(graph), node), values)
-        return dict(values)
+        payload_canary = self._payload_canary(graph, node)
+        self._memo = (weakref.ref(graph), (len(graph), node), values, payload_canary)
+        return dict(values), payload_canary
 
     def score(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> tuple[float, Mapping[str, bool]]:
         """The weighted sum and the features that made it."""
