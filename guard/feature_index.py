@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 
 SHORT_ID_MAX = 12
 GRAM = 5
+SCAN_CHARS = 16_384  # texts a SubstringIndex query reads directly before it indexes them
 
 
 _STARTS = re.compile(r"(?<![A-Za-z0-9])\S")  # a token may begin here: no letter or digit just before
@@ -110,16 +111,23 @@ class InjectedTokens(_UntilAsked):
 class SubstringIndex(_UntilAsked):
     """``GRAM``-grams of some records' texts → those records, to find which contain a given token
     (queued until first asked, as :class:`InjectedTokens`; most sessions never ask: only a proposal
-    with a URL path or query does)."""
+    with a URL path or query does).
+
+    While the texts hold at most :data:`SCAN_CHARS` characters in all, a query reads them directly
+    (one C-level ``in`` per text costs less than indexing them), and nothing is indexed; the first
+    query past that indexes the queue, and every later text is indexed when it is added.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.grams: dict[str, array[int]] = {}
         self.texts: dict[int, str] = {}
+        self.chars = 0
 
     def add(self, node: int, text: str) -> None:
         """Take ``text`` under ``node`` (nodes are added in ascending order)."""
         self.texts[node] = text
+        self.chars += len(text)
         self._take(node, text)
 
     def _index(self, node: int, text: str, starts: tuple[int, ...]) -> None:
@@ -135,6 +143,9 @@ class SubstringIndex(_UntilAsked):
         """Indexed nodes whose text contains ``token`` (``len(token) >= GRAM``), ascending."""
         if len(token) < GRAM:
             raise ValueError(f"token {token!r} is shorter than the index's {GRAM}-grams")
+        if not self._asked and self.chars <= SCAN_CHARS:  # few texts: read them (ascending: insertion order)
+            yield from (node for node, text in self.texts.items() if token in text)
+            return
         self._ask()
         postings = []
         for gram in {token[i : i + GRAM] for i in range(len(token) - GRAM + 1)}:

@@ -35,6 +35,7 @@ import networkx as nx
 from guard.bitset import NodeSet, bits_of, members, to_bits
 from guard.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
 from guard.feature_index import InjectedTokens, SubstringIndex
+from guard.kgrams import Key
 from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.normalize import normalize_value
 from guard.policy import Policy, ToolKind
@@ -92,16 +93,21 @@ class PrefixGraph:
         self._unindexed = None
         self._index = index
 
+    def index_before(self, node: int) -> ValueIndex:
+        """An index holding every record older than ``node`` (mask with ``(1 << node) - 1``): a deferred
+        proposal not older than ``node`` is left unindexed."""
+        pending = self._unindexed
+        return self.index if pending is not None and pending[0] < node else self._index
+
     def gram_bits_before(self, gram: str, node: int) -> int:
         """The records older than ``node`` whose indexed text holds the k-gram ``gram``, as a bit set."""
-        return self.grams_bits_before((gram,), node).get(gram, 0)
+        return self.index_before(node).gram_bits(gram) & ((1 << node) - 1)
 
-    def grams_bits_before(self, grams: Iterable[str], node: int) -> dict[str, int]:
-        """:meth:`gram_bits_before` of each of ``grams`` held by some older record (absent: held by none)."""
-        pending = self._unindexed
-        index = self.index if pending is not None and pending[0] < node else self._index
-        before = (1 << node) - 1
-        return {gram: kept for gram, bits in index.grams_bits(grams).items() if (kept := bits & before)}
+    def keys_bits_before(self, keys: Iterable[Key], node: int, among: int = -1) -> dict[Key, int]:
+        """:meth:`gram_bits_before` of each k-gram key (:mod:`guard.kgrams`), of the records in ``among``."""
+        before = among & ((1 << node) - 1)
+        found = self.index_before(node).keys_bits(keys, before)
+        return {key: kept for key, bits in found.items() if (kept := bits & before)}
 
     @property
     def graph(self) -> nx.DiGraph:
@@ -304,16 +310,11 @@ class PrefixGraph:
         for node in self._order[self._synced :]:
             bits = self._anc[node] = self._closure(node)
             facts, one = self.facts[node], 1 << node
-            if facts.private:
-                flags["private"] |= one
-            if facts.private or bits & flags["private"]:
-                flags["tainted"] |= one
-            if facts.canary:
-                flags["canary"] |= one
-            if facts.injection:
-                flags["injection"] |= one
-            if facts.trust is Trust.TOOL_UNTRUSTED:
-                flags["untrusted"] |= one
+            flags["private"] |= one if facts.private else 0
+            flags["tainted"] |= one if facts.private or bits & flags["private"] else 0
+            flags["canary"] |= one if facts.canary else 0
+            flags["injection"] |= one if facts.injection else 0
+            flags["untrusted"] |= one if facts.trust is Trust.TOOL_UNTRUSTED else 0
         self._synced = len(self._order)
 
     def _pred_bits(self, node: int) -> int:

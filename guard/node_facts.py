@@ -10,6 +10,7 @@ from functools import lru_cache
 from guard.errors import InputError
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.records import Record, RecordKind, Trust
+from guard.regex_screen import GROUP_REFERENCE, live
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +64,20 @@ def _matches(
 ) -> tuple[tuple[int, ...], bool]:
     """Where the injection patterns match in ``text``, and whether a canary pattern does: a pure function of
     its arguments, kept for the texts that repeat (tool outputs recur across the episodes of a corpus)."""
-    gate = _gate(injection + canary)
-    if gate is not None and gate.search(text) is None:  # no pattern matches anywhere: one scan instead of each
-        return (), False
+    kept = live(injection + canary, text)
+    if kept is not None:  # an ASCII text: only the patterns whose screen strings it holds can match
+        n = len(injection)
+        injection, canary = tuple(injection[i] for i in kept if i < n), tuple(canary[i - n] for i in kept if i >= n)
+    else:
+        gate = _gate(injection + canary)
+        if gate is not None and gate.search(text) is None:  # no pattern matches anywhere: one scan, not each
+            return (), False
     injection_at = tuple(sorted(m.start() for p in injection for m in p.finditer(text)))
     return injection_at, any(p.search(text) for p in canary)
 
 
 _LEADING_FLAGS = re.compile(r"\(\?[aiLmsux]+\)")
 _FLAG_LETTERS = ((re.IGNORECASE, "i"), (re.MULTILINE, "m"), (re.DOTALL, "s"), (re.ASCII, "a"))
-_GROUP_REFERENCE = re.compile(r"\\[1-9]|\(\?P[<=]|\(\?\(")
 
 
 @lru_cache(maxsize=64)
@@ -86,7 +91,7 @@ def _gate(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
     branches = []
     for pattern in patterns:
         source = pattern.pattern
-        if not isinstance(source, str) or pattern.flags & re.VERBOSE or _GROUP_REFERENCE.search(source):
+        if not isinstance(source, str) or pattern.flags & re.VERBOSE or GROUP_REFERENCE.search(source):
             return None  # a comment or a group reference would change meaning inside an alternation
         lead = _LEADING_FLAGS.match(source)
         body = source[lead.end() :] if lead else source

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from urllib.parse import unquote
 
 __all__ = ["normalize_value"]
@@ -59,7 +60,15 @@ def _percent_decode(text: str) -> str:
 
 def normalize_value(text: str) -> str:
     """The normal form of ``text``: decoded, NFKC, visible, case-folded, spaces collapsed, digit runs joined."""
+    return _cached(text) if len(text) <= _CACHED_CHARS else _normalize(text)
+
+
+def _normalize(text: str) -> str:
     out = _once(text)
+    if out.isascii() and "%" not in out and "+" not in out:
+        # another pass would change nothing: no escape to decode, NFKC and case folding keep a folded
+        # ASCII text, whitespace is collapsed, and joining digits leaves no separator between two digits
+        return out
     # Decoding or NFKC can expose a new escape or a digit next to a separator (``%2541``, ``１-２``);
     # a few more passes make the function idempotent on such inputs too.
     for _ in range(_MAX_PASSES):
@@ -68,6 +77,10 @@ def normalize_value(text: str) -> str:
             break
         out = again
     return out
+
+
+_CACHED_CHARS = 4096  # texts up to this long keep their normal form (argument values are read several times)
+_cached = lru_cache(maxsize=8192)(_normalize)
 
 
 def _once(text: str) -> str:

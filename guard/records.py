@@ -130,6 +130,13 @@ class Record:
     args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     call_id: str | None = None
     status: str = "ok"
+    _leaf_values: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # the leaf values are read at many places of one decision; the arguments are frozen, so read them once
+        object.__setattr__(
+            self, "_leaf_values", tuple(leaf for name, value in self.args.items() for leaf in _leaves(name, value))
+        )
 
     def args_json(self) -> str:
         """The arguments as canonical JSON (sorted keys)."""
@@ -137,8 +144,7 @@ class Record:
 
     def arg_values(self) -> Iterator[tuple[str, str]]:
         """Yield ``(argument name, value as text)`` for every leaf value of the arguments."""
-        for name, value in self.args.items():
-            yield from _leaves(name, value)
+        return iter(self._leaf_values)
 
 
 def _leaves(name: str, value: Any) -> Iterator[tuple[str, str]]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
+from guard.kgrams import Key, window_keys
 from guard.policy import ToolSpec
 
 ROLE_FEATURES: tuple[str, ...] = (
@@ -57,7 +58,7 @@ class _Graph(Protocol):
     def user_bits(self) -> int: ...
     def flagged_bits(self, flag: str) -> int: ...
     def gram_bits_before(self, gram: str, node: int) -> int: ...
-    def grams_bits_before(self, grams: Iterable[str], node: int) -> dict[str, int]: ...
+    def keys_bits_before(self, keys: Iterable[Key], node: int, among: int = -1) -> dict[Key, int]: ...
 
 
 def role_features(
@@ -120,11 +121,11 @@ def _coverage(
     window = (1 << k) - 1
     for name, value in named:
         masks = {"private": 0, "untrusted": 0}  # bit i: character i lies in a k-gram such a record holds
-        windows = [value[i : i + k] for i in range(len(value) - k + 1 if name in traced else 0)]
-        held = graph.grams_bits_before(windows, node) if windows else {}
-        for i, gram in enumerate(windows):
-            holders = held.get(gram, 0)
-            if not holders or holders & users:
+        windows = window_keys(value, k) if name in traced else []  # the k-gram starting at each position
+        held = graph.keys_bits_before(windows, node, private | untrusted | users) if windows else {}
+        for i in [i for i, key in enumerate(windows) if key in held] if held else ():
+            holders = held[windows[i]]
+            if holders & users:
                 continue
             if holders & private:
                 masks["private"] |= window << i

@@ -16,6 +16,7 @@ from guard.feature_index import SHORT_ID_MAX, merged_windows
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
+from guard.regex_screen import live
 from guard.role_features import GRADED_FEATURES, ROLE_FEATURES, role_features
 from guard.trust import LOWERED, trusted_call
 
@@ -56,7 +57,7 @@ class WeightedScorer:
         self.policy = policy
         self.weights = policy.scorer.weights.model_dump()
         self.tool_weights = dict(policy.scorer.tool_weights)
-        self._canary = [re.compile(p) for p in policy.scorer.canary_patterns]
+        self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool], bool] | None = None
         self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], bool] | None = None
 
@@ -139,7 +140,7 @@ class WeightedScorer:
         if spec is None or not (is_sink or _acts(spec)):
             return dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)
         values = graph.records[node].arg_values()
-        return role_features(graph, node, spec, values, graph.policy.graph.min_span, graph.index)
+        return role_features(graph, node, spec, values, graph.policy.graph.min_span, graph.index_before(node))
 
     def _payload_args(self, graph: PrefixGraph, node: int) -> set[str]:
         spec = self.policy.tool(graph.records[node].tool or "")
@@ -148,7 +149,7 @@ class WeightedScorer:
     def _payload_canary(self, graph: PrefixGraph, node: int) -> bool:
         names = self._payload_args(graph, node)
         values = [v for name, v in graph.records[node].arg_values() if name in names]
-        return any(p.search(v) for p in self._canary for v in values)
+        return any(_canary_in(self._canary, value) for value in values)
 
     def _injected_value(self, graph: PrefixGraph, node: int, chosen: int) -> bool:
         """A payload value of the proposal occurs inside injection-like text of a selected untrusted record."""
@@ -213,6 +214,12 @@ class WeightedScorer:
             if any(facts[n].private for n in holders) and not any(facts[n].kind is RecordKind.USER for n in holders):
                 return True
         return False
+
+
+def _canary_in(patterns: tuple[re.Pattern[str], ...], value: str) -> bool:
+    """Whether a canary pattern matches ``value`` (only the patterns its literal screen keeps are run)."""
+    kept = live(patterns, value)
+    return any(patterns[i].search(value) for i in kept) if kept is not None else any(p.search(value) for p in patterns)
 
 
 def _acts(spec: ToolSpec | None) -> bool:

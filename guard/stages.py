@@ -97,10 +97,9 @@ def run_pipeline(session: Session, tool: Any, args: Any, call_id: Any) -> Decisi
 
 def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decision:
     guard = session.guard
-    refusal = normalize(session, tool, args, call_id)
+    refusal, canon = normalize(session, tool, args, call_id)
     if refusal is not None:
         return refusal
-    canon = canonical_args(args)
     node = extend(session, tool, canon, call_id)
     selected = select(session, node)
     score, features = score_proposal(session, node, selected)
@@ -134,8 +133,9 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     return certify(session, node, base)
 
 
-def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision | None:
-    """Refuse what the guard does not understand, and any call id that already ran; None when well-formed.
+def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> tuple[Decision | None, dict[str, Any]]:
+    """Refuse what the guard does not understand, and any call id that already ran: ``(refusal, {})``; for
+    a well-formed call ``(None, canonical copy of the arguments)``.
 
     Tool names and call ids must be plain ``str`` (a subclass can compare equal to one name while
     printing as another); a call id that already executed or has a result is refused, so one approval
@@ -144,21 +144,21 @@ def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> Decision 
     policy = session.guard.policy
     if type(call_id) is not str or not call_id or not is_text(call_id):
         message = "call id must be a non-empty plain string of valid Unicode"
-        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id)
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, message, tool, call_id), {}
     if type(tool) is not str or policy.tool(tool) is None:
         message = f"tool {redact_text(_clip(tool), session, args)} is not in policy {policy.name!r}"
-        return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, message, tool, call_id)
-    problem = _args_problem(args)
+        return _refusal(policy.on_unknown, Reason.UNKNOWN_TOOL, message, tool, call_id), {}
+    problem, canon = _args_problem(args)
     if problem is not None:
-        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id)
+        return _refusal(Verdict.ESCALATE, Reason.BAD_ARGUMENTS, problem, tool, call_id), {}
     if session.call_state(call_id) in (CallState.RAN, CallState.ANSWERED):
         message = f"call id {redact_text(_clip(call_id), session, args)} already ran; a decided call runs once"
-        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id)
+        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id), {}
     seen = session.proposals.get(call_id)
-    if seen is not None and (seen.tool != tool or dict(seen.args) != canonical_args(args)):
+    if seen is not None and (seen.tool != tool or dict(seen.args) != canon):
         message = f"call id {redact_text(_clip(call_id), session, args)} reused for another call"
-        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id)
-    return None
+        return _refusal(Verdict.ESCALATE, Reason.CALL_REUSED, message, tool, call_id), {}
+    return None, canon
 
 
 def _clip(value: Any, limit: int = 200) -> str:
@@ -166,24 +166,25 @@ def _clip(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _args_problem(args: Any) -> str | None:
-    """Why ``args`` cannot be decided, or None: only what :func:`canonical_args` copies exactly is accepted.
+def _args_problem(args: Any) -> tuple[str | None, dict[str, Any]]:
+    """Why ``args`` cannot be decided (None: they can), and their canonical copy (``{}`` when they cannot):
+    only what :func:`canonical_args` copies exactly is accepted.
 
     The checks run on the canonical copy (exact built-in types, read without calling any method the
     caller could override), the copy that is then scored, audited and handed to the tool.
     """
     if not isinstance(args, Mapping):
-        return f"arguments must be a JSON object, got {type(args).__name__}"
+        return f"arguments must be a JSON object, got {type(args).__name__}", {}
     try:
         canon = canonical_args(args)
     except InputError as exc:
-        return str(exc)[:400]
+        return str(exc)[:400], {}
     text = json.dumps(canon, allow_nan=False, sort_keys=True, ensure_ascii=False)
     if not is_text(text):
-        return "arguments hold invalid Unicode (a lone surrogate)"
+        return "arguments hold invalid Unicode (a lone surrogate)", {}
     if len(text) > MAX_ARG_CHARS:
-        return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}"
-    return None
+        return f"arguments are {len(text)} characters of JSON; the limit is {MAX_ARG_CHARS}", {}
+    return None, canon
 
 
 def extend(session: Session, tool: str, args: Mapping[str, Any], call_id: str) -> int:

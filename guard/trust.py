@@ -35,6 +35,7 @@ from guard.normalize import normalize_value
 from guard.policy import Policy
 from guard.policy.trust import TrustSpec
 from guard.records import Record, RecordKind
+from guard.value_index import values_of
 from guard.values import find_values, host_in_domain, url_parts
 
 __all__ = ["LOWERED", "trusted_call", "trusted_value", "whole_key"]
@@ -90,7 +91,7 @@ def trusted_value(value: str, turn: str) -> bool:
     if not text:
         return True
     norm_turn, keys = _turn_forms(turn)
-    found = find_values(text)
+    found = values_of(text)
     if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
         return found[0].key in keys
     return _whole_words_in(text, turn) or _whole_words_in(normalize_value(text), norm_turn)
@@ -119,7 +120,7 @@ def whole_key(value: str) -> str:
     """The normal form of a whole argument value: its structured value's key when the value is exactly
     one structured value (:mod:`guard.values`), else ``raw:`` and its normal form."""
     text = value.strip()
-    found = find_values(text)
+    found = values_of(text)
     if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
         return found[0].key
     return "raw:" + normalize_value(text)

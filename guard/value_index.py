@@ -15,11 +15,10 @@ OR for it however many records hold it.
 
 from __future__ import annotations
 
-import re
 from array import array
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from functools import lru_cache
 from itertools import chain
 from typing import TypeAlias
@@ -27,8 +26,10 @@ from typing import TypeAlias
 import numpy as np
 
 from guard.bitset import few_bits, index_bits, members, to_bits
+from guard.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.normalize import normalize_value
 from guard.policy import Policy
+from guard.regex_screen import alternation, alternation_for
 from guard.specificity import background
 from guard.values import Value, find_values, free_ranges
 
@@ -61,16 +62,21 @@ class ValueIndex:
         *,
         whole_values: bool = True,
     ) -> None:
-        self._token_re = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        self._token_sources = tuple(patterns)
+        if self._token_sources:
+            alternation(self._token_sources)  # a pattern that does not compile fails here, not at a decision
         self.min_span = min_span
         self.boilerplate = boilerplate
+        self._boilerplate = frozenset(gram_key(gram, min_span) for gram in boilerplate)
         self.whole_values = whole_values
         self.tokens: dict[str, set[int]] = defaultdict(set)
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, set[int]] = defaultdict(set)
-        self._kgrams: dict[str, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
-        self._held: dict[str, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
-        self._small: list[tuple[int, set[str], set[str]]] | None = []  # (node, free, held) per text; never mutated
+        self._token_bits: dict[str, int] = {}  # :attr:`tokens` with the holders as one bit set
+        self._whole_bits: dict[str, int] = {}  # :attr:`wholes` with the holders as one bit set
+        self._kgrams: dict[Key, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
+        self._held: dict[Key, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
+        self._small: list[tuple[int, set[Key], set[Key]]] | None = []  # (node, free, held) per text; never mutated
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -87,29 +93,32 @@ class ValueIndex:
 
     def tokens_in(self, text: str) -> frozenset[str]:
         """Value tokens found in ``text``, but none that is a part of a structured value."""
-        if self._token_re is None or not text:
+        if not self._token_sources or not text:
             return frozenset()
         if len(text) > _CACHED_CHARS:
-            return _tokens(self._token_re, self._analysed(text), text)
-        return _cached_tokens(self._token_re, self.whole_values, text)
+            return _tokens(self._token_sources, self._analysed(text), text)
+        return _cached_tokens(self._token_sources, self.whole_values, text)
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
         values, ranges = self._analysed(text)
+        bits, whole_bits, one = self._token_bits, self._whole_bits, 1 << node
         for token in self.tokens_in(text):
             self.tokens[token].add(node)
             self.identifiers[token].add(node)
+            bits[token] = bits.get(token, 0) | one
         for ident in identifiers:
             self.identifiers[ident].add(node)
         for value in values:
             self.wholes[value.key].add(node)
+            whole_bits[value.key] = whole_bits.get(value.key, 0) | one
         k = self.min_span
-        free = _grams(text, ranges, k) if values else {text[i : i + k] for i in range(len(text) - k + 1)}
-        near: set[str] = set()
-        if values:
-            near = {text[i : i + k] for v in values for i in range(max(0, v.start - k + 1), v.end)} - free
-            near = {gram for gram in near if len(gram) == k}
+        free = gram_keys(text, ranges, k)
+        near: set[Key] = set()
+        if values:  # the k-grams that overlap a structured value
+            last = len(text) - k + 1
+            near = keys_at(text, [(max(0, v.start - k + 1), min(v.end, last)) for v in values], k) - free
         small = self._small
         if small is not None and len(small) < SMALL:
             small.append((node, free, near))
@@ -126,19 +135,20 @@ class ValueIndex:
             _post_all(self._held, near, node)
 
     @property
-    def kgrams(self) -> dict[str, _Posting]:
-        """Free-text k-gram → its holders (the inverted postings; reading them leaves the small form)."""
+    def kgrams(self) -> dict[Key, _Posting]:
+        """Free-text k-gram key (:mod:`guard.kgrams`) → its holders (the inverted postings; reading them leaves the
+        small form)."""
         self._inverted()
         return self._kgrams
 
     @kgrams.setter
-    def kgrams(self, postings: dict[str, _Posting]) -> None:
+    def kgrams(self, postings: dict[Key, _Posting]) -> None:
         self._inverted()
         self._kgrams = postings
 
     @property
-    def held(self) -> dict[str, _Posting]:
-        """k-gram overlapping a structured value → its holders (leaves the small form, as :attr:`kgrams`)."""
+    def held(self) -> dict[Key, _Posting]:
+        """Key of a k-gram overlapping a structured value → its holders (leaves the small form, as :attr:`kgrams`)."""
         self._inverted()
         return self._held
 
@@ -153,9 +163,9 @@ class ValueIndex:
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
         k = self.min_span
-        grams = _grams(value, self._analysed(value)[1], k)
-        if self.boilerplate:
-            grams -= self.boilerplate
+        grams = gram_keys(value, self._analysed(value)[1], k)
+        if self._boilerplate:
+            grams -= self._boilerplate
         if self._small is not None:
             return few_bits(node for node, free, _ in self._small if not grams.isdisjoint(free))
         get = self._kgrams.get
@@ -176,24 +186,34 @@ class ValueIndex:
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
         structured value, boilerplate), as a bit set."""
+        key = gram_key(gram, self.min_span)
         if self._small is not None:
-            return few_bits(node for node, free, near in self._small if gram in free or gram in near)
-        return _posting_bits(self._kgrams.get(gram)) | _posting_bits(self._held.get(gram))
+            return few_bits(node for node, free, near in self._small if key in free or key in near)
+        return _posting_bits(self._kgrams.get(key)) | _posting_bits(self._held.get(key))
 
     def grams_bits(self, grams: Iterable[str]) -> dict[str, int]:
         """:meth:`gram_bits` of each of ``grams`` that some node holds (absent: held by none)."""
-        wanted = set(grams)
-        out: dict[str, int] = {}
+        wanted = {gram_key(gram, self.min_span): gram for gram in grams}
+        return {wanted[key]: bits for key, bits in self.keys_bits(wanted).items()}
+
+    def keys_bits(self, keys: Iterable[Key], among: int = -1) -> dict[Key, int]:
+        """:meth:`grams_bits` by k-gram key (:mod:`guard.kgrams`): the holders of each key some node holds;
+        only the holders in the bit set ``among`` need be reported (the others may be, or not)."""
+        wanted = set(keys)
+        out: dict[Key, int] = {}
         if self._small is None:
-            for gram in wanted:
-                bits = self.gram_bits(gram)
+            kgrams, held = self._kgrams.get, self._held.get
+            for key in wanted:
+                bits = _posting_bits(kgrams(key)) | _posting_bits(held(key))
                 if bits:
-                    out[gram] = bits
+                    out[key] = bits
             return out
         for node, free, near in self._small:
             one = 1 << node
-            for gram in chain(wanted & free, wanted & near):
-                out[gram] = out.get(gram, 0) | one
+            if not one & among:
+                continue
+            for key in chain(wanted & free, wanted & near):
+                out[key] = out.get(key, 0) | one
         return out
 
     def token_sources(self, value: str) -> set[int]:
@@ -202,15 +222,21 @@ class ValueIndex:
 
     def token_bits(self, value: str) -> int:
         """:meth:`token_sources` and the holders of a whole structured value of ``value``, as a bit set."""
-        get, whole = self.tokens.get, self.wholes.get
-        values = self._analysed(value)[0]
-        tokens = chain.from_iterable(get(token, ()) for token in self.tokens_in(value))
-        return to_bits(chain(tokens, chain.from_iterable(whole(v.key, ()) for v in values)))
+        get, get_whole = self._token_bits.get, self._whole_bits.get
+        bits = 0
+        for token in self.tokens_in(value):
+            bits |= get(token, 0)
+        for whole in self._analysed(value)[0]:
+            bits |= get_whole(whole.key, 0)
+        return bits
 
     def whole_bits(self, value: str) -> int:
         """Nodes holding a whole structured value found in ``value`` (its normal form), as a bit set."""
-        whole = self.wholes.get
-        return to_bits(chain.from_iterable(whole(v.key, ()) for v in self._analysed(value)[0]))
+        get_whole = self._whole_bits.get
+        bits = 0
+        for whole in self._analysed(value)[0]:
+            bits |= get_whole(whole.key, 0)
+        return bits
 
     def identifier_bits(self, value: str) -> int:
         """Nodes that name ``value`` as an identifier, as a bit set."""
@@ -263,8 +289,19 @@ def _analyse(text: str) -> _Analysis:
 _analysis = lru_cache(maxsize=8192)(_analyse)
 
 
-def _tokens(token_re: re.Pattern[str], analysis: _Analysis, text: str) -> frozenset[str]:
-    """The value tokens ``token_re`` finds in ``text`` outside its structured values (``analysis``)."""
+def values_of(text: str) -> tuple[Value, ...]:
+    """:func:`guard.values.find_values` of ``text``, kept for texts of at most :data:`_CACHED_CHARS`
+    characters (one proposal's values are read by the index, the trust rules and the scorer in turn)."""
+    return _analysis(text)[0] if len(text) <= _CACHED_CHARS else tuple(find_values(text))
+
+
+def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozenset[str]:
+    """The value tokens the alternation of ``sources`` finds in ``text`` outside its structured values
+    (``analysis``); the patterns that cannot match ``text`` are left out of the scan
+    (:func:`guard.regex_screen.alternation_for`), which changes no match."""
+    token_re = alternation_for(sources, text)
+    if token_re is None:
+        return frozenset()
     values, ranges = analysis
     if not values:
         return frozenset(m.group(0) for m in token_re.finditer(text))
@@ -283,19 +320,14 @@ def _tokens(token_re: re.Pattern[str], analysis: _Analysis, text: str) -> frozen
 
 
 @lru_cache(maxsize=8192)
-def _cached_tokens(token_re: re.Pattern[str], whole_values: bool, text: str) -> frozenset[str]:
+def _cached_tokens(sources: tuple[str, ...], whole_values: bool, text: str) -> frozenset[str]:
     """:func:`_tokens` of a text of at most :data:`_CACHED_CHARS` characters (texts repeat across the
     episodes of one corpus and between a proposal's decision and its indexing)."""
     analysis = _analysis(text) if whole_values else ((), ((0, len(text)),))
-    return _tokens(token_re, analysis, text)
+    return _tokens(sources, analysis, text)
 
 
-def _grams(text: str, ranges: Sequence[tuple[int, int]], k: int) -> set[str]:
-    """The k-grams of ``text`` that lie inside one of ``ranges``."""
-    return {text[i : i + k] for lo, hi in ranges for i in range(lo, hi - k + 1)}
-
-
-def _post(postings: dict[str, _Posting], gram: str, node: int) -> None:
+def _post(postings: dict[Key, _Posting], gram: Key, node: int) -> None:
     """Add ``node`` (the newest so far) to the posting of ``gram``, in the cheapest form for its size."""
     posting = postings.get(gram)
     if posting is None:
@@ -310,7 +342,7 @@ def _post(postings: dict[str, _Posting], gram: str, node: int) -> None:
         postings[gram] = [index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
 
 
-def _post_all(postings: dict[str, _Posting], grams: set[str], node: int) -> None:
+def _post_all(postings: dict[Key, _Posting], grams: set[Key], node: int) -> None:
     """:func:`_post` for every k-gram of ``grams``: the ones new to ``postings`` in one C-level update
     (most k-grams of a record are new to its session), the others one by one."""
     old = grams & postings.keys()

@@ -41,10 +41,11 @@ __all__ = [
 
 _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b")
 _URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
+_URL_LOWER = re.compile(_URL.pattern)  # the same over a lowercased ASCII text: same spans, a faster scan
 _IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
 _CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?![\d-])")  # no digit or dash before: checked after the match
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
-_CURRENCY = r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])"
+_CURRENCY = r"(?:\$|€|£|¥|USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN)"  # literals only: a fast scan
 _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
 _NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
 _NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
@@ -93,11 +94,8 @@ def luhn_valid(digits: str) -> bool:
     """The Luhn check of a string of digits (card numbers)."""
     if not digits.isdigit():
         return False
-    total = 0
-    for i, char in enumerate(reversed(digits)):
-        d = int(char) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
+    doubled = (int(char) * (2 if i % 2 else 1) for i, char in enumerate(reversed(digits)))
+    return sum(d - 9 if d > 9 else d for d in doubled) % 10 == 0
 
 
 def iban_valid(iban: str) -> bool:
@@ -217,8 +215,9 @@ def _word_date_key(before: str, year: str) -> str:
 def _candidates(text: str) -> list[Value]:
     """Every structured value a recogniser accepts, overlapping ones included."""
     found: list[Value] = []
-    urls = _URL.finditer(text) if "://" in text or "www." in text.lower() else ()
-    for m in urls:
+    lowered = text.lower()
+    urls = _URL_LOWER.finditer(lowered) if text.isascii() else _URL.finditer(text)
+    for m in urls if "://" in text or "www." in lowered else ():
         end = m.end()
         while end > m.start() and text[end - 1] in _TRAILING:
             end -= 1

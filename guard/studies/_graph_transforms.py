@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from guard.graph import E1, E3, PrefixGraph, ValueIndex, record_text
+from guard.kgrams import window_keys
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind, freeze_args
 from guard.values import find_values
@@ -133,7 +134,7 @@ def _strip_copied(value: Any, index: ValueIndex) -> Any:
 def _copied(text: str, index: ValueIndex) -> list[bool]:
     k = index.min_span
     covered = [False] * len(text)
-    spans = [(i, i + k) for i in range(len(text) - k + 1) if text[i : i + k] in index.kgrams]
+    spans = [(i, i + k) for i, key in enumerate(window_keys(text, k)) if key in index.kgrams]
     spans += [(v.start, v.end) for v in find_values(text) if v.key in index.wholes]  # whole structured values
     for token in index.tokens_in(text) & index.tokens.keys():
         start = text.find(token)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard.feature_index import GRAM, SHORT_ID_MAX, InjectedTokens, SubstringIndex, token_spans
+from guard.feature_index import GRAM, SCAN_CHARS, SHORT_ID_MAX, InjectedTokens, SubstringIndex, token_spans
 from guard.graph import PrefixGraph, build_graph
 from guard.records import RecordKind, Trust
 from guard.scorer import WeightedScorer
@@ -51,12 +52,16 @@ def test_injected_tokens_answer_for_older_records_only() -> None:
     token=st.text(alphabet="abc12", min_size=GRAM, max_size=9),
 )
 def test_substring_holders_equal_a_scan(texts: list[str], token: str) -> None:
-    """``holders`` returns exactly the nodes whose text contains the token, ascending (catches a gram-only
-    answer without the ``in`` check, or a missed node)."""
-    index = SubstringIndex()
-    for node, text in enumerate(texts):
-        index.add(node * 2, text)
-    assert list(index.holders(token)) == [n * 2 for n, text in enumerate(texts) if token in text]
+    """``holders`` returns exactly the nodes whose text contains the token, ascending, whether it reads the
+    texts or the grams (catches a gram-only answer without the ``in`` check, or a missed node, in either)."""
+    expected = [n * 2 for n, text in enumerate(texts) if token in text]
+    for budget in (SCAN_CHARS, 0):  # reads the few texts directly / indexes them at once
+        index = SubstringIndex()
+        with patch("guard.feature_index.SCAN_CHARS", budget):
+            for node, text in enumerate(texts):
+                index.add(node * 2, text)
+            assert list(index.holders(token)) == expected
+            assert index._asked is (budget == 0 and sum(map(len, texts)) > 0)
 
 
 def test_substring_holders_refuse_a_token_shorter_than_a_gram() -> None:
@@ -199,7 +204,11 @@ def test_feature_indexes_queue_until_asked_then_take_each_record_when_it_is_adde
     assert injected.earliest.get("42") == 7
     substrings = SubstringIndex()
     substrings.add(3, "private passphrase")
-    assert substrings.grams == {}
     assert list(substrings.holders("passphrase")) == [3]
-    substrings.add(4, "another secret")
-    assert list(substrings.grams["secre"]) == [4]
+    assert substrings.grams == {}  # few characters: read, not indexed
+    substrings.add(4, "x" * SCAN_CHARS)
+    assert substrings.grams == {}
+    assert list(substrings.holders("passphrase")) == [3]  # past the budget: the queue is indexed
+    assert list(substrings.grams["passp"]) == [3]
+    substrings.add(6, "another secret")
+    assert list(substrings.grams["secre"]) == [6]

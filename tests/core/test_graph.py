@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from guard.graph import E1, E2, E3, E4, PrefixGraph, ValueIndex, bits_of, build_graph, record_text
+from guard.kgrams import gram_key
 from guard.policy import Policy
 from guard.records import Trust, proposal, result, user
 from guard.runtime import Guard, Session
@@ -320,7 +321,7 @@ def test_popular_kgrams_stay_exact_across_the_switch_to_a_bit_set() -> None:
         if node % 37 == 0:
             assert index.span_sources("boilerplate") == {n for n in range(node + 1) if n % 5}
             assert index.gram_bits("ilerplat") == sum(1 << n for n in range(node + 1) if n % 5)
-    assert isinstance(index.kgrams["ilerplat"], list)  # one entry per k-gram: the bit set replaced the array
+    assert isinstance(index.kgrams[gram_key("ilerplat", 8)], list)  # one entry per k-gram: a bit set, not an array
 
 
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
@@ -432,6 +433,17 @@ def test_a_proposals_own_text_reaches_the_index_before_any_later_read(small_poli
     g.add(proposal(1, "post_note", {"body": f"repeat: {text}"}, "c2"))
     assert g.graph.edges[0, 1]["etype"] == E2
     assert g.index.span_sources(text) == {0, 1}
+
+
+def test_a_decision_leaves_its_own_proposal_unindexed(small_policy: Policy) -> None:
+    """Scoring a sink reads older records only, so the proposal's own text waits for the next read, as the
+    graph promises (catches a feature that reads ``graph.index`` and so indexes the proposal inside its own
+    decision, moving that cost onto every sink's latency)."""
+    session = Guard(small_policy, threshold=0.5).session("s")
+    session.observe_user("please send the quarterly summary to bob@example.com")
+    session.decide("send_email", {"to": "bob@example.com", "body": "the quarterly summary"}, "c1")
+    pending = session.graph._unindexed
+    assert pending is not None and pending[0] == 1
 
 
 def test_gram_bits_before_is_exactly_the_older_holders(small_policy: Policy) -> None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import random
+import re
 import string
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from guard import values
 from guard.values import find_values, free_fragments, host_in_domain, iban_valid, luhn_valid
 
 
@@ -130,3 +132,18 @@ def test_free_fragments_are_disjoint_pieces_of_the_text(text: str) -> None:
         assert fragment and fragment in text
     for value in values:
         assert 0 <= value.start < value.end <= len(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="HhTtPpSsFfWw:/.aZ9 ,$€£¥USDEURGBPCHF1", max_size=40))
+@example("see HTTPS://Example.COM/a and www.X.org, ftp://h/p")
+@example("EUR 12, 5 USD, $3, €4 and CHF9")
+def test_fast_scans_find_what_the_plain_patterns_find(text: str) -> None:
+    """The URL scan over the lowercased text and the literal-only currency alternation find exactly the spans
+    of the case-insensitive URL pattern and of the currency pattern with a class branch (catches a lowered
+    scan whose spans shift, or a reordered alternation that prefers another currency at a position)."""
+    url_ci = re.compile(values._URL.pattern, re.IGNORECASE)
+    if text.isascii():
+        assert [m.span() for m in values._URL_LOWER.finditer(text.lower())] == [m.span() for m in url_ci.finditer(text)]
+    with_class = re.compile(r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])")
+    assert [m.span() for m in values._HAS_CURRENCY.finditer(text)] == [m.span() for m in with_class.finditer(text)]

@@ -1,0 +1,70 @@
+"""k-gram keys: the form in which the value index stores a text's k-grams.
+
+An ASCII k-gram of at most eight characters is stored as the integer of its bytes (little-endian),
+any other k-gram as itself.  Two k-grams of one length ``k`` have the same key exactly when they are
+equal (the bytes of an ASCII string determine it, and an integer never equals a string), so an
+index that stores keys answers every lookup as one that stores the k-grams would.
+
+What the integers buy is speed: the keys of an ASCII text are read by numpy as overlapping
+eight-byte words, one C-level pass instead of one Python slice per position, and an integer hashes
+for free, where each new slice is hashed character by character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TypeAlias
+
+import numpy as np
+
+__all__ = ["Key", "gram_key", "gram_keys", "keys_at", "window_keys"]
+
+Key: TypeAlias = "int | str"
+
+WIDEST = 8  # k-grams up to this many characters fit one unsigned 64-bit word
+_PAD = bytes(WIDEST)
+
+
+def gram_key(gram: str, k: int) -> Key:
+    """The key of ``gram`` in an index of k-grams: its bytes as an integer when it is ASCII and ``k``
+    (at most :data:`WIDEST`) characters long; otherwise the string itself, which no other k-gram's key
+    equals (a string of another length than ``k`` is the key of no k-gram at all)."""
+    if len(gram) == k <= WIDEST and gram.isascii():
+        return int.from_bytes(gram.encode("ascii"), "little")
+    return gram
+
+
+def gram_keys(text: str, ranges: Sequence[tuple[int, int]], k: int) -> set[Key]:
+    """The keys of the k-grams of ``text`` that lie inside one of ``ranges`` (``[lo, hi)``)."""
+    return keys_at(text, [(lo, hi - k + 1) for lo, hi in ranges if hi - lo >= k], k)
+
+
+def keys_at(text: str, starts: Iterable[tuple[int, int]], k: int) -> set[Key]:
+    """The keys of the k-grams of ``text`` starting at a position in one of ``starts`` (``[lo, hi)``,
+    each inside ``[0, len(text) - k + 1)``)."""
+    spans = [(lo, hi) for lo, hi in starts if hi > lo]
+    if not spans:
+        return set()
+    if k > WIDEST or not text.isascii():
+        return {gram_key(text[i : i + k], k) for lo, hi in spans for i in range(lo, hi)}
+    words = np.ndarray((len(text),), dtype="<u8", buffer=text.encode("ascii") + _PAD, strides=(1,))
+    if k < WIDEST:
+        words = words & np.uint64((1 << (8 * k)) - 1)
+    if len(spans) == 1:
+        lo, hi = spans[0]
+        return set(words[lo:hi].tolist())
+    return set(np.concatenate([words[lo:hi] for lo, hi in spans]).tolist())
+
+
+def window_keys(text: str, k: int) -> list[Key]:
+    """The keys of ``text[i : i + k]`` for every ``i`` from 0 to ``len(text) - k``, in order."""
+    last = len(text) - k + 1
+    if last <= 0:
+        return []
+    if k > WIDEST or not text.isascii():
+        return [gram_key(text[i : i + k], k) for i in range(last)]
+    words = np.ndarray((last,), dtype="<u8", buffer=text.encode("ascii") + _PAD, strides=(1,))
+    if k < WIDEST:
+        words = words & np.uint64((1 << (8 * k)) - 1)
+    keys: list[Key] = words.tolist()
+    return keys

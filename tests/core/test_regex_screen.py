@@ -1,0 +1,116 @@
+"""Literal screens never drop a pattern that matches: checked against ``re`` itself on generated patterns."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from guard import regex_screen
+from guard.regex_screen import alternation, alternation_for, live, screen
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _screen_short_texts() -> Iterator[None]:
+    """Screen texts of every length here, so that the short generated texts exercise the screens."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(regex_screen, "SCREENED", 0)
+        yield
+
+
+# pieces of regex syntax the screen reads (literals, groups, alternations, repeats) or passes over
+_ATOMS = st.sampled_from(
+    ["ab", "AB", "ig", "no", "re", "x", "S", "k", "[a-z]", ".", r"\d", r"\b", "(?=ab)", "(?!x)", r"\s", "-"]
+)
+
+
+@st.composite
+def _patterns(draw: st.DrawFn, depth: int = 0) -> str:
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["atom", "atom", "group", "branch", "repeat"] if depth < 2 else ["atom"]))
+        if kind == "atom":
+            parts.append(draw(_ATOMS))
+        elif kind == "group":
+            parts.append("(" + draw(st.sampled_from(["", "?:", "?i:", "?>"])) + draw(_patterns(depth + 1)) + ")")
+        elif kind == "branch":
+            parts.append("(?:" + "|".join(draw(st.lists(_patterns(depth + 1), min_size=1, max_size=3))) + ")")
+        else:
+            count = draw(st.sampled_from(["?", "*", "+", "{0,2}", "{1,2}", "{2}", "+?", "*+", "??"]))
+            parts.append("(?:" + draw(_patterns(depth + 1)) + ")" + count)
+    return "".join(parts)
+
+
+_TEXT = st.text(alphabet="abABigIGnoNOreRExXsSkK- 1\u017f\u212a", max_size=24)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_patterns(), st.sampled_from(["", "(?i)"]), _TEXT)
+@example("(?:ab)?re", "", "re")
+@example("(?:x|ab)re", "(?i)", "XRE")
+@example("k", "(?i)", "K")
+def test_a_pattern_that_matches_is_always_kept(body: str, flags: str, text: str) -> None:
+    """Whenever ``re`` finds a match, :func:`live` keeps the pattern (catches a screen that treats an optional
+    part or a zero-minimum repeat as required, that takes only one branch of an alternation, that compares
+    with case under ``(?i)``, or that screens a non-ASCII text, where ``re``'s extra case equivalences such as
+    the long s and the Kelvin sign apply)."""
+    pattern = re.compile(flags + body)
+    kept = live((pattern,), text)
+    if pattern.search(text) is not None:
+        assert kept is None or kept == (0,), (pattern.pattern, text, screen(pattern))
+
+
+def test_screens_are_selective_where_every_match_needs_a_string() -> None:
+    """The screen of typical injection and secret patterns holds the strings every match needs, and drops
+    texts without them (catches a screen that gives up, ``None``, where a required string exists, or that
+    keeps every pattern, so the speed-up silently goes)."""
+    cases = {
+        r"(?i)ignore (?:all |your )?(?:previous|prior) instructions": {" instructions"},
+        r"(?i)\b(?:ignore|disregard)\b": {"ignore", "disregard"},
+        r"\[/?(?:INST|SYS)\]": {"inst", "sys"},
+        r"(?i)<information>": {"<information>"},
+        r"(?:ab)?cd": {"cd"},
+        r"(?:abc)+d": {"abc"},
+        r"\b(?:\d{4}[- ]){3}\d{4}\b": None,
+    }
+    for source, expected in cases.items():
+        assert screen(re.compile(source)) == (None if expected is None else frozenset(expected)), source
+    patterns = (re.compile(r"(?i)<information>"), re.compile(r"\b\d{4}\b"), re.compile(r"(?i)\bTODO:"))
+    assert live(patterns, "A quiet text about todo lists.") == (1,)
+    assert live(patterns, "<INFORMATION> Todo: pay") == (0, 1, 2)
+    assert live(patterns, "caf\u00e9 <information>") is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_patterns(), min_size=1, max_size=4), _TEXT)
+@example(["(?:ab)?re", "x"], "are x")
+def test_a_pruned_alternation_finds_what_the_full_one_finds(sources: list[str], text: str) -> None:
+    """Leaving out the branches that cannot match changes no match of the alternation (catches a pruned
+    branch that does match somewhere, which would drop tokens, or a branch order changed by the pruning,
+    which would change which branch wins at a position)."""
+    full = alternation(tuple(sources))
+    pruned = alternation_for(tuple(sources), text)
+    expected = [(m.span(), m.group(0)) for m in full.finditer(text)]
+    assert ([(m.span(), m.group(0)) for m in pruned.finditer(text)] if pruned else []) == expected
+
+
+def test_alternation_keeps_every_branch_where_a_group_reference_would_be_renumbered() -> None:
+    """A source with a group reference keeps the whole alternation (catches pruning that would make ``\\1``
+    name another branch's group), and a text no branch can match gets no scan at all."""
+    sources = (r"(a)x\1", r"(b)yb", "zz")
+    assert alternation_for(sources, "zz only") is alternation(sources)
+    assert alternation_for(("qqq", "www"), "nothing here") is None
+    assert alternation_for(("qqq", "zz"), "zz").pattern == "(?:zz)"
+
+
+def test_short_texts_are_not_screened() -> None:
+    """Below ``SCREENED`` characters every pattern is run (catches the threshold read the wrong way round,
+    which would screen the short argument values, where the screen costs more than it saves)."""
+    patterns = (re.compile(r"(?i)<information>"),)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(regex_screen, "SCREENED", 64)
+        assert live(patterns, "short text") is None
+        assert live(patterns, "a text of some length " * 4) == ()
