@@ -50,7 +50,7 @@ STUDIES = {
 
 def register(sub: Any) -> None:
     """``carbguard bench`` with one subcommand per study and benchmark."""
-    names = [*STUDIES, *BENCHMARKS]
+    names = [*STUDIES, *BENCHMARKS, "paired"]
     group = sub.add_parser(
         "bench", help=f"benchmarks: {', '.join(names)}", description="Benchmarks and bench-style studies."
     )
@@ -67,6 +67,7 @@ def register(sub: Any) -> None:
     ev = bench.add_parser("evasion", help=STUDIES["evasion"])
     add_json(ev)
     ev.set_defaults(func=_bench_evasion)
+    _register_paired(bench)
     for name, spec in BENCHMARKS.items():
         parser = bench.add_parser(name, help=spec.help, description=spec.help)
         parser.add_argument("--quick", action="store_true", help="small repeat counts")
@@ -124,3 +125,39 @@ def _bench_module(args: argparse.Namespace) -> int:
     except errors as exc:
         raise GuardError(f"bench {args.benchmark}: {exc}") from exc
     return emit(out, args.json, getattr(module, spec.formatter))
+
+
+PAIRED = "decision latency of this checkout against another version's, interleaved in one run"
+
+
+def _register_paired(bench: Any) -> None:
+    p = bench.add_parser("paired", help=PAIRED, description=PAIRED)
+    p.add_argument("--baseline", required=True, type=Path, help="the other version's source checkout")
+    p.add_argument("--python", help="the other version's interpreter (default: this one)")
+    p.add_argument("--episodes", type=int, default=1000, help="episodes per pass (default 1000)")
+    p.add_argument("--passes", type=int, default=3, help="passes over the episodes (default 3)")
+    p.add_argument("--length", type=int, default=10, help="records per episode, T (default 10)")
+    p.add_argument("--clock", choices=("wall", "thread"), default="wall", help="perf_counter or thread CPU time")
+    add_json(p)
+    p.set_defaults(func=_bench_paired)
+
+
+def _bench_paired(args: argparse.Namespace) -> int:
+    if not (args.baseline / "benchmarks" / "latency.py").is_file():
+        raise GuardError(f"--baseline {args.baseline}: not a source checkout with benchmarks/latency.py")
+    if args.episodes < 1 or args.passes < 1 or args.length < 3:
+        raise GuardError("--episodes and --passes must be >= 1 and --length >= 3")
+    module = benchmark_module("paired")
+    try:
+        out = module.run(
+            args.baseline.resolve(),
+            args.python,
+            args.episodes,
+            args.passes,
+            args.length,
+            args.clock,
+            progress=not args.json and sys.stderr.isatty(),
+        )
+    except RuntimeError as exc:
+        raise GuardError(f"bench paired: {exc}") from exc
+    return emit(out, args.json, module.format_paired)
