@@ -20,10 +20,11 @@ are left out of screens, and texts with one are not screened (:func:`live` retur
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # the parser of ``re`` itself (Python 3.11+), so a screen reads what it runs
 
-__all__ = ["GROUP_REFERENCE", "alternation", "alternation_for", "live", "screen", "screens"]
+__all__ = ["GROUP_REFERENCE", "alternation", "alternation_for", "live", "matches_at", "screen", "screens"]
 
 Screen = frozenset[str] | None
 
@@ -94,6 +95,21 @@ def alternation_for(sources: tuple[str, ...], text: str) -> re.Pattern[str] | No
     if kept is None:
         return alternation(sources)
     return alternation(tuple(sources[i] for i in kept)) if kept else None
+
+
+def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> list[re.Match[str]]:
+    """``list(pattern.finditer(text))`` for a pattern whose every match starts at one of ``starts`` and is
+    not empty: it is tried only there, in ascending order, and from the end of the previous match on
+    (``match`` at a position still reads the text before it, for a lookbehind or ``\\b``)."""
+    found: list[re.Match[str]] = []
+    after = 0
+    for start in sorted(set(starts)):
+        if start >= after:
+            m = pattern.match(text, start)
+            if m is not None:
+                found.append(m)
+                after = max(m.end(), start + 1)
+    return found
 
 
 def _best(candidates: list[frozenset[str]]) -> Screen:

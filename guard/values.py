@@ -16,9 +16,7 @@ exact — IBAN ISO 13616 mod-97, the Luhn check of card numbers, E.164's 8–15 
 A phone number without a leading ``+`` has no country, so it has no E.164 form and is not
 recognised as a phone (its digits still match as free text).  No public-suffix list is needed:
 whole values are compared whole, and a domain allow-list entry matches a host at a label boundary
-(:func:`host_in_domain`).
-
-Every function is pure: the same text gives the same values.
+(:func:`host_in_domain`).  Every function is pure: the same text gives the same values.
 """
 
 from __future__ import annotations
@@ -27,6 +25,8 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
+
+from guard.regex_screen import matches_at
 
 __all__ = [
     "Value",
@@ -59,6 +59,7 @@ _WORD_BEFORE = re.compile(
     rf"(?:\b{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?,? |\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? )$", re.IGNORECASE
 )
 _UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}[\w.-]{1,128}")
+_SLASH = re.compile("/")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
 _EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
 _DIGIT_OR_DASH = frozenset("0123456789-")
@@ -312,7 +313,8 @@ def _amounts(text: str) -> list[tuple[int, int]]:
 
 def _paths(text: str) -> list[Value]:
     """File paths: Unix and Windows paths, and file names with a common document extension."""
-    spans = [m.span() for m in _UNIX_PATH.finditer(text)] if "/" in text else []
+    slashes = [m.start() for m in _SLASH.finditer(text)]  # a Unix path starts at, or 1 or 2 before, a slash
+    spans = [m.span() for m in matches_at(_UNIX_PATH, text, (q - d for q in slashes for d in (2, 1, 0)))]
     if ":\\" in text:
         spans += [m.span() for m in _WINDOWS_PATH.finditer(text)]
     for m in _EXTENSION.finditer(text):

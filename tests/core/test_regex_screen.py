@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guard import regex_screen
-from guard.regex_screen import alternation, alternation_for, live, screen
+from guard.regex_screen import alternation, alternation_for, live, matches_at, screen
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -114,3 +114,12 @@ def test_short_texts_are_not_screened() -> None:
         patch.setattr(regex_screen, "SCREENED", 64)
         assert live(patterns, "short text") is None
         assert live(patterns, "a text of some length " * 4) == ()
+
+
+def test_matches_at_resumes_after_each_match_as_finditer_does() -> None:
+    """Tried at the given starts only, the matches are those of ``finditer``: none inside a match already
+    taken (catches a retry at a start inside the previous match, which would find ``b`` at 1 in ``abab``),
+    and a lookbehind still reads the text before a start."""
+    assert [m.span() for m in matches_at(re.compile("ab|b"), "abab", range(4))] == [(0, 2), (2, 4)]
+    assert [m.span() for m in matches_at(re.compile(r"(?<!x)b"), "xb b", [1, 3])] == [(3, 4)]
+    assert matches_at(re.compile("b"), "abc", [0, 2]) == []

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard import values
+from guard import regex_screen, values
 from guard.values import find_values, free_fragments, host_in_domain, iban_valid, luhn_valid
 
 
@@ -147,3 +147,15 @@ def test_fast_scans_find_what_the_plain_patterns_find(text: str) -> None:
         assert [m.span() for m in values._URL_LOWER.finditer(text.lower())] == [m.span() for m in url_ci.finditer(text)]
     with_class = re.compile(r"(?:USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN|[$€£¥])")
     assert [m.span() for m in values._HAS_CURRENCY.finditer(text)] == [m.span() for m in with_class.finditer(text)]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="/~.a-b_9 :x", max_size=40))
+@example("see ~/a/b, ../c/d and x/y://z/w")
+@example("..//a...//b /")
+def test_unix_paths_are_tried_only_near_slashes_and_found_as_a_full_scan_finds_them(text: str) -> None:
+    """Trying the Unix-path pattern only at a slash or one or two characters before one finds exactly what
+    ``finditer`` over the whole text finds (catches a start two characters back, ``../``, left untried)."""
+    slashes = [i for i, char in enumerate(text) if char == "/"]
+    near = regex_screen.matches_at(values._UNIX_PATH, text, (q - d for q in slashes for d in (2, 1, 0)))
+    assert [m.span() for m in near] == [m.span() for m in values._UNIX_PATH.finditer(text)]
