@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from guard.bitset import members
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.records import RecordKind
 
@@ -146,7 +147,7 @@ class Redactor:
             if window in grams or index.gram_bits(window) & marked:
                 spans.append((i, i + k))
         for token in graph.index.tokens_in(text):
-            if any(facts[n].private for n in graph.index.tokens.get(token, ()) if n in facts):
+            if any(facts[n].private for n in members(graph.index.tokens.get(token, 0)) if n in facts):
                 spans.extend(_occurrences(text, token))
         for pattern in policy.scorer.canary_patterns:
             spans.extend((m.start(), m.end()) for m in re.finditer(pattern, text))

@@ -66,14 +66,11 @@ class ValueIndex:
         if self._token_sources:
             alternation(self._token_sources)  # a pattern that does not compile fails here, not at a decision
         self.min_span = min_span
-        self.boilerplate = boilerplate
         self._boilerplate = frozenset(gram_key(gram, min_span) for gram in boilerplate)
         self.whole_values = whole_values
-        self.tokens: dict[str, set[int]] = defaultdict(set)
+        self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
-        self.wholes: dict[str, set[int]] = defaultdict(set)
-        self._token_bits: dict[str, int] = {}  # :attr:`tokens` with the holders as one bit set
-        self._whole_bits: dict[str, int] = {}  # :attr:`wholes` with the holders as one bit set
+        self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
         self._kgrams: dict[Key, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
         self._held: dict[Key, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
         self._small: list[tuple[int, set[Key], set[Key]]] | None = []  # (node, free, held) per text; never mutated
@@ -103,16 +100,14 @@ class ValueIndex:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
         values, ranges = self._analysed(text)
-        bits, whole_bits, one = self._token_bits, self._whole_bits, 1 << node
+        tokens, wholes, one = self.tokens, self.wholes, 1 << node
         for token in self.tokens_in(text):
-            self.tokens[token].add(node)
+            tokens[token] = tokens.get(token, 0) | one
             self.identifiers[token].add(node)
-            bits[token] = bits.get(token, 0) | one
         for ident in identifiers:
             self.identifiers[ident].add(node)
         for value in values:
-            self.wholes[value.key].add(node)
-            whole_bits[value.key] = whole_bits.get(value.key, 0) | one
+            wholes[value.key] = wholes.get(value.key, 0) | one
         k = self.min_span
         free = gram_keys(text, ranges, k)
         near: set[Key] = set()
@@ -222,7 +217,7 @@ class ValueIndex:
 
     def token_bits(self, value: str) -> int:
         """:meth:`token_sources` and the holders of a whole structured value of ``value``, as a bit set."""
-        get, get_whole = self._token_bits.get, self._whole_bits.get
+        get, get_whole = self.tokens.get, self.wholes.get
         bits = 0
         for token in self.tokens_in(value):
             bits |= get(token, 0)
@@ -232,7 +227,7 @@ class ValueIndex:
 
     def whole_bits(self, value: str) -> int:
         """Nodes holding a whole structured value found in ``value`` (its normal form), as a bit set."""
-        get_whole = self._whole_bits.get
+        get_whole = self.wholes.get
         bits = 0
         for whole in self._analysed(value)[0]:
             bits |= get_whole(whole.key, 0)
