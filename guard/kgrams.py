@@ -13,7 +13,7 @@ for free, where each new slice is hashed character by character.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import numpy as np
 
@@ -47,9 +47,7 @@ def keys_at(text: str, starts: Iterable[tuple[int, int]], k: int) -> set[Key]:
         return set()
     if k > WIDEST or not text.isascii():
         return {gram_key(text[i : i + k], k) for lo, hi in spans for i in range(lo, hi)}
-    words = np.ndarray((len(text),), dtype="<u8", buffer=text.encode("ascii") + _PAD, strides=(1,))
-    if k < WIDEST:
-        words = words & np.uint64((1 << (8 * k)) - 1)
+    words = _words(text, len(text), k)
     if len(spans) == 1:
         lo, hi = spans[0]
         return set(words[lo:hi].tolist())
@@ -63,8 +61,12 @@ def window_keys(text: str, k: int) -> list[Key]:
         return []
     if k > WIDEST or not text.isascii():
         return [gram_key(text[i : i + k], k) for i in range(last)]
-    words = np.ndarray((last,), dtype="<u8", buffer=text.encode("ascii") + _PAD, strides=(1,))
-    if k < WIDEST:
-        words = words & np.uint64((1 << (8 * k)) - 1)
-    keys: list[Key] = words.tolist()
+    keys: list[Key] = _words(text, last, k).tolist()
     return keys
+
+
+def _words(text: str, count: int, k: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """The keys of the first ``count`` k-grams of the ASCII ``text``, as overlapping little-endian words
+    (the text is padded, so a word near its end reads zero bytes, which the mask clears for ``k < 8``)."""
+    words = np.ndarray((count,), dtype="<u8", buffer=text.encode("ascii") + _PAD, strides=(1,))
+    return words & np.uint64((1 << (8 * k)) - 1) if k < WIDEST else words

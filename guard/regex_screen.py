@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from re import _parser as _sre_parse  # type: ignore[attr-defined]  # the parser of ``re`` itself (Python 3.11+), so a screen reads what it runs
+from re import _parser as _sre_parse  # type: ignore[attr-defined]  # re's own parser (3.11+)
 
 __all__ = ["GROUP_REFERENCE", "alternation", "alternation_for", "live", "matches_at", "screen", "screens"]
 

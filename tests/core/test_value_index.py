@@ -273,3 +273,18 @@ def test_small_sessions_answer_as_the_inverted_postings(normalize: bool) -> None
             assert small.grams_bits(grams) == inverted.grams_bits(grams), (node, query)
             assert all(small.gram_bits(g) == inverted.gram_bits(g) for g in grams), (node, query)
     assert small.kgrams == inverted.kgrams and small.held == inverted.held
+
+
+def test_tokens_and_whole_values_keep_every_holder() -> None:
+    """A value token or whole value held by several records answers with all of them, the oldest included
+    (catches a holder bit set that keeps only the latest record, which would drop the private source of a
+    value repeated later by an untrusted record)."""
+    index = ValueIndex([r"\b\d{6,}\b"], 8)
+    index.add(0, "account 4711002 of dana@corp.example", ())
+    index.add(1, "weather today", ())
+    index.add(2, "again 4711002, write to dana@corp.example", ())
+    index.add(3, "dana@corp.example only", ())
+    assert index.token_bits("4711002") == 0b101
+    assert index.token_bits("dana@corp.example") == 0b1101
+    assert index.whole_bits("mail DANA@corp.example") == 0b1101
+    assert index.token_sources("ref 4711002") == {0, 2}
