@@ -213,3 +213,56 @@ def test_out_and_json_are_spelled_the_same_everywhere() -> None:
             assert flags == {"-o", "--out"}, path
         if "--json" in flags:
             assert isinstance(action, argparse._StoreTrueAction), path
+
+
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["evaluate", "--bogus-flag"], "usage: carbguard evaluate"),
+        (["policy", "init", "--bogus-flag"], "usage: carbguard policy init"),
+    ],
+)
+def test_an_unknown_option_shows_the_usage_of_its_own_subcommand(
+    argv: list[str], usage: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown option names the subcommand's own usage, exit 2 (catches a return to the top-level usage)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err[:200]
+    assert "--bogus-flag" in err
+
+
+def test_a_reader_that_closes_the_pipe_early_gets_no_traceback() -> None:
+    """``carbguard ... | head``: exit 141 and an empty stderr (catches a BrokenPipeError traceback)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from guard.cli._common import run_command\n"
+        "def spill(_):\n"
+        "    for _ in range(100000):\n"
+        "        print('x' * 200)\n"
+        "    return 0\n"
+        "sys.exit(run_command(spill, None))\n"
+    )
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.read(10)
+        proc.stdout.close()  # the reader goes away, as `head` does
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_an_mcp_server_that_does_not_start_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``policy init --from-mcp`` with a missing server: one stderr line, exit 2 (catches the old traceback)."""
+    pytest.importorskip("mcp")
+    missing = str(tmp_path / "no-such-server")
+    assert main(["policy", "init", "--from-mcp", "--", missing]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("carbguard: error: MCP server") and missing in err[0], err

@@ -61,10 +61,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(args_list)
+    args, unknown = parser.parse_known_args(args_list)
+    if unknown:  # the usage of the subcommand that was given, not the top level's
+        _deepest(parser, args_list).error(f"unrecognized arguments: {' '.join(unknown)}")
     args.argv = args_list
     func: Callable[[argparse.Namespace], int] = args.func
     return run_command(func, args)
+
+
+def _deepest(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The innermost subcommand parser that ``argv`` names (the top-level parser when none)."""
+    for token in argv:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            break
+        choice = subs[0].choices.get(token)
+        if choice is not None:
+            parser = choice
+    return parser
 
 
 def bench_main(name: str, argv: Sequence[str] | None = None) -> int:

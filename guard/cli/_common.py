@@ -28,6 +28,8 @@ SCOPE = (
 
 #: Exit code of bad input (argparse uses it too): one stderr line, nothing written.
 EXIT_USAGE = 2
+#: Exit code when stdout's reader closed the pipe early (128 + SIGPIPE, as a shell reports it).
+EXIT_BROKEN_PIPE = 141
 
 
 def add_json(parser: Any, what: str = "the result") -> None:
@@ -47,7 +49,7 @@ def fail(message: object) -> int:
 
 
 def run_command(func: Callable[[Any], int], args: Any) -> int:
-    """``func(args)``; a GuardError becomes :func:`fail`, Ctrl-C exit code 130."""
+    """``func(args)``; a GuardError becomes :func:`fail`, Ctrl-C exit code 130, a closed stdout pipe 141."""
     try:
         return func(args)
     except GuardError as exc:
@@ -55,6 +57,10 @@ def run_command(func: Callable[[Any], int], args: Any) -> int:
     except KeyboardInterrupt:
         print("carbguard: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as other Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not raise again
+        return EXIT_BROKEN_PIPE
 
 
 def emit(result: Any, as_json: bool, formatter: Callable[[Any], str]) -> int:

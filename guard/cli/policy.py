@@ -30,8 +30,21 @@ def _read_tools(source: str, command: list[str]) -> tuple[list[Any], str]:
         from guard.cli.mcp import server_command
 
         cmd = server_command(command)
-        return asyncio.run(list_server_tools(cmd)), f"the tools/list of `{' '.join(cmd)}`"
+        try:
+            listed = asyncio.run(list_server_tools(cmd))
+        except GuardError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a server that does not start is bad input: one line, exit 2
+            raise GuardError(f"MCP server `{' '.join(cmd)}` did not answer tools/list: {_first_cause(exc)}") from None
+        return listed, f"the tools/list of `{' '.join(cmd)}`"
     raise GuardError(f"tool source {source!r}: expected langchain:MODULE:ATTR, openai:FILE.json or mcp")
+
+
+def _first_cause(exc: BaseException) -> str:
+    """``Type: message`` of the first leaf of an exception (group), on one line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
 def _split_rest(args: argparse.Namespace) -> None:
