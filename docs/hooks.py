@@ -141,8 +141,18 @@ def cli_reference() -> str:
 GENERATORS = {"policy-reference": policy_reference, "cli-reference": cli_reference}
 
 
+#: A fence whose info string carries words after the language (``bash notest``, ``bash slow``: marks
+#: for the snippet runner, ``tests/snippets.py``).  superfences reads such a fence as text, not code.
+FENCE_MARKS = re.compile(r"^(?P<fence>[ \t]*(?:`{3,}|~{3,}))(?P<lang>[\w+-]+)(?:[ \t]+[\w-]+)+[ \t]*$", re.MULTILINE)
+
+
+def plain_fences(markdown: str) -> str:
+    """``markdown`` with the runner's marks dropped from fence lines, so every fence renders as code."""
+    return FENCE_MARKS.sub(r"\g<fence>\g<lang>", markdown)
+
+
 def expand(markdown: str) -> str:
-    """``markdown`` with every generated or included block filled in."""
+    """``markdown`` with every generated or included block filled in, and fence lines without runner marks."""
 
     def fill(match: re.Match[str]) -> str:
         kind, name = match.group(1), match.group(2)
@@ -151,7 +161,7 @@ def expand(markdown: str) -> str:
         text = (ROOT / name).read_text(encoding="utf-8")
         return re.sub(r"\]\((?:docs/)?([\w/-]+\.md)", r"](\1", text.split("\n", 1)[1])
 
-    return MARKER.sub(fill, markdown)
+    return plain_fences(MARKER.sub(fill, markdown))
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:

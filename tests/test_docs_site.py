@@ -123,7 +123,7 @@ def test_strict_build(tmp_path: Path) -> None:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     mkdocs = Path(sys.executable).parent / "mkdocs"
     done = subprocess.run(
-        [str(mkdocs), "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -133,3 +133,31 @@ def test_strict_build(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "cli" / "index.html").exists()
+    raw = [str(page.relative_to(tmp_path)) for page in (tmp_path / "site").rglob("*.html") if raw_fence(page)]
+    assert not raw, f"pages that show a fence as text instead of code: {raw}"
+
+
+def raw_fence(page: Path) -> bool:
+    """Whether the rendered ``page`` shows a code fence (three backticks or tildes) outside a code element."""
+    import re
+
+    html = page.read_text(encoding="utf-8")
+    outside = re.sub(r"<(pre|code)\b.*?</\1>", "", html, flags=re.DOTALL)
+    return "```" in outside or "~~~" in outside
+
+
+def test_fence_marks_are_dropped_so_the_fence_renders_as_code() -> None:
+    """Catches a fence whose runner mark (``bash notest``) reaches superfences, which renders it as text."""
+    page = "Install:\n\n```bash notest\npip install x\n```\n\n~~~python slow other\nprint(1)\n~~~\n"
+    assert hooks.plain_fences(page) == "Install:\n\n```bash\npip install x\n```\n\n~~~python\nprint(1)\n~~~\n"
+    assert hooks.expand(page) == hooks.plain_fences(page)
+    assert hooks.plain_fences("```bash\nx\n```\n") == "```bash\nx\n```\n"  # an unmarked fence is kept
+
+
+def test_the_raw_fence_check_sees_a_fence_rendered_as_text(tmp_path: Path) -> None:
+    """The built-site check itself: a paragraph holding a fence is found, a fence inside code is not."""
+    shown = tmp_path / "shown.html"
+    shown.write_text("<p>```bash notest\npip install x</p>", encoding="utf-8")
+    inside = tmp_path / "inside.html"
+    inside.write_text("<pre><code>```bash\nx\n```</code></pre><p>text</p>", encoding="utf-8")
+    assert raw_fence(shown) and not raw_fence(inside)
