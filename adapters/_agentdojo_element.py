@@ -12,7 +12,7 @@ from typing import Any
 
 from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refusal_text, require, result_text
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, decided, drive
+from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, closed_on_error, decided, drive
 from guard.decision import Decision, Verdict
 from guard.decision import Mode as GuardMode
 from guard.errors import InputError, PolicyError
@@ -108,11 +108,30 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
         if not messages:
             return query, runtime, env, messages, extra_args
         run = self._run_for(messages)
+        with closed_on_error(run.session):  # an abort, an error, an interrupt: the run's session_end is written
+            return self._turn(run, query, runtime, env, messages, extra_args)
+
+    def close(self) -> None:
+        """End every kept run's session (its ``session_end`` entry; idempotent).  Call it when the pipeline is done:
+        the element never sees a run's final answer (the tools loop stops before it), only the next run's start."""
+        for run in self.runs:
+            run.session.close()
+
+    def _turn(
+        self,
+        run: GuardedRun,
+        query: str,
+        runtime: FunctionsRuntime,
+        env: Any,
+        messages: Sequence[Any],
+        extra_args: dict[str, Any],
+    ) -> tuple[str, FunctionsRuntime, Any, Sequence[Any], dict[str, Any]]:
+        """:meth:`query` for ``run``."""
         self._check(runtime)
         last = messages[-1]
         turn = last.get("role") == "assistant" and bool(last.get("tool_calls"))
         end = len(messages) - 1 if turn else len(messages)
-        self._observe(run, messages, end)
+        self._observe(run, messages, end, query)
         if not turn or run.position > end:
             return query, runtime, env, messages, extra_args
         calls = self._resolve(run, end, last["tool_calls"])
@@ -194,19 +213,32 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     def _run_for(self, messages: Sequence[Any]) -> GuardedRun:
         run = self.runs[-1] if self.runs else None
         if run is None or run.first is not messages[0] or len(messages) < run.position:
+            if run is not None:
+                run.session.close()  # a new run starts: the previous one has ended
             self._count += 1
             sid = self.session_id if self._count == 1 else f"{self.session_id}#{self._count}"
             run = GuardedRun(session=self.guard.session(sid), first=messages[0])
             self.runs.append(run)
         return run
 
-    def _observe(self, run: GuardedRun, messages: Sequence[Any], end: int) -> None:
+    def _observe(self, run: GuardedRun, messages: Sequence[Any], end: int, query: str) -> None:
+        """Feed ``messages[run.position:end]``.
+
+        The user channel (docs/security.md#the-user-channel): a ``user`` message is a user turn only
+        when its text is the query the pipeline received (the task's prompt, which ``InitQuery``
+        adds); any other ``user``-role message (put there by another element, a tool output
+        formatter, an attack) is observed as untrusted content.
+        """
         session = run.session
         for position in range(run.position, end):
             message = messages[position]
             role = message.get("role")
             if role == "user":
-                session.observe_user(content_text(message.get("content")))
+                text = content_text(message.get("content"))
+                if isinstance(query, str) and text.strip() == query.strip():
+                    session.observe_user(text)
+                elif text:
+                    session.observe_content(text, "untrusted_source", "agentdojo:user_role_not_the_query")
             elif role == "assistant" and message.get("tool_calls"):
                 # a turn this element did not see as newest (e.g. placed outside the loop): decide late
                 for call in self._resolve(run, position, message["tool_calls"]):

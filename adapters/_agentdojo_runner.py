@@ -189,7 +189,11 @@ def rerun_episode(
     pipeline = AgentPipeline([SystemMessage(load_system_message(None)), InitQuery(), replay, loop, recorder])
     pipeline.name = "carbguard-replay"
     injections = episode_injections(episode, version)
-    utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection_task, injections)
+    try:
+        utility, security = suite.run_task_with_pipeline(pipeline, user_task, injection_task, injections)
+    finally:
+        if element is not None:
+            element.close()  # the run's session_end, however the pipeline ended
     outcome = EpisodeOutcome(episode.episode_id, version, injection_task is not None, bool(utility), bool(security))
     if guard is None or element is None or not element.runs:
         return dataclasses.replace(outcome, messages=tuple(recorder.messages or ()))

@@ -47,4 +47,17 @@ def attachments(message: Any) -> list[Any]:
     return [b for b in content if type(b) is not str and not (isinstance(b, Mapping) and b.get("type") == "text")]
 
 
-__all__ = ["attachments", "content_text", "render_block"]
+MARKER_KEYS = ("lc_source",)
+
+
+def marker(message: Any) -> str | None:
+    """The framework marker of a message a middleware wrote (e.g. ``lc_source: summarization``), or None."""
+    for where in (getattr(message, "additional_kwargs", None), getattr(message, "response_metadata", None)):
+        if isinstance(where, Mapping):
+            for key in MARKER_KEYS:
+                if where.get(key) is not None:
+                    return f"{key}={str(where[key])[:80]}"
+    return None
+
+
+__all__ = ["MARKER_KEYS", "attachments", "content_text", "marker", "render_block"]

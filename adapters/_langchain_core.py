@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from guard.adapters._langchain_binding import edited_call_id
-from guard.adapters._langchain_content import attachments, content_text, render_block
+from guard.adapters._langchain_content import attachments, content_text, marker, render_block
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters.flow import Action, Call, Decide, check_tools, observe
 from guard.decision import Decision, Mode
@@ -154,7 +154,13 @@ class Reviewed:
 
 @dataclass
 class Tracker:
-    """One session and what of the message history it has seen."""
+    """One session and what of the message history it has seen.
+
+    ``said`` holds the texts of the human messages the caller passed in a run's input (the only
+    ones fed as user turns), ``inserted`` those a tool's ``Command`` added, ``entered`` whether a
+    run's start was seen, ``humans`` the content each fed ``HumanMessage`` had (a later change is
+    fed as untrusted content): see :mod:`guard.adapters._langchain_user`.
+    """
 
     session: Session
     seen: set[str] = field(default_factory=set)
@@ -162,6 +168,10 @@ class Tracker:
     alias: dict[str, str] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)
     reviewed: dict[str, Reviewed] = field(default_factory=dict)
+    said: set[str] = field(default_factory=set)
+    inserted: set[str] = field(default_factory=set)
+    entered: bool = False
+    humans: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -212,12 +222,16 @@ def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, li
             continue
         key = message_key(message)
         if key in tracker.seen:
+            if isinstance(message, HumanMessage) and tracker.humans.get(key, content_text(message)) != content_text(
+                message
+            ):  # rewritten in place (e.g. by a middleware): the new text is not what the human wrote
+                tracker.humans[key] = content_text(message)
+                observe_human(tracker, message, "rewritten")
             continue
         tracker.seen.add(key)
         if isinstance(message, HumanMessage):
-            session.observe_user(text_of(message))
-            for block in attachments(message):  # the user's attachments speak for their author, not the user
-                session.observe_content(render_block(block), "untrusted_source", "human:attachment")
+            tracker.humans[key] = content_text(message)
+            observe_human(tracker, message, None)
         elif isinstance(message, ToolMessage):
             status = "error" if message.status == "error" else "ok"
             call_id = tracker.alias.get(message.tool_call_id, message.tool_call_id)
@@ -243,6 +257,26 @@ def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, li
                         ToolMessage(content=text, name=bad.get("name"), tool_call_id=call_id, status="error")
                     )
     return refusals
+
+
+def observe_human(tracker: Tracker, message: BaseMessage, why: str | None) -> None:
+    """Feed one ``HumanMessage``: a user turn only when the caller passed its text in a run's input.
+
+    See docs/security.md#the-user-channel.  A message with a framework marker (``lc_source``), one
+    whose text no input of the run carried (a summary, a tool's ``Command``, a middleware's or
+    node's message) or one rewritten after it was fed (``why``) is untrusted content.
+    """
+    session, text = tracker.session, text_of(message)
+    mark = marker(message)
+    if why is None and mark is None and text in tracker.said:
+        session.observe_user(text)
+        for block in attachments(message):  # the user's attachments speak for their author, not the user
+            session.observe_content(render_block(block), "untrusted_source", "human:attachment")
+        return
+    body = content_text(message)
+    if body:
+        origin = why or mark or "not_in_the_input"
+        session.observe_content(body, "untrusted_source", f"human_message:{origin}")
 
 
 def bind_call(tracker: Tracker, tool: Any, args: Any, call_id: Any) -> Generator[Action, Any, tuple[Any, Decision]]:
@@ -324,6 +358,7 @@ __all__ = [
     "no_execute",
     "no_execute_async",
     "not_executed",
+    "observe_human",
     "plain",
     "refusal_text",
     "require",

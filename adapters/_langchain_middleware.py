@@ -25,7 +25,7 @@ from guard.adapters._langchain_core import (
     thread_session_key,
 )
 from guard.adapters._langchain_wrapper import GuardToolWrapper
-from guard.adapters.flow import adrive, drive
+from guard.adapters.flow import adrive, closed_on_error, drive
 from guard.decision import Mode
 from guard.runtime import Guard, Session
 
@@ -33,9 +33,11 @@ from guard.runtime import Guard, Session
 class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
     """``AgentMiddleware`` for ``create_agent``: every tool call goes through the guard.
 
-    ``after_model`` decides the new turn's tool calls in the order the model wrote them, answers
-    calls with unparseable arguments (``invalid_tool_calls``) with a refusal ``ToolMessage`` and,
-    with a checkpointer, puts every escalated call of the turn to a human in one interrupt;
+    ``before_agent`` takes the run's input as the caller passed it: only its human messages are
+    user turns (docs/security.md#the-user-channel).  ``after_model`` decides the new turn's tool
+    calls in the order the model wrote them, answers calls with unparseable arguments
+    (``invalid_tool_calls``) with a refusal ``ToolMessage`` and, with a checkpointer, puts every
+    escalated call of the turn to a human in one interrupt;
     ``wrap_tool_call``/``awrap_tool_call`` act on the decision and the human's answer.
     See :class:`GuardToolWrapper` for the options.
     """
@@ -63,6 +65,27 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
         """The live session of ``key`` (a thread id, or ``run:<first message id>``)."""
         return self.wrapper.session(key)
 
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Start of a run: its messages as the caller passed them, before any middleware, model or tool.
+
+        The human messages among them are the run's user turns; a ``HumanMessage`` that appears
+        later (``SummarizationMiddleware``'s summary, a tool's ``Command``, another middleware's) is
+        fed as untrusted content (docs/security.md#the-user-channel).
+        """
+        try:
+            self.wrapper.sync(current_config(), state_messages(state), entry=True)
+        except UnboundCallError as exc:  # wrap_tool_call refuses each call
+            log.warning("%s", exc)
+        return None
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        try:
+            await self.wrapper.async_sync(current_config(), state_messages(state), entry=True)
+        except UnboundCallError as exc:
+            log.warning("%s", exc)
+        return None
+
     def _reviews(self, config: Mapping[str, Any]) -> bool:
         return self.guard.mode is not Mode.SHADOW and has_checkpointer(config)
 
@@ -79,7 +102,7 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
             log.warning("%s", exc)
             return None
         if self._reviews(config):
-            with tracker.lock:
+            with tracker.lock, closed_on_error(tracker.session):  # the review interrupt pauses the run
                 drive(self.wrapper.review_turn(tracker, messages, config), tracker.session, no_execute)
         return {"messages": refusals} if refusals else None
 
@@ -94,8 +117,32 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
         if self._reviews(config):
             async with tracker.alock:
                 flow = self.wrapper.review_turn(tracker, messages, config)
-                await adrive(flow, tracker.session, no_execute_async)
+                with closed_on_error(tracker.session):
+                    await adrive(flow, tracker.session, no_execute_async)
         return {"messages": refusals} if refusals else None
+
+    def _current(self, state: Any) -> Session | None:
+        """The live session of the current run, if any (nothing fed; for the error way out)."""
+        try:
+            return self.wrapper.session(self.wrapper.key_for(current_config(), state_messages(state)))
+        except Exception:  # noqa: BLE001 - no session can be keyed: there is nothing to close
+            return None
+
+    def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The model call; when it raises (an error, an interrupt), the run's session is closed first."""
+        try:
+            return handler(request)
+        except BaseException:
+            with closed_on_error(self._current(getattr(request, "state", None))):
+                raise
+
+    async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async twin of :meth:`wrap_model_call`."""
+        try:
+            return await handler(request)
+        except BaseException:
+            with closed_on_error(self._current(getattr(request, "state", None))):
+                raise
 
     def _ended(self, state: Any) -> Session | None:
         """The session of the run that just ended (fed its last messages), if it has one."""
@@ -109,7 +156,10 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """End of a run: close its session (its ``session_end`` audit entry, and its episode when recording).
 
-        A thread that runs again continues the same session; its ``session_end`` entry was written once.
+        A thread that runs again continues the same session (its graph kept) as a new segment,
+        ``<thread>#segment-<n>``, which this hook closes with its own ``session_end`` entry (docs/audit.md).
+        A run that leaves through an error or an interrupt is closed where it leaves
+        (:meth:`wrap_model_call`, :meth:`GuardToolWrapper.wrap_tool_call`, the review interrupt).
         """
         session = self._ended(state)
         if session is not None:

@@ -35,7 +35,9 @@ class GuardedTool(BaseTool):
     subclass ``InputError`` with the refusal.  A tool call whose ``name`` is not this tool's is
     refused (it is not decided as another tool and run as this one).  The wrapped tool runs only
     with the arguments :meth:`Session.authorize` returns.  There is no human in this loop:
-    ``escalate`` is refused.  The executor records user turns itself with ``session.observe_user``.
+    ``escalate`` is refused.  The executor records user turns itself with ``session.observe_user``,
+    and only the human's own text (docs/security.md#the-user-channel): never a summary, a tool's
+    output or a message its own code inserted.
     """
 
     inner: BaseTool

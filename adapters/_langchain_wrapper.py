@@ -32,8 +32,9 @@ from guard.adapters._langchain_core import (
     tool_output,
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
+from guard.adapters._langchain_user import aread_inputs, learn, note_output, read_inputs
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Decide, Flow, Ran, Tools, adrive, drive, execute, guarded_call
+from guard.adapters.flow import Call, Decide, Flow, Ran, Tools, adrive, closed_on_error, drive, execute, guarded_call
 from guard.decision import Decision, Mode, Verdict
 from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session, decided_call
@@ -111,6 +112,18 @@ class GuardToolWrapper:
         tracker = self._trackers.get(key)
         return tracker.session if tracker is not None else None
 
+    def close(self, key: str | None = None) -> None:
+        """Close the live session of ``key`` (every live one when None): its ``session_end`` audit entry.
+
+        A ``ToolNode`` does not see a run end: call this when a thread is done (a session dropped from
+        memory is closed then, and the middleware closes its own).  A closed session that decides
+        again continues as a new segment (docs/audit.md).
+        """
+        with self._lock:
+            trackers = [t for k, t in self._trackers.items() if key is None or k == key]
+        for tracker in trackers:
+            tracker.session.close()
+
     def skipped(self, key: str) -> list[str]:
         """Messages of session ``key`` that could not be fed (e.g. a result for an unknown call id)."""
         tracker = self._trackers.get(key)
@@ -123,21 +136,33 @@ class GuardToolWrapper:
                 tracker = Tracker(self.guard.session(key))
                 self._trackers[key] = tracker
                 while len(self._trackers) > self.max_sessions:
-                    self._trackers.popitem(last=False)
+                    self._trackers.popitem(last=False)[1].session.close()  # dropped: its session_end written
             self._trackers.move_to_end(key)
             return tracker
 
-    def sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[Tracker, list[ToolMessage]]:
-        """Feed the unseen messages of a run into its session (sync)."""
+    def sync(
+        self, config: Mapping[str, Any], messages: Sequence[Any], *, entry: bool = False
+    ) -> tuple[Tracker, list[ToolMessage]]:
+        """Feed the unseen messages of a run into its session (sync).
+
+        ``entry``: ``messages`` are the state at the start of a run (its caller's input); only the
+        human messages the caller passed are fed as user turns (docs/security.md#the-user-channel).
+        """
         tracker = self._tracker(self.key_for(config, messages))
         with tracker.lock:
+            if learn(tracker, config, messages, entry):
+                read_inputs(tracker, config, self.messages_key)
             refusals = drive(feed(tracker, messages), tracker.session, no_execute)
         return tracker, refusals
 
-    async def async_sync(self, config: Mapping[str, Any], messages: Sequence[Any]) -> tuple[Tracker, list[ToolMessage]]:
-        """Feed the unseen messages of a run into its session (async)."""
+    async def async_sync(
+        self, config: Mapping[str, Any], messages: Sequence[Any], *, entry: bool = False
+    ) -> tuple[Tracker, list[ToolMessage]]:
+        """Feed the unseen messages of a run into its session (async; ``entry`` as :meth:`sync`)."""
         tracker = self._tracker(self.key_for(config, messages))
         async with tracker.alock:
+            if learn(tracker, config, messages, entry):
+                await aread_inputs(tracker, config, self.messages_key)
             refusals = await adrive(feed(tracker, messages), tracker.session, no_execute_async)
         return tracker, refusals
 
@@ -333,7 +358,10 @@ class GuardToolWrapper:
             tracker, _ = self.sync(config, state_messages(request.state, self.messages_key))
         except UnboundCallError as exc:
             return self._unbound(request, handler, exc)
-        return drive(self._flow(tracker, request, config), tracker.session, handler)
+        with closed_on_error(tracker.session):  # a tool error or an interrupt: the session_end is written
+            out = drive(self._flow(tracker, request, config), tracker.session, handler)
+        note_output(tracker, out)
+        return out
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async interceptor (LangGraph ``AsyncToolCallWrapper``)."""
@@ -343,7 +371,10 @@ class GuardToolWrapper:
         except UnboundCallError as exc:
             out = self._unbound(request, handler, exc)
             return (await out) if not isinstance(out, ToolMessage) else out
-        return await adrive(self._flow(tracker, request, config), tracker.session, handler)
+        with closed_on_error(tracker.session):
+            out = await adrive(self._flow(tracker, request, config), tracker.session, handler)
+        note_output(tracker, out)
+        return out
 
     def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: UnboundCallError) -> Any:
         """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""

@@ -6,8 +6,10 @@ the resource or prompt; listings, completions, ``initialize`` instructions, noti
 requests and answers of methods the proxy does not interpret as the ``mcp.messages`` kinds (their
 canonical JSON).  A content item is observed as the client gets it: its ``text`` as text, the rest
 of it (type, annotations, ``_meta``, uri, name, title, mime type, base64 data, unknown fields) as
-canonical JSON — never as nothing.  Any observation that fails raises
-:class:`~guard.errors.InputError`; the relay then withholds the message.  No ``mcp`` import here.
+canonical JSON — never as nothing.  Nothing here is a user turn (docs/security.md#the-user-channel):
+a ``role: user`` message of a prompt or a sampling request is the server's text, observed as
+content.  Any observation that fails raises :class:`~guard.errors.InputError`; the relay then
+withholds the message.  No ``mcp`` import here.
 """
 
 from __future__ import annotations

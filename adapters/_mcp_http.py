@@ -8,6 +8,9 @@ both caps (per remote address, global) have room; only then are its transport, i
 real server (over stdio) and its guard session ``mcp-http-<session id>`` created.  A session whose
 ``initialize`` the transport rejects is ended at once; a session with no request in flight for
 ``idle_timeout`` seconds is reaped with its server process.  Rejected requests never hold a slot.
+Every guard session is closed (its ``session_end`` audit entry written) however its MCP session
+ends: the client's DELETE, the client gone (reaped when idle), an error, or the proxy shutting down
+(SIGINT/SIGTERM: every open session is closed before the lifespan's shutdown completes).
 Needs the ``mcp`` SDK with starlette and uvicorn (``carbguard[mcp]``).
 
 Limitation: messages the server sends on its own (notifications, requests to the client) go to the
@@ -183,6 +186,7 @@ class HttpProxy:
                     await stack.enter_async_context(self.running())
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
+                    await stack.aclose()  # every session ends first: its server stopped, its session_end written
                     await send({"type": "lifespan.shutdown.complete"})
                     return
 
@@ -259,9 +263,8 @@ class HttpProxy:
                 async def dropped(why: str) -> None:
                     self.warn(f"carbguard: dropped a server message: {why}")
 
-                relay = GuardedRelay(
-                    self.guard.session(f"mcp-http-{sid}"), to_client, LineWriter(process.stdin).send, warn=self.warn
-                )
+                session = self.guard.session(f"mcp-http-{sid}")
+                relay = GuardedRelay(session, to_client, LineWriter(process.stdin).send, warn=self.warn)
                 try:
                     with transport.idle_scope:  # cancelled once no request was in flight for idle_timeout
                         async with anyio.create_task_group() as tg:
@@ -278,9 +281,12 @@ class HttpProxy:
                     self._forget(sid)
                     relay.close()
                     with anyio.CancelScope(shield=True):
-                        if not transport.is_terminated:
-                            await transport.terminate()
-                        await stop_server(process)
+                        try:
+                            if not transport.is_terminated:
+                                await transport.terminate()
+                            await stop_server(process)
+                        finally:
+                            session.close()  # never raises; every way out writes the session_end entry
                     self.processes -= 1
         finally:
             self._forget(sid)

@@ -3,6 +3,10 @@
 The client is this process's stdin/stdout; the real server is a subprocess whose stdin/stdout the
 proxy owns (its stderr is passed through).  One process serves one client connection, so it holds
 one guard session.  Lines are parsed once; what is forwarded is the parsed value re-serialized.
+
+The session is closed (its ``session_end`` audit entry written) on every way out: the client hangs
+up (stdin EOF), a pipe breaks, the server exits, an error, SIGINT, SIGTERM or SIGHUP — the signals
+stop the relay, the server and the session in order instead of killing the process mid-way.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import stat
 import sys
 import threading
@@ -172,7 +177,8 @@ async def serve_stdio(
     assert process.stdin is not None and process.stdout is not None
     to_client = LineWriter(client_out if client_out is not None else sys.stdout.buffer)
     to_server = LineWriter(process.stdin)
-    relay = GuardedRelay(guard.session(session_id), to_client.send, to_server.send, warn=warn)
+    session = guard.session(session_id)
+    relay = GuardedRelay(session, to_client.send, to_server.send, warn=warn)
 
     async def bad_client_line(why: str) -> None:
         warn(f"carbguard: refused a client message: {why}")
@@ -183,8 +189,16 @@ async def serve_stdio(
 
     client_task = asyncio.ensure_future(pump(reader, relay.from_client, bad_client_line))
     server_task = asyncio.ensure_future(pump(process.stdout, relay.from_server, bad_server_line))
+    stopped = asyncio.Event()
+    signal_task = asyncio.ensure_future(stopped.wait())
+    handled = _on_signals(stopped)
     try:
-        done, _ = await asyncio.wait({client_task, server_task}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({client_task, server_task, signal_task}, return_when=asyncio.FIRST_COMPLETED)
+        if signal_task in done:  # SIGINT/SIGTERM/SIGHUP: stop the relay and the server, then close the session
+            warn("carbguard: stopped by a signal; the session is closed")
+            relay.close()
+            client_task.cancel()
+            return await stop_server(process)
         if client_task in done:  # the client hung up: let the server finish what it was sent
             _report(client_task, "the client connection", warn)
             if not relay.heard:
@@ -199,10 +213,37 @@ async def serve_stdio(
         client_task.cancel()
         return await stop_server(process)
     finally:
-        for task in (client_task, server_task):
+        for task in (client_task, server_task, signal_task):
             task.cancel()
-        if process.returncode is None:
-            await stop_server(process)
+        try:
+            if process.returncode is None:
+                await stop_server(process)
+        finally:
+            session.close()  # never raises; every exit path writes the session_end entry
+            _off_signals(handled)  # only now: a signal during the shutdown does not kill the process before it
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_signals(stopped: asyncio.Event) -> list[signal.Signals]:
+    """Let SIGINT, SIGTERM and SIGHUP set ``stopped`` (main thread only); the signals handled."""
+    loop = asyncio.get_running_loop()
+    handled = []
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, stopped.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals here
+            continue
+        handled.append(signum)
+    return handled
+
+
+def _off_signals(handled: list[signal.Signals]) -> None:
+    loop = asyncio.get_running_loop()
+    for signum in handled:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signum)
 
 
 __all__ = ["LineWriter", "serve_stdio", "spawn_server"]

@@ -1,20 +1,32 @@
 """What an OpenAI Agents SDK run shows the model before its first turn, fed into the guard's session.
 
 See :func:`guard.adapters.openai_agents.observe_input`.  No SDK import here.
+
+**The user channel.** Only what the human wrote is a user turn: the ``role: user`` messages of the
+caller's own input.  Everything else that reaches the model is untrusted content, never a user
+turn, whatever its role says: the items an SDK ``session=`` memory replays (a compaction, a
+``session_input_callback`` or the application may have written them), the items of a ``RunState``
+whose input a handoff rewrote or a memory extended (a handoff input filter may have copied a tool
+output into a ``role: user`` message), and ``role: user`` items that an earlier guarded run's
+handoff put into ``result.input`` (remembered per guard, see :class:`SdkUserItems`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import threading
 import warnings
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from guard.errors import InputError
 from guard.records import safe_repr
 from guard.runtime import Session
 
+T = TypeVar("T")
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text")
 SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
 
@@ -55,25 +67,95 @@ def _parts(content: Any, where: str) -> tuple[list[str], list[Any]]:
     return texts, other
 
 
-def observe_items(session: Session, items: str | Sequence[Any], label: str) -> int:
+def _fingerprint(texts: Iterable[str]) -> str:
+    return hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def user_texts(item: Any) -> list[str] | None:
+    """The text parts of a ``role: user`` message item, or None for any other item (never raises)."""
+    try:
+        plain = _plain_item(item, "item")
+        if plain.get("type", "message") != "message" or plain.get("role") != "user":
+            return None
+        return _parts(plain.get("content"), "item")[0]
+    except InputError:
+        return None
+
+
+class SdkUserItems:
+    """Fingerprints of ``role: user`` items a handoff (not the human) put into a guarded run's input.
+
+    A guarded run that ends with ``result.input`` holding ``role: user`` messages its caller did not
+    pass (a handoff input filter rewrote the history) records them here; a later guarded run that
+    gets such an item back (``result.to_input_list()``) observes it as untrusted content.  Bounded
+    (the oldest fingerprints are dropped first); per process, shared by every guard (a human's text
+    that happens to match is then untrusted too: stricter, never looser).
+    """
+
+    LIMIT = 10_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, texts: list[str]) -> None:
+        """Remember one SDK-made user item."""
+        key = _fingerprint(texts)
+        with self._lock:
+            self._seen[key] = None
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.LIMIT:
+                self._seen.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every fingerprint (what a new process starts with)."""
+        with self._lock:
+            self._seen.clear()
+
+    def __contains__(self, texts: object) -> bool:
+        if not isinstance(texts, list):
+            return False
+        key = _fingerprint(texts)
+        with self._lock:
+            return key in self._seen
+
+
+SDK_USER_ITEMS = SdkUserItems()
+
+
+def observe_items(
+    session: Session,
+    items: str | Sequence[Any],
+    label: str,
+    *,
+    user_channel: bool = True,
+    calls: dict[str, str] | None = None,
+) -> int:
     """Feed every item the model will be shown into ``session``, in order; return the number of user turns.
 
-    - user messages: text parts are user turns; image/file/audio parts are untrusted content;
+    - user messages: text parts are user turns — only with ``user_channel`` (the caller's own
+      input) and unless a handoff of an earlier guarded run made the item (:class:`SdkUserItems`);
+      otherwise untrusted content (``history:user``); image/file/audio parts are untrusted content;
     - system/developer and assistant messages, reasoning summaries: untrusted content (they are not
       the user speaking, and an earlier turn may have copied anything into them);
     - ``function_call``: the call as untrusted content (it is history: never decided, never runnable);
     - ``function_call_output``: content with the source kind the policy gives the tool of the call
-      it answers (an unknown tool, or an output whose call is not in the history: untrusted).
+      it answers (an unknown tool, or an output whose call is not in the history: untrusted);
+      ``calls`` carries the calls of an earlier feed of the same history (call id → tool name).
 
     Any other item type (hosted tool calls, item references, compaction, ...) raises InputError
     naming its type and position: the guard would not see what it carries.
     """
     if isinstance(items, str):
+        if not user_channel:
+            session.observe_content(items, "untrusted_source", "history:user")
+            return 0
         session.observe_user(items)
         return 1
     if not isinstance(items, Sequence):
         raise InputError(f"carbguard: the {label} is a {type(items).__name__}, not a string or a list of items")
-    tools, users = {}, 0
+    tools: dict[str, str] = {} if calls is None else calls  # call id -> tool name, shared across feeds
+    users = 0
     for position, raw in enumerate(items):
         where = f"{label} item {position}"
         item = _plain_item(raw, where)
@@ -82,10 +164,10 @@ def observe_items(session: Session, items: str | Sequence[Any], label: str) -> i
         if kind == "message":
             role = item.get("role")
             texts, other = _parts(item.get("content"), where)
-            if role == "user":
+            if role == "user" and user_channel and texts not in SDK_USER_ITEMS:
                 session.observe_user("\n".join(texts))
                 users += 1
-            elif role in ("assistant", "system", "developer"):
+            elif role in ("user", "assistant", "system", "developer"):
                 if texts:
                     session.observe_content("\n".join(texts), "untrusted_source", f"history:{role}")
             else:
@@ -124,6 +206,87 @@ def observe_items(session: Session, items: str | Sequence[Any], label: str) -> i
     return users
 
 
+def _state_field(state: Any, name: str) -> Any:
+    if not hasattr(state, name):
+        raise InputError(f"carbguard: this RunState has no {name} (an SDK version the guard does not know); refusing")
+    return getattr(state, name)
+
+
+def state_items(state: Any) -> list[Any]:
+    """The run items of a ``RunState`` as input items (approval placeholders left out: their call is an item)."""
+    items = _state_field(state, "_session_items") or _state_field(state, "_generated_items")
+    out = []
+    for position, item in enumerate(items):
+        kind = getattr(item, "type", None)
+        if kind == "tool_approval_item":
+            continue
+        to_input = getattr(item, "to_input_item", None)
+        if not callable(to_input):
+            raise InputError(
+                f"carbguard: RunState item {position} ({safe_repr(kind)[:60]}) is not a run item; refusing"
+            )
+        try:
+            out.append(to_input())
+        except Exception as exc:  # noqa: BLE001 - an item the guard cannot read refuses the resume
+            raise InputError(
+                f"carbguard: RunState item {position} ({safe_repr(kind)[:60]}) cannot be read: {type(exc).__name__}"
+            ) from None
+    return out
+
+
+def _handed_off(state: Any, function_tools: frozenset[str]) -> bool:
+    """Whether the run behind ``state`` may have handed off (so a handoff input filter may have rewritten its input).
+
+    Yes when it holds a handoff item, ended on another agent than it started with, or the model
+    called anything that is not one of the agents' function tools (a ``transfer_to_...``).
+    """
+    items = (*_state_field(state, "_session_items"), *_state_field(state, "_generated_items"))
+    if any(getattr(i, "type", None) in ("handoff_call_item", "handoff_output_item") for i in items):
+        return True
+    if getattr(state, "_current_agent", None) is not getattr(state, "_starting_agent", None):
+        return True
+    if getattr(state, "_nested_history_owned_session_item_refs", None):
+        return True
+    for response in _state_field(state, "_model_responses"):
+        for out in getattr(response, "output", None) or ():
+            if getattr(out, "type", None) == "function_call" and getattr(out, "name", None) not in function_tools:
+                return True
+    return False
+
+
+def _kind(item: Any) -> Any:
+    plain = _plain_item(item, "RunState item")
+    return plain.get("type", "message" if "role" in plain else None)
+
+
+def observe_state(session: Session, state: Any, *, memory: bool, function_tools: frozenset[str]) -> int:
+    """Feed a ``RunState``'s history into ``session``: its input, then every item the run made; return the user turns.
+
+    The state's input is the caller's input of the interrupted run — what the human wrote — only when
+    no handoff may have rewritten it (:func:`_handed_off`; ``function_tools`` are the names of the
+    agents' function tools) and no SDK ``session=`` memory was prepended to it (``memory``); otherwise
+    its ``role: user`` messages are observed as untrusted content.  The run's items (tool calls and
+    outputs, messages, reasoning, handoffs) follow, classified as by :func:`observe_items`; a call
+    without an output (waiting for approval, or not run yet) is left out: it is a proposal, decided
+    when it is about to run, as in a run that was never interrupted.
+    """
+    if any(_state_field(state, k) for k in ("_conversation_id", "_previous_response_id", "_auto_previous_response_id")):
+        raise InputError(
+            "carbguard: this RunState continues a conversation stored by the server, which the guard cannot read"
+        )
+    made = state_items(state)
+    rewritten = memory or _handed_off(state, function_tools)
+    answered = {_plain_item(i, "RunState item").get("call_id") for i in made if _kind(i) == "function_call_output"}
+    made = [
+        i for i in made if _kind(i) != "function_call" or _plain_item(i, "RunState item").get("call_id") in answered
+    ]
+    calls: dict[str, str] = {}
+    original = _state_field(state, "_original_input")
+    users = observe_items(session, original, "RunState input", user_channel=not rewritten, calls=calls)
+    observe_items(session, made, "RunState item", user_channel=False, calls=calls)
+    return users
+
+
 async def memory_items(memory: Any) -> list[Any]:
     """The items of an SDK ``session=`` memory (read before the run: the SDK prepends them to the input)."""
     get_items = getattr(memory, "get_items", None)
@@ -132,7 +295,7 @@ async def memory_items(memory: Any) -> list[Any]:
     return list(await get_items())
 
 
-def on_default_loop(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
+def on_default_loop(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on the thread's default loop, the loop ``Runner.run_sync`` uses (SDK sessions bind to it)."""
     try:
         asyncio.get_running_loop()
@@ -154,4 +317,14 @@ def on_default_loop(coro: Coroutine[Any, Any, list[Any]]) -> list[Any]:
     return loop.run_until_complete(coro)
 
 
-__all__ = ["SERVER_STATE", "memory_items", "observe_items", "on_default_loop"]
+__all__ = [
+    "SDK_USER_ITEMS",
+    "SERVER_STATE",
+    "SdkUserItems",
+    "memory_items",
+    "observe_items",
+    "observe_state",
+    "on_default_loop",
+    "state_items",
+    "user_texts",
+]

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import copy
-
 from guard.decision import Mode
 from guard.runtime import Guard
 
 
 def guard_in_mode(guard: Guard, mode: str | None) -> Guard:
-    """``guard`` itself when ``mode`` is None or its own mode, else a copy in ``mode``.
+    """``guard`` itself when ``mode`` is None or its own mode, else ``guard.view(mode)``.
 
-    The copy shares the policy, threshold, audit sink, selector, scorer and certifier, so its
-    decisions and audit entries are those of ``guard``; only :meth:`Session.authorize` differs
-    (shadow permits every decided call once).
+    The view (:meth:`guard.runtime.Guard.view`) shares the breaker (so one threshold and one trip),
+    policy, audit sink, selector, scorer, certifier, recorder and review sampler, so its decisions and
+    audit entries are those of ``guard``; only :meth:`Session.authorize` differs (shadow permits every
+    decided call once).
     """
     if mode is None:
         return guard
     wanted = Mode.parse(mode)  # a typo is a PolicyError, as in Guard
     if wanted is guard.mode:
         return guard
-    twin = copy.copy(guard)
-    twin.mode = wanted
-    return twin
+    return guard.view(wanted)

@@ -2,7 +2,9 @@
 
 - :class:`GuardElement` goes inside ``ToolsExecutionLoop``, before ``ToolsExecutor``.  It feeds the
   message list into a session incrementally (user turns, tool results) and decides every tool call
-  of the newest assistant turn, in order, before any of them runs.  ``mode="abort"`` stops the
+  of the newest assistant turn, in order, before any of them runs.  Only a ``user`` message whose text is
+  the pipeline's query (the task's prompt) is a user turn; any other ``user``-role message is
+  untrusted content (docs/security.md#the-user-channel).  ``mode="abort"`` stops the
   agent at the first refusal (``AbortAgentError``; the calls before it in the turn run, the rest do
   not); ``mode="deny"`` removes the refused calls from the assistant message (AgentDojo's checks
   read calls from assistant messages, executed or not) and answers each with an error tool result

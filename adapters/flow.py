@@ -21,12 +21,19 @@ and blocks nothing: a call that cannot be bound still runs with the arguments th
 An adapter supplies a :class:`Tools`: how its framework runs a call with given arguments
 (``payload``), how a run's output reads as text (``result``), where warnings go (``report``).
 Adapters may import this module and ``guard``'s public surface, nothing else of the guard.
+
+**Ending sessions.** A session ends with :meth:`~guard.runtime.Session.close` (its ``session_end``
+audit entry, which the monitor and review read: docs/monitoring.md).  A custom loop uses the
+session as a context manager (``with guard.session(id) as session:``), which closes it on every way
+out — normal, an exception, ``KeyboardInterrupt``; adapters that cannot see the end of a run close
+it when the run leaves through an exception (:func:`closed_on_error`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Generator, Iterable
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -49,6 +56,7 @@ __all__ = [
     "adrive",
     "authorized",
     "check_tools",
+    "closed_on_error",
     "decided",
     "drive",
     "execute",
@@ -59,6 +67,22 @@ __all__ = [
 
 log = logging.getLogger("guard.adapters")
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def closed_on_error(session: Session | None) -> Iterator[None]:
+    """Close ``session`` (its ``session_end`` entry) when the block leaves through any exception, then re-raise.
+
+    For the adapters' ways out that skip the framework's end-of-run hook: a tool or model error, an
+    interrupt (``KeyboardInterrupt``, cancellation, a framework's pause for human review).  A
+    session closed here that decides again continues as a new segment (docs/audit.md).
+    """
+    try:
+        yield
+    except BaseException:
+        if session is not None:
+            session.close()  # never raises
+        raise
 
 
 @dataclass(frozen=True, slots=True)

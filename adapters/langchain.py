@@ -10,13 +10,21 @@ Three ways in, one core:
 - :func:`guard_tools` for executors that call ``tool.invoke(tool_call)`` themselves (langchain-core
   only).
 
-The session of a run is fed from the message history: human turns → ``observe_user`` (their
+The session of a run is fed from the message history: the human's turns → ``observe_user`` (their
 non-text blocks → untrusted content), each AI turn's
 tool calls → ``decide`` (in the order the model wrote them, before any of them runs; a reused call
 id is decided again, which refuses it), ``ToolMessage`` results → ``observe_result``, a final AI
 answer → ``observe_final``.  A run is keyed by its thread id, else by its first message's id; with
 neither, or with a message without an id, every call is refused (no shared session, no position
 keys).
+
+The user channel (docs/security.md#the-user-channel): only what a human wrote is a user turn.  A
+``HumanMessage`` is one only when its text is that of a human message the caller passed in a run's
+input (seen by ``GuardMiddleware.before_agent``, or read from the checkpointer, which keeps every
+input of a thread) and it carries no framework marker (``lc_source``).  A summary of
+``SummarizationMiddleware``, a ``HumanMessage`` a tool's ``Command(update=...)``, a node or a
+middleware adds, and a message rewritten after it was fed are observed as untrusted content (see
+:mod:`guard.adapters._langchain_user`).
 
 Binding: a call runs only as ``decide`` → ``Session.authorize(call id, tool, args)`` → the tool
 with the *returned* canonical arguments.  The feed's decision is used only for exactly the tool

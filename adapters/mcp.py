@@ -11,6 +11,11 @@
   and ``complete`` are observed (a read of an undeclared resource or prompt raises InputError).
 * :func:`list_server_tools` reads a server's ``tools/list`` (for ``carbguard policy init --from-mcp``).
 
+The user channel (docs/security.md#the-user-channel): MCP has none from the server side.  Nothing
+the server sends is a user turn — a prompt's or a sampling request's ``role: user`` messages
+included; they are observed as content of the kind the policy's ``mcp`` section gives.  Only a
+program that embeds a client records its human's own words, with ``session.observe_user``.
+
 The relay core imports nothing from ``mcp``; the SDK (``pip install 'carbguard[mcp]'``) is needed
 only by the guarded client and :func:`list_server_tools`.
 """

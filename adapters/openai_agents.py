@@ -5,7 +5,8 @@
     from guard.adapters.openai_agents import run_sync
     result = run_sync(guard, agent, task, session_id="run-42")   # one session per run
 
-or, with a session of your own: ``Runner.run_sync(guard_agent(agent, session), task)``.
+or, with a session of your own: ``Runner.run_sync(guard_agent(agent, session), task)`` (after
+``observe_input(session, task)``; close the session when the run is over).
 
 How a call goes (each function tool is a guarded copy; the caller's tools are not changed):
 
@@ -30,22 +31,50 @@ used as a tool.
 
 History: :func:`run` and :func:`run_sync` feed the fresh session every item the model will be shown
 before its first turn — the items of an SDK ``session=`` memory, then the input (a continued
-conversation, ``result.to_input_list() + [turn]``) — see :func:`observe_items`.  An earlier
-``function_call`` is history, never a decided call: nothing in the input can make it run.  An item
-the guard does not understand, or a server-stored conversation (``previous_response_id``,
-``conversation_id``), refuses the run with :class:`~guard.errors.InputError` before any tool runs.
+conversation, ``result.to_input_list() + [turn]``) — see :func:`observe_items`.  Only the ``role:
+user`` messages of the caller's own input are user turns (:mod:`guard.adapters._openai_history`).
+An earlier ``function_call`` is history, never a decided call: nothing in the input can make it
+run.  An item the guard does not understand, or a server-stored conversation
+(``previous_response_id``, ``conversation_id``), refuses the run with
+:class:`~guard.errors.InputError` before any tool runs.
+
+Approval interrupts: ``input`` may be a ``RunState`` (``result.to_state()`` or
+``RunState.from_string(agent, ...)``, approved or rejected).  The fresh session is fed the state's
+history, and the state is restored against this run's guarded copies, so every pending call is
+decided with the history before it runs.  ``Runner.run(agent, result.to_state())`` in the same
+process stays guarded too: the state holds the interrupted run's guarded copies, which decide in
+that run's session as its next segment.  A guarded copy whose session has seen nothing refuses
+every call (a resume through your own session needs ``observe_input(session, state)``).
+
+Lifecycle: the session :func:`run`, :func:`run_sync` and :func:`run_streamed` open ends
+(``session_end``) on every way out of the run — final answer, approval interrupt, exception,
+cancellation — and is ``result.carbguard_session`` (``exc.carbguard_session``).  A segment reopened
+by a direct ``Runner.run`` ends when the caller closes it, at the latest when its guarded copies
+are garbage collected.  See docs/integrations/openai-agents.md.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import json
 import logging
+import warnings
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from guard.adapters._openai_history import SERVER_STATE, memory_items, observe_items, on_default_loop
+from guard.adapters._openai_history import (
+    SDK_USER_ITEMS,
+    SERVER_STATE,
+    memory_items,
+    observe_items,
+    observe_state,
+    on_default_loop,
+    user_texts,
+)
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Refused, Tools, adrive, check_tools, decided, execute
@@ -54,7 +83,7 @@ from guard.errors import GuardError, InputError
 from guard.runtime import Guard, Session
 
 try:
-    from agents import Agent, FunctionTool, Runner, ToolGuardrailFunctionOutput
+    from agents import Agent, FunctionTool, Runner, RunState, ToolGuardrailFunctionOutput
     from agents.tool_context import ToolContext
     from agents.tool_guardrails import ToolInputGuardrail, ToolInputGuardrailData
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -62,7 +91,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "guard.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'carbguard[openai-agents]'"
     ) from exc
 
-__all__ = ["guard_agent", "guard_tools", "observe_input", "refusal_text", "run", "run_sync"]
+__all__ = ["guard_agent", "guard_tools", "observe_input", "refusal_text", "run", "run_streamed", "run_sync"]
 
 log = logging.getLogger("guard.adapters.openai_agents")
 MAX_PROBE_ROUNDS = 3
@@ -143,7 +172,13 @@ class _Binding:
         """Decide the call (probes included); shadow mode allows every decided call."""
         ctx = data.context
         call = Call(ctx.tool_name, _parse(ctx.tool_arguments), ctx.tool_call_id)
-        decision = await adrive(decided(self.session, call, self._tools(ctx)), self.session, self._run)
+        if not self.session.graph.records:  # fail closed: a session fed nothing would decide without the run's history
+            blind = InputError(
+                f"session {self.session.session_id!r} has seen nothing of the run; use observe_input first"
+            )
+            decision = self.session.refuse(call.tool, call.args, call.call_id, blind)
+        else:
+            decision = await adrive(decided(self.session, call, self._tools(ctx)), self.session, self._run)
         if decision.allowed or self.session.guard.mode is Mode.SHADOW:
             return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
         return ToolGuardrailFunctionOutput.reject_content(refusal_text(decision), output_info=_info(decision))
@@ -239,27 +274,26 @@ def _guard_agent(
     return guarded
 
 
-def observe_input(session: Session, items: str | Sequence[Any]) -> int:
-    """Feed a run's input (a string, or items such as ``result.to_input_list() + [turn]``) into your own session.
+def observe_input(session: Session, items: str | Sequence[Any] | RunState[Any, Any], *, memory: bool = False) -> int:
+    """Feed a run's input into your own session: a string, items (``result.to_input_list() + [turn]``) or a RunState.
 
-    For ``Runner.run(guard_agent(agent, session), items)``: call it before the run, with the items of
-    any SDK ``session=`` memory first.  Returns the number of user turns; raises InputError on an
-    item it does not understand (see :func:`observe_items`).
+    For ``Runner.run(guard_agent(agent, session), items)``: call it before the run — first with the
+    items of any SDK ``session=`` memory and ``memory=True`` (a replay: untrusted content, never user
+    turns), then with the input.  To resume a ``RunState``, load it with the guarded agent
+    (``RunState.from_string(guard_agent(agent, session), stored)``) and pass the state here
+    (``memory=True`` when the run uses a ``session=`` memory).  Returns the number of user turns;
+    raises InputError on an item it does not understand (see :func:`observe_items`).
     """
-    return observe_items(session, items, "run input")
+    if isinstance(items, RunState):
+        starting = items._starting_agent or items._current_agent
+        graph = _agent_graph(starting) if isinstance(starting, Agent) else []
+        names = frozenset(t.name for a in graph for t in a.tools if isinstance(t, FunctionTool))
+        return observe_state(session, items, memory=memory, function_tools=names)
+    return observe_items(session, items, "session= memory" if memory else "run input", user_channel=not memory)
 
 
-def _begin(
-    guard: Guard,
-    agent: Agent[Any],
-    input: str | Sequence[Any],
-    session_id: str,
-    unguarded: Iterable[str],
-    mode: str | None,
-    kwargs: Mapping[str, Any],
-    memory: Sequence[Any] | None,
-) -> tuple[Session, Agent[Any]]:
-    """A fresh session fed with everything the model will be shown before its first turn."""
+def _open(guard: Guard, session_id: str, mode: str | None, kwargs: Mapping[str, Any]) -> Session:
+    """The run's own session (checked before anything is opened)."""
     if not isinstance(session_id, str) or not session_id:
         raise InputError("a guarded run needs a session_id (one session per run; there is no shared default)")
     server = [k for k in SERVER_STATE if kwargs.get(k)]
@@ -268,24 +302,94 @@ def _begin(
             f"carbguard: {', '.join(server)} continues a conversation stored by the server, which the guard "
             "cannot read; pass the earlier items as input (result.to_input_list()) or an SDK session= instead"
         )
-    session = guard_in_mode(guard, mode).session(session_id)
-    users = 0 if memory is None else observe_items(session, memory, "session= memory")
-    users += observe_items(session, input, "run input")
-    if not users:
-        raise InputError("the run's input has no user text for the guard to record")
-    return session, guard_agent(agent, session, unguarded=unguarded)
+    return guard_in_mode(guard, mode).session(session_id)
 
 
-def _end(session: Session, result: Any) -> Any:
-    if isinstance(result.final_output, str):
+def _feed(
+    session: Session,
+    agent: Agent[Any],
+    input: str | Sequence[Any] | RunState[Any, Any],
+    unguarded: Iterable[str],
+    kwargs: Mapping[str, Any],
+    memory: Sequence[Any] | None,
+) -> Agent[Any]:
+    """Feed ``session`` everything the model will be shown before its next turn; the guarded agent."""
+    if isinstance(input, RunState):
+        names = frozenset(t.name for a in _agent_graph(agent) for t in a.tools if isinstance(t, FunctionTool))
+        observe_state(session, input, memory=kwargs.get("session") is not None, function_tools=names)
+    else:
+        calls: dict[str, str] = {}
+        if memory is not None:
+            observe_items(session, memory, "session= memory", user_channel=False, calls=calls)
+        users = observe_items(session, input, "run input", calls=calls)
+        if not users:
+            raise InputError("the run's input has no user text for the guard to record")
+    memo: dict[int, Agent[Any]] = {}
+    guarded = _guard_agent(agent, session, tuple(unguarded), memo)
+    # a segment that a direct Runner.run(agent, result.to_state()) reopens ends here at the latest
+    for copy_ in memo.values():
+        weakref.finalize(copy_, session.close)
+    return guarded
+
+
+def _agent_graph(agent: Agent[Any]) -> list[Agent[Any]]:
+    """``agent`` and every Agent it can hand off to (each once)."""
+    seen: dict[int, Agent[Any]] = {}
+    todo = [agent]
+    while todo:
+        current = todo.pop()
+        if id(current) not in seen:
+            seen[id(current)] = current
+            todo.extend(h for h in current.handoffs if isinstance(h, Agent))
+    return list(seen.values())
+
+
+async def _rebind(state: RunState[Any, Any], guarded: Agent[Any]) -> RunState[Any, Any]:
+    """``state`` with its agents and pending tools resolved against the guarded copies (the SDK's own round trip).
+
+    A ``RunState`` holds the agent objects it was made with (``RunState.from_string(agent, ...)`` with
+    your own agent, or the guarded copies of an earlier run bound to that run's session); the
+    resumed run must run this run's guarded copies, so the state is serialized and restored against
+    ``guarded``, keeping its context object (and with it the approvals).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # the context is not serialized: the live context object is passed back below
+        data = state.to_json(context_serializer=lambda _context: {}, include_tracing_api_key=True)
+    return await RunState.from_json(guarded, data, context_override=state._context)
+
+
+def _finish(session: Session, input: Any, memory: Sequence[Any] | None, result: Any) -> Any:
+    """Observe the final answer, remember SDK-made user items of ``result.input``, attach the session.
+
+    SDK-made: a ``role: user`` message of ``result.input`` that is neither in the caller's input nor
+    in the memory read before the run — a handoff input filter wrote it.
+    """
+    if isinstance(result.final_output, str) and not getattr(result, "interruptions", None):
         session.observe_final(result.final_output)
+    given = input._original_input if isinstance(input, RunState) else input
+    if isinstance(result.input, list):
+        before = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
+        human = [texts for item in [*before, *(memory or ())] if (texts := user_texts(item)) is not None]
+        for item in result.input:
+            texts = user_texts(item)
+            if texts is not None and texts not in human:
+                SDK_USER_ITEMS.add(texts)
+    _attach(result, session)
     return result
+
+
+def _attach(target: object, session: Session | None) -> None:
+    """``target.carbguard_session = session`` where the object allows it (results, exceptions)."""
+    if session is not None:
+        with contextlib.suppress(AttributeError, TypeError):
+            target.carbguard_session = session  # type: ignore[attr-defined]
 
 
 async def run(
     guard: Guard,
     agent: Agent[Any],
-    input: str | Sequence[Any],
+    input: str | Sequence[Any] | RunState[Any, Any],
     *,
     session_id: str,
     unguarded: Iterable[str] = (),
@@ -294,16 +398,54 @@ async def run(
 ) -> Any:
     """``Runner.run`` with a fresh session ``session_id`` that has seen the run's whole input; returns its result.
 
+    ``input`` may be a ``RunState`` (an approval interrupt resumed: ``result.to_state()`` or
+    ``RunState.from_string(agent, ...)``, approved or rejected): the session is fed the state's
+    history and the state runs this run's guarded tools.  The session ends (``session_end``) when
+    the run does — a final answer, an approval interrupt, any exception, a cancellation — and is
+    ``result.carbguard_session`` (and ``exc.carbguard_session`` of an exception it raised).
     ``mode="shadow"`` decides and audits every call exactly as enforcing would, but blocks nothing
     and runs no probe (default: the guard's own mode).
     """
-    memory = kwargs.get("session")
-    items = None if memory is None else await memory_items(memory)
-    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode, kwargs, items)
-    return _end(session, await Runner.run(guarded, input, **kwargs))  # type: ignore[arg-type]
+    session = _open(guard, session_id, mode, kwargs)
+    try:
+        memory = kwargs.get("session")
+        items = None if memory is None or isinstance(input, RunState) else await memory_items(memory)
+        guarded = _feed(session, agent, input, unguarded, kwargs, items)
+        start = await _rebind(input, guarded) if isinstance(input, RunState) else input
+        return _finish(session, input, items, await Runner.run(guarded, start, **kwargs))  # type: ignore[arg-type]
+    except BaseException as exc:
+        _attach(exc, session)
+        raise
+    finally:
+        session.close()
 
 
 def run_sync(
+    guard: Guard,
+    agent: Agent[Any],
+    input: str | Sequence[Any] | RunState[Any, Any],
+    *,
+    session_id: str,
+    unguarded: Iterable[str] = (),
+    mode: str | None = None,
+    **kwargs: Any,
+) -> Any:
+    """The sync twin of :func:`run` (``Runner.run_sync``)."""
+    session = _open(guard, session_id, mode, kwargs)
+    try:
+        memory = kwargs.get("session")
+        items = None if memory is None or isinstance(input, RunState) else on_default_loop(memory_items(memory))
+        guarded = _feed(session, agent, input, unguarded, kwargs, items)
+        start = on_default_loop(_rebind(input, guarded)) if isinstance(input, RunState) else input
+        return _finish(session, input, items, Runner.run_sync(guarded, start, **kwargs))  # type: ignore[arg-type]
+    except BaseException as exc:
+        _attach(exc, session)
+        raise
+    finally:
+        session.close()
+
+
+def run_streamed(
     guard: Guard,
     agent: Agent[Any],
     input: str | Sequence[Any],
@@ -313,8 +455,36 @@ def run_sync(
     mode: str | None = None,
     **kwargs: Any,
 ) -> Any:
-    """The sync twin of :func:`run` (``Runner.run_sync``)."""
-    memory = kwargs.get("session")
-    items = None if memory is None else on_default_loop(memory_items(memory))
-    session, guarded = _begin(guard, agent, input, session_id, unguarded, mode, kwargs, items)
-    return _end(session, Runner.run_sync(guarded, input, **kwargs))  # type: ignore[arg-type]
+    """``Runner.run_streamed`` with a fresh session ``session_id``; returns the streaming result.
+
+    Call it inside a running event loop and consume ``result.stream_events()``.  The session is
+    ``result.carbguard_session`` and ends (``session_end``) when the run's task does: its last
+    event, an exception, an approval interrupt or ``result.cancel()``.  An SDK ``session=`` memory
+    or a ``RunState`` needs :func:`run` (their history is read before the run starts).
+    """
+    if kwargs.get("session") is not None or isinstance(input, RunState):
+        raise InputError("carbguard: run_streamed takes no session= memory or RunState; use run (or run_sync)")
+    session = _open(guard, session_id, mode, kwargs)
+    try:
+        guarded = _feed(session, agent, input, unguarded, kwargs, None)
+        result = Runner.run_streamed(guarded, input, **kwargs)  # type: ignore[arg-type]
+    except BaseException as exc:
+        _attach(exc, session)
+        session.close()
+        raise
+    _attach(result, session)
+    task = result.run_loop_task
+    if task is None:  # pragma: no cover - the SDK always starts the run's task
+        session.close()
+        return result
+
+    def ended(done: asyncio.Task[Any]) -> None:
+        try:
+            finished = not done.cancelled() and done.exception() is None and not result.interruptions
+            if finished and isinstance(result.final_output, str):
+                session.observe_final(result.final_output)
+        finally:
+            session.close()
+
+    task.add_done_callback(ended)
+    return result

@@ -5,7 +5,10 @@ run (the number of scripted turns already in the model's input) answers with ``t
 of output items (:func:`function_call`, :func:`message`) or a plain string (a final message).  It
 ignores the tools it is offered, so an ``Agent`` with the real ``Runner`` runs offline and
 deterministically, the way this project's tests and examples drive agents.  It keeps the inputs it
-was called with (``inputs``) so a test can read what the model was told (e.g. a refusal).
+was called with (``inputs``) so a test can read what the model was told (e.g. a refusal).  It
+streams too (``Runner.run_streamed``): a turn is one ``response.completed`` event.  A turn's items
+carry ids naming the turn; the model finds them also inside text that quotes them (a handoff's
+nested history summary), so a rewritten history does not restart the script.
 """
 
 from __future__ import annotations
@@ -18,11 +21,17 @@ from typing import Any
 from agents.items import ModelResponse, TResponseInputItem, TResponseOutputItem, TResponseStreamEvent
 from agents.models.interface import Model
 from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
 
 __all__ = ["ScriptedModel", "function_call", "message"]
 
-_ID = re.compile(r"^carbguard-scripted-(\d+)-\d+$")
+_ID = re.compile(r"carbguard-scripted-(\d+)-\d+")
 Turn = Sequence[TResponseOutputItem] | str
 
 
@@ -50,8 +59,8 @@ class ScriptedModel(Model):
     def _turn(self, items: str | list[TResponseInputItem]) -> int:
         seen = -1
         for item in [] if isinstance(items, str) else items:
-            found = _ID.match(str(_field(item, "id") or ""))
-            if found:
+            text = json.dumps(item, default=str) if isinstance(item, dict) else str(item)
+            for found in _ID.finditer(text):
                 seen = max(seen, int(found.group(1)))
         return min(seen + 1, len(self.turns) - 1)
 
@@ -66,10 +75,21 @@ class ScriptedModel(Model):
         self.inputs.append([input] if isinstance(input, str) else list(input))
         return ModelResponse(output=self._output(self._turn(input)), usage=Usage(), response_id=None)
 
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        """Not scripted: use ``Runner.run`` or ``Runner.run_sync``."""
-        raise NotImplementedError("ScriptedModel does not stream; use Runner.run or Runner.run_sync")
-
-
-def _field(item: Any, name: str) -> Any:
-    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+    async def stream_response(
+        self, system_instructions: Any, input: Any, *args: Any, **kwargs: Any
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """The next scripted turn as one ``response.completed`` event."""
+        self.inputs.append([input] if isinstance(input, str) else list(input))
+        response = Response(
+            id="carbguard-scripted",
+            created_at=0,
+            model="carbguard-scripted",
+            object="response",
+            output=self._output(self._turn(input)),
+            tool_choice="auto",
+            tools=[],
+            top_p=None,
+            parallel_tool_calls=False,
+            status="completed",
+        )
+        yield ResponseCompletedEvent(type="response.completed", response=response, sequence_number=0)

@@ -1,9 +1,15 @@
 """The circuit breaker: on a monitor's alarm a running guard switches to its fallback, audited.
 
-:meth:`guard.runtime.Guard.trip` (thread-safe, idempotent) switches the guard to its fallback and
-writes one audit entry ``{"event": "breaker", "kind": "breaker", "reason", "from", "to"}`` *before*
-the switch is reported; if that write fails the guard trips anyway (fail closed) and the failure is
-logged.  The fallback is one of:
+The breaker owns the gate's state (docs/monitoring.md#the-circuit-breaker): the calibrated threshold,
+the fallback, and whether, when and why it tripped, as one immutable :class:`GateState` snapshot that
+it replaces under its lock.  :attr:`guard.runtime.Guard.threshold` reads it (it cannot be assigned),
+so every view of a guard (:meth:`guard.runtime.Guard.view`) sees the same effective threshold, and a
+trip seen by any view switches them all.
+
+:meth:`Breaker.trip` (thread-safe, idempotent) switches to the fallback and writes one audit entry
+``{"event": "breaker", "kind": "breaker", "reason", "from", "to"}`` *before* the switch is reported;
+if that write fails the breaker trips anyway (fail closed) and the failure is logged.  The fallback is
+one of:
 
 - ``escalate`` (policy ``calibration.fallback: escalate``, the default; ``fallback=-inf``): every
   call of a sink or of a tool with a side effect (every call the ledger can charge; a tool the policy
@@ -13,73 +19,181 @@ logged.  The fallback is one of:
 - a stricter artifact's threshold, which replaces the guard's (never a looser one).
 
 A running process trips on an alarm without a restart through a *trip file*: ``carbguard monitor
-... --trip FILE`` writes ``{"artifact": ID, "reason": ...}`` there on an alarm, and a guard built with
-``trip_file=FILE`` checks the file's ``os.stat`` at each decision (one syscall; the file is read
-only when its mtime or size changed) and trips when the file names its artifact id (or no artifact).
-A trip file that exists but cannot be read or parsed trips the guard too (fail closed).  The guard
-stays tripped for its lifetime; a guard started with the same artifact and the same trip file trips
-again at its first decision, so only a new calibration (a different artifact id) lifts it.
+... --trip FILE`` writes :func:`trip_text` there on an alarm, and a guard built with
+``trip_file=FILE`` checks the file's ``os.stat`` at each decision (one syscall; the file is read only
+when its identity, mtime, ctime or size changed, or it changed too recently for the stat to tell).
+The file's format is exact (:func:`parse_trip`): the UTF-8 bytes of ``json.dumps({"artifact": ID,
+"reason": TEXT}) + "\\n"`` with ``ID`` a non-empty string (or ``null``: every artifact) and ``TEXT`` a
+string.  Only a file in exactly that form naming *another* artifact id is ignored; one naming the
+guard's artifact (or ``null``) trips it, and so does every other file that exists at the path (not a
+regular file, unreadable, too large, not UTF-8, a BOM, not that JSON, another key set or order,
+duplicate keys, other types, other spacing, trailing bytes).  The guard stays tripped for its
+lifetime; a guard started with the same artifact and the same trip file trips again at its first
+decision, so only a new calibration (a different artifact id) lifts it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
 import os
+import stat
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from guard.errors import GuardError
 from guard.jsonio import encode_float, loads_strict
 from guard.policy import Effect, ToolKind, ToolSpec
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
 
+MAX_TRIP_BYTES = 64 * 1024
+"""A trip file larger than this is not one :func:`trip_text` writes: it trips without being read."""
+
+MAX_REASON_CHARS = 1000
+""":func:`trip_text` keeps this much of the reason (the audit entry keeps 400 characters of it)."""
+
+RACY_NS = 2_000_000_000
+"""A trip file changed less than this before it was read is read again at the next decision: a
+rewrite within the file system's timestamp granularity can leave mtime, ctime and size unchanged."""
+
+
+class TripFileError(ValueError):
+    """A trip file that is not exactly in the format :func:`trip_text` writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateState:
+    """One immutable snapshot of the gate's threshold and the circuit breaker.
+
+    ``threshold`` is the effective threshold the gate compares scores with (``calibrated`` until a
+    trip to a stricter artifact); ``tripped``, ``when`` (``time.time()`` of the trip), ``reason`` and
+    ``escalate_actions`` (the ``escalate`` fallback is in force) describe the trip.
+    """
+
+    threshold: float
+    calibrated: float
+    artifact_id: str | None
+    fallback: float
+    fallback_id: str | None
+    tripped: bool = False
+    escalate_actions: bool = False
+    reason: str | None = None
+    when: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TripAlarm:
+    """A well-formed trip file: the artifact it names (None: every artifact) and the alarm's reason."""
+
+    artifact: str | None
+    reason: str
+
 
 class Breaker:
-    """The trip state of one guard: fallback threshold, trip file, and whether it has tripped."""
+    """The owner of one guard's gate state: its threshold, fallback, trip file and whether it has tripped.
 
-    def __init__(self, fallback: float, fallback_id: str | None, trip_file: str | Path | None) -> None:
+    Every view of a guard shares its breaker (docs/monitoring.md#the-circuit-breaker); the breaker
+    never holds a guard.  :attr:`state` is the current :class:`GateState` (replaced, never mutated).
+    """
+
+    def __init__(
+        self,
+        threshold: float,
+        artifact_id: str | None,
+        fallback: float,
+        fallback_id: str | None,
+        trip_file: str | Path | None,
+    ) -> None:
+        if math.isnan(threshold):
+            raise ValueError("threshold must be a number or ±inf, not NaN")
         if math.isnan(fallback):
             raise ValueError("fallback threshold must be a number or -inf, not NaN")
-        self.fallback = float(fallback)
-        self.fallback_id = fallback_id
-        self.trip_file = None if trip_file is None else Path(trip_file)
-        self.tripped = False
-        self.escalate_actions = False
-        self.reason: str | None = None
-        self._seen: tuple[int, int] | None = None
+        self._state = GateState(
+            threshold=float(threshold),
+            calibrated=float(threshold),
+            artifact_id=artifact_id,
+            fallback=float(fallback),
+            fallback_id=fallback_id,
+        )
+        self._trip_file = None if trip_file is None else Path(trip_file)
+        self._seen: tuple[int, ...] | None = None
         self._lock = threading.Lock()
 
-    def trip(self, guard: Any, reason: str) -> bool:
-        """Switch ``guard`` to the fallback and audit it; False if it had already tripped."""
+    # ------------------------------------------------------------------ read-only state
+
+    @property
+    def state(self) -> GateState:
+        """The current gate state (an immutable snapshot)."""
+        return self._state
+
+    @property
+    def threshold(self) -> float:
+        """The effective threshold."""
+        return self._state.threshold
+
+    @property
+    def tripped(self) -> bool:
+        """Whether the breaker has tripped."""
+        return self._state.tripped
+
+    @property
+    def reason(self) -> str | None:
+        """Why it tripped (None before a trip)."""
+        return self._state.reason
+
+    @property
+    def fallback(self) -> float:
+        """The fallback threshold (``-inf``: escalate every sink and side effect)."""
+        return self._state.fallback
+
+    @property
+    def fallback_id(self) -> str | None:
+        """The fallback artifact's id (None for ``escalate``)."""
+        return self._state.fallback_id
+
+    @property
+    def escalate_actions(self) -> bool:
+        """Whether the tripped ``escalate`` fallback is in force."""
+        return self._state.escalate_actions
+
+    @property
+    def trip_file(self) -> Path | None:
+        """The trip file this breaker polls (None: none)."""
+        return self._trip_file
+
+    # ------------------------------------------------------------------ switching
+
+    def trip(self, reason: str, audit: AuditSink | None) -> bool:
+        """Switch to the fallback and audit it to ``audit``; False if it had already tripped."""
         with self._lock:
-            if self.tripped:
+            before = self._state
+            if before.tripped:
                 return False
             text = str(reason)[:500]
-            actions = math.isinf(self.fallback) and self.fallback < 0
-            after = guard.threshold if actions else min(self.fallback, guard.threshold)  # never looser
-            to: dict[str, Any] = {"threshold": encode_float(after), "artifact": self.fallback_id}
+            actions = math.isinf(before.fallback) and before.fallback < 0
+            after = before.threshold if actions else min(before.fallback, before.threshold)  # never looser
+            to: dict[str, Any] = {"threshold": encode_float(after), "artifact": before.fallback_id}
             if actions:
                 to["escalate"] = "sinks and side effects"
             entry: dict[str, Any] = {
                 "event": "breaker",
                 "kind": "breaker",
                 "reason": text,
-                "from": {"threshold": encode_float(guard.threshold), "artifact": guard.artifact_id},
+                "from": {"threshold": encode_float(before.threshold), "artifact": before.artifact_id},
                 "to": to,
             }
-            guard.threshold = after
-            self.escalate_actions = actions
-            self.tripped = True
-            self.reason = text
-            sink: AuditSink | None = guard.audit
-            if sink is not None:
+            self._state = dataclasses.replace(
+                before, threshold=after, tripped=True, escalate_actions=actions, reason=text, when=time.time()
+            )
+            if audit is not None:
                 try:
-                    sink.write(entry)
+                    audit.write(entry)
                 except Exception as exc:  # noqa: BLE001 - tripped anyway: the stricter side
                     LOG.error("breaker entry not written: %s", exc)
             return True
@@ -87,41 +201,108 @@ class Breaker:
     def escalates(self, spec: ToolSpec | None) -> bool:
         """Whether the tripped ``escalate`` fallback escalates a call of this tool (a sink or a side effect;
         a tool the policy does not know counts as one)."""
-        if not self.escalate_actions:
+        if not self._state.escalate_actions:
             return False
         return spec is None or spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE
 
-    def poll(self, guard: Any) -> None:
-        """Trip ``guard`` if its trip file (changed since the last look) names its artifact; never raises."""
-        path = self.trip_file
-        if path is None or self.tripped:
+    def poll(self, audit: AuditSink | None) -> None:
+        """Trip (audited to ``audit``) if the trip file, changed since the last look, is not exactly a
+        well-formed alarm naming another artifact; never raises."""
+        path = self._trip_file
+        if path is None or self._state.tripped:
             return
         try:
             st = os.stat(path)
         except FileNotFoundError:
             return
-        except OSError as exc:
-            self.trip(guard, f"trip file {path} cannot be checked: {type(exc).__name__}")
+        except Exception as exc:  # noqa: BLE001 - a trip file that cannot be checked trips (fail closed)
+            self.trip(f"trip file {path} cannot be checked: {type(exc).__name__}", audit)
             return
-        seen = (st.st_mtime_ns, st.st_size)
-        if seen == self._seen:
+        if _identity(st) == self._seen:
             return
-        self._seen = seen
         try:
-            data = loads_strict(path.read_text(encoding="utf-8"), str(path))
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError, GuardError) as exc:
-            self.trip(guard, f"trip file {path} unreadable: {type(exc).__name__}")
+            data, seen = _read(path)
+            alarm = parse_trip(data)
+        except Exception as exc:  # noqa: BLE001 - anything not read exactly trips (fail closed)
+            detail = str(exc) if isinstance(exc, TripFileError) else type(exc).__name__
+            self.trip(f"trip file {path} unreadable: {detail}", audit)
             return
-        named = data.get("artifact")
-        if named is None or named == guard.artifact_id:
-            self.trip(guard, f"trip file {path}: {str(data.get('reason', 'alarm'))[:400]}")
+        if alarm.artifact is None or alarm.artifact == self._state.artifact_id:
+            self.trip(f"trip file {path}: {alarm.reason[:400]}", audit)
+            return
+        self._seen = seen  # another artifact's alarm: not read again until the file changes
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _read(path: Path) -> tuple[bytes, tuple[int, ...] | None]:
+    """The bytes of the regular file at ``path`` (at most one more than :data:`MAX_TRIP_BYTES`) and its
+    identity to remember, None when the file changed during the read or too recently to trust its stat."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        before = os.fstat(fd)
+        if not stat.S_ISREG(before.st_mode):
+            raise TripFileError("not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_TRIP_BYTES:
+            chunk = os.read(fd, MAX_TRIP_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    seen = _identity(after)
+    racy = time.time_ns() - max(after.st_mtime_ns, after.st_ctime_ns) < RACY_NS
+    return b"".join(chunks), None if racy or seen != _identity(before) else seen
+
+
+def _render(artifact: str | None, reason: str) -> str:
+    return json.dumps({"artifact": artifact, "reason": reason}) + "\n"
+
+
+def parse_trip(data: bytes) -> TripAlarm:
+    """The alarm of a trip file's bytes; :class:`TripFileError` unless they are exactly what
+    :func:`trip_text` writes (docs/monitoring.md#the-circuit-breaker): the UTF-8 (no BOM) bytes of
+    ``json.dumps({"artifact": ID, "reason": TEXT}) + "\\n"``, ``ID`` a non-empty string or null."""
+    if len(data) > MAX_TRIP_BYTES:
+        raise TripFileError(f"larger than {MAX_TRIP_BYTES} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TripFileError("not UTF-8") from None
+    try:
+        value = loads_strict(text, "trip file")
+    except Exception:  # noqa: BLE001 - every parse failure is the same verdict
+        raise TripFileError("not strict JSON") from None
+    if type(value) is not dict or list(value) != ["artifact", "reason"]:
+        raise TripFileError('not a JSON object with exactly the keys "artifact" and "reason"')
+    artifact, reason = value["artifact"], value["reason"]
+    if not (artifact is None or (type(artifact) is str and artifact)):
+        raise TripFileError('"artifact" is not a non-empty string or null')
+    if type(reason) is not str:
+        raise TripFileError('"reason" is not a string')
+    if text != _render(artifact, reason):
+        raise TripFileError("not in the exact form carbguard monitor writes")
+    return TripAlarm(artifact, reason)
 
 
 def trip_text(artifact_id: str, reason: str) -> str:
-    """The content of a trip file naming ``artifact_id`` (the CLI writes it with its atomic output helper)."""
-    return json.dumps({"artifact": artifact_id, "reason": reason}) + "\n"
+    """The content of a trip file naming ``artifact_id`` (the CLI writes it with its atomic output helper).
+
+    ``reason`` is cut to :data:`MAX_REASON_CHARS` characters and a lone surrogate in it (a path that
+    is not UTF-8) is written as its escape, so the file always parses (:func:`parse_trip`).
+    """
+    if type(artifact_id) is not str or not artifact_id:
+        raise ValueError("a trip file names an artifact id: a non-empty string")
+    if type(reason) is not str:
+        raise ValueError("a trip file's reason is a string")
+    text = reason[:MAX_REASON_CHARS].encode("utf-8", "backslashreplace").decode("utf-8")
+    return _render(artifact_id, text)
 
 
-__all__ = ["Breaker", "trip_text"]
+__all__ = ["Breaker", "GateState", "TripAlarm", "TripFileError", "parse_trip", "trip_text"]

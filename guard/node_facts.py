@@ -42,8 +42,10 @@ def node_facts(
     truncated: bool = False,
 ) -> NodeFacts:
     """The facts of ``record`` whose indexed text is ``text``: where injection patterns match, canaries."""
-    patterns = tuple(injection), tuple(canary)
-    injection_at, has_canary = _cached(*patterns, text) if len(text) <= _CACHED_CHARS else _matches(*patterns, text)
+    if len(text) <= _CACHED_CHARS:
+        injection_at, has_canary = _cached(_key(tuple(injection)), _key(tuple(canary)), text)
+    else:
+        injection_at, has_canary = _matches(tuple(injection), tuple(canary), text)
     return NodeFacts(
         index=record.index,
         kind=record.kind,
@@ -103,7 +105,39 @@ def _gate(patterns: tuple[re.Pattern[str], ...]) -> re.Pattern[str] | None:
         return None
 
 
-_cached = lru_cache(maxsize=8192)(_matches)
+class _Key:
+    """A pattern tuple as a memo key whose hash is computed once: a compiled pattern hashes its whole program
+    at every call, which made each memo lookup cost as much as a short scan."""
+
+    __slots__ = ("hash", "patterns")
+
+    def __init__(self, patterns: tuple[re.Pattern[str], ...]) -> None:
+        self.patterns = patterns
+        self.hash = hash(patterns)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and (other.patterns is self.patterns or other.patterns == self.patterns)
+
+
+_KEYS: dict[int, _Key] = {}  # id of a pattern tuple → its key (the key holds the tuple, so the id stays its own)
+
+
+def _key(patterns: tuple[re.Pattern[str], ...]) -> _Key:
+    key = _KEYS.get(id(patterns))
+    if key is None or key.patterns is not patterns:
+        if len(_KEYS) >= 256:
+            _KEYS.clear()
+        key = _KEYS[id(patterns)] = _Key(patterns)
+    return key
+
+
+@lru_cache(maxsize=8192)
+def _cached(injection: _Key, canary: _Key, text: str) -> tuple[tuple[int, ...], bool]:
+    """:func:`_matches` of a text of at most :data:`_CACHED_CHARS` characters, kept (texts repeat)."""
+    return _matches(injection.patterns, canary.patterns, text)
 
 
 def admitted_text(

@@ -15,7 +15,9 @@ When a line is written:
   ``"ended": "close"`` (it is a real episode whose executed prefix the ledger can judge); a session
   that is neither finished nor closed (the process died) is not written;
 - records that arrive after the episode was written are not recorded (the ``session_end`` audit
-  entry counts them as ``late_records``): one session is one episode.
+  entry counts them as ``late_records``): one session is one episode.  A closed session that decides
+  again continues as a new segment with its own ``session_end`` entry (``<id>#segment-<n>``,
+  docs/audit.md); its records are late records of the one episode, and its entry says ``recorded: false``.
 
 Metadata: ``Session.annotate`` sets it from the agent's code; ``EpisodeRecorder(path, annotate=...)``
 is asked for it just before each episode is written, whichever adapter drives the session (e.g. the
@@ -45,6 +47,7 @@ import math
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +61,7 @@ from guard.jsonio import encode_float
 from guard.policy import Policy
 from guard.protocols import AuditSink
 from guard.records import Episode, EpisodeMeta, Record, RecordKind
+from guard.segments import Segments
 
 LOG = logging.getLogger("guard.recorder")
 FILE_MODE = 0o600
@@ -65,10 +69,15 @@ FILE_MODE = 0o600
 
 class _Guard(Protocol):
     policy: Policy
-    threshold: float
-    artifact_id: str | None
-    mode: Mode
     audit: AuditSink | None
+
+    @property
+    def threshold(self) -> float: ...  # read-only: the breaker owns it (guard.breaker)
+    @property
+    def artifact_id(self) -> str | None: ...
+    @property
+    def mode(self) -> Mode: ...
+
     recorder: EpisodeRecorder | None
 
     @property
@@ -95,6 +104,7 @@ class Session(Protocol):
     session_id: str
     graph: PrefixGraph
     recording: RecordState
+    segments: Segments
 
     @property
     def decisions(self) -> Mapping[str, Decision]: ...
@@ -278,19 +288,26 @@ def write_episode(session: Session, ended: str) -> bool:
 
 
 def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
-    """The ``session_end`` audit entry: what monitoring needs, no raw values.
+    """The ``session_end`` audit entry of the running segment: what monitoring needs, no raw values.
 
-    ``stop_max`` is :func:`stop_max` of the session's latest decision per call id, in order;
+    ``stop_max`` is :func:`stop_max` of the segment's latest decision per call id, in order;
     ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
-    ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`).
+    ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`),
+    picked by the segment's own id.  A session's second and later segments (a closed session that
+    decided again) carry ``session: <id>#segment-<n>`` and ``segment: n``; their records were not in
+    the recorded episode (written once per session), so they report ``recorded: false`` when recording.
     """
     guard, state = session.guard, session.recording
-    scores = [d.score for d in session.decisions.values()]
+    segments = session.segments
+    decisions = segments.decisions(session.decisions)
+    scores = [d.score for d in decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
+    later = segments.number > 1
     entry = {
+        "ts": time.time(),
         "event": "session_end",
-        "session": session.session_id,
+        **segments.fields(),
         "mode": guard.mode,
         "artifact": guard.artifact_id,
         "threshold": encode_float(guard.threshold),
@@ -300,18 +317,20 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
         "max_score": encode_float(max(finite)) if finite else None,
         "stop_max": encode_float(statistic),
         "intervened": statistic > guard.threshold,
-        "verdicts": sorted({d.verdict.value for d in session.decisions.values()}),
-        "recorded": None if guard.recorder is None else state.error is None and state.recorded,
+        "verdicts": sorted({d.verdict.value for d in decisions.values()}),
+        "recorded": None if guard.recorder is None else state.error is None and state.recorded and not later,
         "late_records": len(session.graph.records) - state.records if state.recorded else 0,
     }
     if guard.review is not None:  # the keyed review pick and its rate: the risk monitor weights by 1/p
-        entry["review"] = guard.review.entry(session.session_id)
+        entry["review"] = guard.review.entry(segments.audit_id)
     return entry
 
 
 def end_session(session: Session) -> None:
-    """Write the episode (if recording and not yet written) and the ``session_end`` entry; never raise."""
-    ended = "final" if any(r.kind is RecordKind.FINAL for r in session.graph.records.values()) else "close"
+    """Write the episode (if recording and not yet written) and the segment's ``session_end`` entry; never raise."""
+    records = session.graph.records
+    final_seen = any(r.kind is RecordKind.FINAL for i, r in records.items() if i >= session.segments.start)
+    ended = "final" if final_seen else "close"
     write_episode(session, "close")
     sink = session.guard.audit
     if sink is None:

@@ -43,10 +43,15 @@ class Trust(StrEnum):
 def freeze_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     """Return a read-only deep copy of JSON-like arguments; raise InputError if not JSON."""
     try:
-        text = json.dumps(args, sort_keys=True, allow_nan=False)
+        text = _ENCODER.encode(args)
     except (TypeError, ValueError) as exc:
         raise InputError(f"tool arguments are not valid JSON: {exc}") from exc
-    return MappingProxyType(json.loads(text))
+    return MappingProxyType(_DECODER.raw_decode(text)[0])
+
+
+# built once: ``json.dumps`` with options builds an encoder at every call, a third of the copy's cost
+_ENCODER = json.JSONEncoder(sort_keys=True, allow_nan=False, separators=(",", ":"))
+_DECODER = json.JSONDecoder()
 
 
 def canonical_args(args: Any) -> dict[str, Any]:
@@ -63,7 +68,7 @@ def canonical_args(args: Any) -> dict[str, Any]:
     """
     if type(args) is not dict:
         raise InputError(f"arguments must be a plain JSON object (dict), got {_type_name(args)}")
-    canon: dict[str, Any] = _canonical(args, "arguments", 0)  # an exact dict walks to a plain dict
+    canon: dict[str, Any] = _canonical(args, (), 0)  # an exact dict walks to a plain dict
     return canon
 
 
@@ -84,29 +89,40 @@ def _type_name(value: Any) -> str:
 _PLAIN = (dict, list, tuple, str, int, float, bool, type(None))
 
 
-def _canonical(value: Any, where: str, depth: int) -> Any:
+_Path = tuple[str | int, ...]  # where a value sits: keys (str) and list positions (int) from the top
+
+
+def _canonical(value: Any, path: _Path, depth: int) -> Any:
     kind = type(value)
     if value is None or kind is str or kind is bool or kind is int:
         return value
     if kind is float:
         if not math.isfinite(value):
-            raise InputError(f"{where}: {float.__repr__(value)} is not a finite number")
+            raise InputError(f"{_where(path)}: {float.__repr__(value)} is not a finite number")
         return value
     if kind is dict or kind is list or kind is tuple:
         if depth + 1 > MAX_DEPTH:
-            raise InputError(f"arguments nest deeper than {MAX_DEPTH} levels (at {where})")
+            raise InputError(f"arguments nest deeper than {MAX_DEPTH} levels (at {_where(path)})")
         if kind is dict:
             out: dict[str, Any] = {}
             for key, inner in dict.items(value):
                 if type(key) is not str:
-                    raise InputError(f"{where}: key {safe_repr(key)[:80]} is a {_type_name(key)}, not a plain string")
-                out[key] = _canonical(inner, f"{where}[{safe_repr(key)[:80]}]", depth + 1)
+                    raise InputError(
+                        f"{_where(path)}: key {safe_repr(key)[:80]} is a {_type_name(key)}, not a plain string"
+                    )
+                out[key] = _canonical(inner, (*path, key), depth + 1)
             return out
-        return [_canonical(inner, f"{where}[{i}]", depth + 1) for i, inner in enumerate(value)]
+        return [_canonical(inner, (*path, i), depth + 1) for i, inner in enumerate(value)]
     raise InputError(
-        f"{where}: a {_type_name(value)} is not a plain JSON value "
+        f"{_where(path)}: a {_type_name(value)} is not a plain JSON value "
         "(exact dict, list, str, int, float, bool or None; subclasses are refused)"
     )
+
+
+def _where(path: _Path) -> str:
+    """``arguments['a'][0]...``: the place of ``path`` for a message, built only when one is raised (a path
+    formatted at every key cost a third of the copy)."""
+    return "arguments" + "".join(f"[{step}]" if type(step) is int else f"[{safe_repr(step)[:80]}]" for step in path)
 
 
 def safe_repr(value: Any) -> str:
@@ -133,33 +149,52 @@ class Record:
     _leaf_values: tuple[tuple[str, str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # the leaf values are read at many places of one decision; the arguments are frozen, so read them once
-        object.__setattr__(
-            self, "_leaf_values", tuple(leaf for name, value in self.args.items() for leaf in _leaves(name, value))
-        )
+        # the strings are read at many places of one decision; the arguments are frozen, so read them once
+        object.__setattr__(self, "_leaf_values", argument_strings(self.args))
 
     def args_json(self) -> str:
         """The arguments as canonical JSON (sorted keys)."""
         return json.dumps(dict(self.args), sort_keys=True, ensure_ascii=False)
 
     def arg_values(self) -> Iterator[tuple[str, str]]:
-        """Yield ``(argument name, value as text)`` for every leaf value of the arguments."""
+        """Yield ``(argument name, text)`` for every string the tool receives in an argument: each leaf
+        value, then each key of an object nested in it (at any depth, inside lists too), under the name of
+        the top-level argument that holds it (see :func:`argument_strings`)."""
         return iter(self._leaf_values)
 
 
-def _leaves(name: str, value: Any) -> Iterator[tuple[str, str]]:
-    if isinstance(value, Mapping):
-        for inner in value.values():
-            yield from _leaves(name, inner)
+def argument_strings(args: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``(argument name, text)`` of every leaf value of ``args``, in order, and then of every key of an
+    object nested in an argument, in order: the tool receives the keys too, so a value placed as a key
+    is evidence like a value (docs/evidence.md#every-string-the-tool-receives).
+
+    The leaves come first, so that the text of arguments without nested objects is what it always was;
+    a top-level argument's own name is the tool's parameter, not a value, and is not yielded.
+    """
+    leaves: list[tuple[str, str]] = []
+    keys: list[tuple[str, str]] = []
+    for name, value in args.items():
+        _walk(name, value, leaves, keys)
+    return tuple(leaves + keys)
+
+
+def _walk(name: str, value: Any, leaves: list[tuple[str, str]], keys: list[tuple[str, str]]) -> None:
+    """Collect the leaf values of ``value`` into ``leaves`` and the keys of its objects into ``keys``."""
+    if type(value) is str:  # the common case first: no isinstance check against an ABC
+        leaves.append((name, value))
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            keys.append((name, str(key)))
+            _walk(name, inner, leaves, keys)
     elif isinstance(value, list | tuple):
         for inner in value:
-            yield from _leaves(name, inner)
+            _walk(name, inner, leaves, keys)
     elif value is None:
         return
     elif isinstance(value, bool):
-        yield name, "true" if value else "false"
+        leaves.append((name, "true" if value else "false"))
     else:
-        yield name, str(value)
+        leaves.append((name, str(value)))
 
 
 def user(index: int, text: str) -> Record:

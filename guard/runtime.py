@@ -16,11 +16,11 @@ import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from guard import stages
 from guard.audit import AuditLog
-from guard.breaker import Breaker
+from guard.breaker import Breaker, GateState
 from guard.calls import CallBook, CallState, decided_call
 from guard.decision import Decision, Mode, Reason
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
@@ -33,6 +33,7 @@ from guard.records import Record, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.review import ReviewSampler, review_key
 from guard.scorer import WeightedScorer
+from guard.segments import Segments
 from guard.selectors import make_selector
 
 
@@ -45,7 +46,21 @@ class Guard:
     ``record=PATH`` (either mode) appends each session's replayable episode — raw tool results
     included — to a ``0600`` episodes file at its final answer or :meth:`Session.close`
     (:mod:`guard.recorder`); recording never changes a decision and never raises into the agent.
+    The :attr:`breaker` owns the gate state (docs/monitoring.md#the-circuit-breaker): :attr:`threshold`,
+    :attr:`tripped`, :attr:`trip_state` (and :attr:`artifact_id`, :attr:`mode`) are read-only.
     """
+
+    #: What every :meth:`view` of a guard shares on purpose; a view owns nothing else but its mode.
+    SHARED: ClassVar[tuple[str, ...]] = (
+        "policy",
+        "audit",
+        "selector",
+        "scorer",
+        "certifier",
+        "recorder",
+        "review",
+        "breaker",
+    )
 
     def __init__(
         self,
@@ -70,10 +85,8 @@ class Guard:
             )
         if math.isnan(threshold):
             raise PolicyError("threshold must be a number or ±inf, not NaN")
-        self.mode = Mode.parse(mode)
+        self._mode = Mode.parse(mode)
         self.policy = policy
-        self.threshold = float(threshold)
-        self.artifact_id = artifact_id
         self.audit: AuditSink | None = AuditLog(audit) if isinstance(audit, str | Path) else audit
         self.selector = selector or make_selector(policy.selector)
         self.scorer = scorer or WeightedScorer(policy)
@@ -84,11 +97,51 @@ class Guard:
             if policy.review is None
             else ReviewSampler(review_key(policy.review, policy.resolve), policy.review.rate)
         )  # guard.review: keyed pick of sessions for labelling
-        self.breaker = Breaker(fallback, fallback_id, trip_file)  # guard.breaker: the switch on an alarm
+        # guard.breaker: owns the threshold and the switch on an alarm, shared by every view of this guard
+        self.breaker = Breaker(float(threshold), artifact_id, fallback, fallback_id, trip_file)
+
+    def view(self, mode: Mode | str) -> Guard:
+        """A new guard in ``mode`` (``"enforce"``/``"shadow"``; a typo is a PolicyError) sharing :attr:`SHARED`.
+
+        Shared on purpose: the breaker (one threshold, one trip seen by every view, audited once), audit
+        sink, policy, selector, scorer, certifier, recorder and review sampler, so decisions and audit
+        entries are the same; only :meth:`Session.authorize` differs.  The view owns only its mode.
+        """
+        wanted = Mode.parse(mode)
+        twin = object.__new__(type(self))
+        for name in self.SHARED:
+            setattr(twin, name, getattr(self, name))
+        twin._mode = wanted
+        return twin
+
+    @property
+    def mode(self) -> Mode:
+        """``enforce`` or ``shadow`` (read-only; :meth:`view` gives the guard in another mode)."""
+        return self._mode
+
+    @property
+    def threshold(self) -> float:
+        """The effective threshold: the calibrated one, or a stricter fallback's after a trip (read-only)."""
+        return self.breaker.state.threshold
+
+    @property
+    def artifact_id(self) -> str | None:
+        """The calibration artifact's id (None when the threshold was given by hand); read-only."""
+        return self.breaker.state.artifact_id
+
+    @property
+    def tripped(self) -> bool:
+        """Whether the circuit breaker has tripped (read-only)."""
+        return self.breaker.state.tripped
+
+    @property
+    def trip_state(self) -> GateState:
+        """The breaker's state: threshold, fallback and fallback id, whether, when and why it tripped."""
+        return self.breaker.state
 
     def trip(self, reason: str) -> bool:
         """Switch to the fallback threshold now (thread-safe; audited once); False if already tripped."""
-        return self.breaker.trip(self, reason)
+        return self.breaker.trip(reason, self.audit)
 
     @classmethod
     def from_policy(
@@ -131,7 +184,7 @@ class Session:
         self._calls = CallBook()
         self._reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
-        self._closed = False
+        self.segments = Segments(session_id)  # guard.segments: what runs after close() is a new segment
         self.certifier_state: dict[str, Any] = {}  # the certifier's own state (guard.safecommit.runtime)
         self.recording = RecordState()  # the recorder's own state (guard.recorder)
 
@@ -200,14 +253,29 @@ class Session:
             self.recording.meta.update(check_meta(meta))
 
     def close(self) -> None:
-        """End the session: record its episode if not yet recorded, write its ``session_end`` audit entry.
+        """End the running segment: record the episode if not yet recorded, write its ``session_end`` entry.
 
-        Idempotent; never raises (a failed write is logged and kept in ``recording.error``).
+        Idempotent; never raises (a failed write is logged and kept in ``recording.error``).  A closed
+        session that decides again (a thread that runs again) keeps its graph, so every earlier
+        record still counts, but continues as a new *segment*: its audit entries carry the session
+        id ``<id>#segment-<n>`` and ``segment: n``, and the next :meth:`close` writes that segment's
+        own ``session_end`` entry, so the monitor and review see it as a unit of its own.
         """
         with self._lock:
-            if not self._closed:
-                self._closed = True
+            if self.segments.end():
                 end_session(self)
+
+    def __enter__(self) -> Session:  # ``with guard.session(id) as s:`` closes it on every way out
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
     def observe_result(self, call_id: str, text: str, status: str = "ok") -> None:
         """Record the result of a proposal this session decided; raise InputError otherwise."""
@@ -269,8 +337,9 @@ class Session:
         start = time.perf_counter_ns()
         entry_error: str | None = None
         with self._lock:
+            self.segments.reopen(self.next_index)
             try:
-                self.guard.breaker.poll(self.guard)  # a trip file written since the last decision: switch now
+                self.guard.breaker.poll(self.guard.audit)  # a trip file written since the last decision: switch now
                 decision = stages.run_pipeline(self, tool, args, call_id)
                 if not isinstance(decision, Decision):
                     raise TypeError(f"pipeline returned {type(decision).__name__}, expected Decision")
@@ -292,7 +361,7 @@ class Session:
         except Exception as exc:  # noqa: BLE001 - fail closed on anything
             decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
             return decision, {
-                "session": self.session_id,
+                **self.segments.fields(),
                 "call_id": decision.call_id,
                 "tool": decision.tool if self.guard.policy.tool(decision.tool) else hash_value(decision.tool),
                 "verdict": decision.verdict.value,
@@ -317,6 +386,8 @@ class Session:
         call id's latest decision only when the call id had none (a refused attempt does not change
         the decision a call id already has).  Never raises.
         """
+        with self._lock:
+            self.segments.reopen(self.next_index)
         kind, known = type(exc).__name__, self.decision(call_id)
         decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
         ran = self.call_state(call_id) in (CallState.RAN, CallState.ANSWERED)
@@ -325,11 +396,16 @@ class Session:
             decision, reason=Reason.CALL_REUSED if reused else decision.reason, message=f"not run: {kind}: {exc}"[:600]
         )
         decision = self._write(*self._entry(decision, tool, args, call_id, f"{kind}: {exc}"[:500]))
-        return decision if known is not None else self._remember(call_id, decision)
+        if known is None:
+            return self._remember(call_id, decision)
+        with self._lock:  # audited in this segment, so the segment's session_end counts the call
+            self.segments.ran(call_id, decided=False)
+        return decision
 
     def _remember(self, call_id: Any, decision: Decision) -> Decision:
         """Keep the decision that was returned (after any audit failure), keyed by call id."""
         with self._lock:
+            self.segments.ran(call_id)
             return self._calls.remember(call_id, decision)
 
     # ---------------------------------------------------------------- execute
@@ -366,7 +442,8 @@ class Session:
             key = (call_id, decision.proposal_index, answer, reviewer, message, tuple(sorted(link.items())))
             if key in self._reviews:  # the same answer again (a resumed graph re-runs its node): recorded once
                 return
-            entry = stages.review_entry(self, decision, answer, reviewer, message, link)
+            segment = self.segments.decided_in(call_id)  # the segment whose decision is answered
+            entry = stages.review_entry(self, decision, answer, reviewer, message, link, segment)
             if self.guard.audit is not None:
                 try:
                     self.guard.audit.write(entry)

@@ -113,8 +113,14 @@ class WeightedScorer:
 
     def lowered(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> frozenset[str]:
         """The data-flow features a fully trusted call leaves out of its score (:mod:`guard.trust`); none for
-        any other call.  Tool identity and features of the action itself are never left out."""
-        if not any(values[name] for name in DATAFLOW):  # trust can only leave out data-flow features that fired
+        any other call.  Tool identity and features of the action itself are never left out.
+
+        ``values`` may be any feature map a decision carries (a refusal's is empty, another scorer's may
+        be partial): a missing feature counts as off, and a node that is not a record of ``graph`` (a
+        refusal before the proposal was added) is not lowered."""
+        if not any(values.get(name, False) for name in DATAFLOW):  # trust leaves out only data-flow features that fired
+            return frozenset()
+        if node not in graph.records:
             return frozenset()
         memo = self._trusted  # one atomic read, as for the prefix features
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):

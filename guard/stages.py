@@ -28,6 +28,7 @@ from guard.redaction import (
     redact_text,
     safe_text,
 )
+from guard.segments import Segments
 
 if TYPE_CHECKING:
     from guard.protocols import Certifier
@@ -103,12 +104,13 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     node = extend(session, tool, canon, call_id)
     selected = select(session, node)
     score, features = score_proposal(session, node, selected)
+    threshold = guard.threshold  # read once: a trip by another thread mid-decision cannot mix two thresholds
     base = Decision(
         verdict=Verdict.EXECUTE,
         reason=Reason.UNDER_THRESHOLD,
         message="score under the threshold",
         score=score,
-        threshold=guard.threshold,
+        threshold=threshold,
         features=features,
         selected=selected.ordered if type(selected) is NodeSet else tuple(sorted(selected)),
         proposal_index=node,
@@ -116,12 +118,12 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
         call_id=call_id,
         args=MappingProxyType(canon),
     )
-    if score > guard.threshold:
+    if score > threshold:
         return dataclasses.replace(
             base,
             verdict=Verdict.ESCALATE,
             reason=Reason.RISK_BUDGET,
-            message=f"risk score {score:.3f} exceeds the calibrated threshold {guard.threshold:.3f}",
+            message=f"risk score {score:.3f} exceeds the calibrated threshold {threshold:.3f}",
         )
     if guard.breaker.escalates(guard.policy.tool(tool)):  # guard.breaker: after an alarm, a human decides actions
         return dataclasses.replace(
@@ -295,7 +297,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
 
     return {
         "ts": time.time(),
-        "session": safe_text(session.session_id),  # chosen by the integrator; links decisions and reviews
+        **_session_fields(session),  # chosen by the integrator; links decisions and reviews
         "mode": guard.mode,
         "proposal_index": decision.proposal_index,
         "call_id": redact(decision.call_id),
@@ -317,10 +319,30 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     }
 
 
+def _session_fields(session: Session, segment: int | None = None) -> dict[str, Any]:
+    """``session`` (and, from a session's second segment on, ``segment``) of an audit entry (docs/audit.md).
+
+    ``segment``: the segment the entry belongs to (default: the running one; guard.segments).
+    """
+    segments: Segments | None = getattr(session, "segments", None)
+    fields = segments.fields(segment) if segments is not None else {"session": session.session_id}
+    fields["session"] = safe_text(fields["session"])
+    return fields
+
+
 def review_entry(
-    session: Session, decision: Decision, answer: str, reviewer: Any, message: Any, link: Mapping[str, Any]
+    session: Session,
+    decision: Decision,
+    answer: str,
+    reviewer: Any,
+    message: Any,
+    link: Mapping[str, Any],
+    segment: int | None = None,
 ) -> dict[str, Any]:
-    """The audit entry of a human's answer (``kind: review``), linked to the decision it answers."""
+    """The audit entry of a human's answer (``kind: review``), linked to the decision it answers.
+
+    ``segment``: the session segment that decision was made in (its ``session`` id; default: the running one).
+    """
     redact = Redactor(session, decision.args or {}, decision.proposal_index).redact
     known_tool = session.guard.policy.tool(decision.tool) is not None
 
@@ -330,7 +352,7 @@ def review_entry(
     return {
         "ts": time.time(),
         "kind": "review",
-        "session": safe_text(session.session_id),
+        **_session_fields(session, segment),
         "proposal_index": decision.proposal_index,
         "call_id": text(decision.call_id),
         "tool": safe_text(decision.tool) if known_tool else text(decision.tool),

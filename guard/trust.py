@@ -1,21 +1,29 @@
 """Trusted evidence: arguments the user named in their own turn, or that the policy's allow-lists name.
 
-A call whose every risky argument (each value of its ``payload_args`` and ``identifier_args``) is
-trusted carries nothing the user did not ask for, to a place the user or the deployment chose.  For
-such a call the scorer leaves out the data-flow features (:data:`LOWERED`): the evidence that a value
-came from a private or untrusted record is answered by the stronger evidence that the user or the
-deployment named it.  Features of the action itself (severity, an irreversible sink, injection text
-in the context, a canary in the payload) still count, since trust in the arguments says nothing
-about whether to act.
+A call whose every argument value is trusted carries nothing the user did not ask for, to a place
+the user or the deployment chose.  Every value counts, not only those of ``payload_args`` and
+``identifier_args``: the prefix graph makes edges from every argument, so a private value in an
+argument the policy did not list (a subject, a cc, a nested key) is evidence too.  For such a call
+the scorer leaves out the data-flow features (:data:`LOWERED`): the evidence that a value came from a
+private or untrusted record is answered by the stronger evidence that the user or the deployment
+named it.  Features of the action itself (severity, an irreversible sink, injection text in the
+context, a canary in the payload) still count, since trust in the arguments says nothing about
+whether to act.
 
 An argument value is trusted when
 
 - the ``trust`` section of the policy allows it: an e-mail address in ``recipients``, an e-mail
-  address or URL whose domain or host is one of ``domains`` (or a subdomain), a URL that starts
-  with one of ``url_prefixes`` (compared in normal form: :mod:`guard.values`); or
+  address or URL whose domain or host is one of ``domains`` (or a subdomain), a URL at or under one
+  of ``url_prefixes`` at a path-segment boundary.  A URL is compared only when every common client
+  reads its host and path the same way (:mod:`guard.policy.trusted_urls`: no user-info, backslash,
+  control character, encoded or non-ASCII host, IP address or odd port), and a prefix must hold
+  however a client or server resolves dot segments, decodes the path or cuts ``;params``; or
 - ``trust.user_named`` is on (the default) and a user turn earlier in the session names the value:
-  a value that is one structured value as the same whole value, other text as whole words (as
-  written or after :func:`guard.normalize.normalize_value`), see :func:`trusted_value`.
+  a value that is one structured value as the same whole value (a URL: the same URL in every
+  reading), other text as whole words (as written or after :func:`guard.normalize.normalize_value`),
+  see :func:`trusted_value`.
+
+See docs/evidence.md#trusted-evidence-may-lower-a-score.
 
 Why an attacker cannot write this evidence: a user turn enters the session only through
 ``Session.observe_user``, which the integrator calls with the human's own message, and tool output
@@ -29,14 +37,16 @@ passes tool output to ``observe_user`` breaks that premise.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 
 from guard.normalize import normalize_value
 from guard.policy import Policy
 from guard.policy.trust import TrustSpec
+from guard.policy.trusted_urls import StrictUrl, host_allowed, same_url, strict_url, under
 from guard.records import Record, RecordKind
 from guard.value_index import values_of
-from guard.values import find_values, host_in_domain, url_parts
+from guard.values import find_values, host_in_domain
 
 __all__ = ["LOWERED", "trusted_call", "trusted_value", "whole_key"]
 
@@ -55,21 +65,29 @@ LOWERED: frozenset[str] = frozenset(
 
 
 def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool:
-    """Whether every risky argument value of ``proposal`` is trusted, given the texts of the user turns
-    before it (``turns``).
+    """Whether every argument value of ``proposal`` is trusted, given the texts of the user turns before
+    it (``turns``).
 
-    A call with no risky argument value, or of a tool the policy does not know, is not trusted: there
-    is nothing that vouches for it.
+    Every string the tool receives counts (:meth:`Record.arg_values`: each leaf value, wherever it is
+    nested, and whatever else that method yields), not only the ``payload_args`` and
+    ``identifier_args``: the prefix graph makes edges from every argument, so a value the policy did
+    not list (a subject, a cc, a nested key) is evidence too.  A blank value carries nothing.  A call
+    of a tool the policy does not know, of a tool with no risky argument, or whose risky arguments are
+    all blank, is not trusted: there is nothing that vouches for it.
     """
     spec = policy.tool(proposal.tool or "") if proposal.kind is RecordKind.PROPOSAL else None
     if spec is None:
         return False
     risky = set(spec.payload_args) | set(spec.identifier_args)
-    values = [value for name, value in proposal.arg_values() if name in risky]
-    if not values:
+    listed: list[str] = []
+    other: list[str] = []
+    for name, value in proposal.arg_values():
+        if value.strip():
+            (listed if name in risky else other).append(value)
+    if not listed:
         return False
     said: list[str] | None = None
-    for value in values:
+    for value in listed + other:  # the listed arguments first: they are the likeliest to be untrusted
         if _allowed(policy.trust, value):
             continue
         if not policy.trust.user_named:
@@ -84,12 +102,18 @@ def trusted_value(value: str, turn: str) -> bool:
     """Whether the user turn ``turn`` names ``value``.
 
     A value that is one structured value is named only as that whole value (same normal form): a
-    part of an address the user gave (``r@corp.com`` inside ``manager@corp.com``) is not named.
-    Other text is named when it stands in the turn as whole words, as written or in normal form.
+    part of an address the user gave (``r@corp.com`` inside ``manager@corp.com``) is not named.  A
+    URL is named only when it and a URL of the turn read the same in every client
+    (:func:`guard.policy.trusted_urls.same_url`); a URL some client could read otherwise
+    (:func:`~guard.policy.trusted_urls.strict_url` gives ``None``) is never named.  Other text is named
+    when it stands in the turn as whole words, as written or in normal form.
     """
     text = value.strip()
     if not text:
         return True
+    if _whole_url(text):
+        url = strict_url(text)
+        return url is not None and any(same_url(url, named) for named in _turn_urls(turn))
     norm_turn, keys = _turn_forms(turn)
     found = values_of(text)
     if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
@@ -116,6 +140,13 @@ def _turn_forms(turn: str) -> tuple[str, frozenset[str]]:
     return normalize_value(turn), frozenset(v.key for v in find_values(turn))
 
 
+@lru_cache(maxsize=256)
+def _turn_urls(turn: str) -> tuple[StrictUrl, ...]:
+    """The URLs of a user turn that every common client reads the same (:func:`strict_url`)."""
+    urls = (strict_url(turn[v.start : v.end]) for v in values_of(turn) if v.kind == "url" and not v.nested)
+    return tuple(url for url in urls if url is not None)
+
+
 def whole_key(value: str) -> str:
     """The normal form of a whole argument value: its structured value's key when the value is exactly
     one structured value (:mod:`guard.values`), else ``raw:`` and its normal form."""
@@ -127,21 +158,64 @@ def whole_key(value: str) -> str:
 
 
 def _allowed(trust: TrustSpec, value: str) -> bool:
-    """Whether the policy's allow-lists name the whole argument ``value``."""
+    """Whether the policy's allow-lists name the whole argument ``value``.
+
+    A URL is compared only in the form every common client reads it (:mod:`guard.policy.trusted_urls`):
+    one some client could read otherwise is not allowed by any list, a recipient that is a URL must be
+    the same URL in every reading, and a prefix must hold in every reading of the path.
+    """
     if not (trust.recipients or trust.domains or trust.url_prefixes):
         return False
+    if _whole_url(value):
+        return _url_allowed(trust, value)
     key = whole_key(value)
-    if key in {whole_key(r) for r in trust.recipients}:
+    if key in _lists(trust).recipient_keys:
         return True
-    if key.startswith("email:"):
-        return any(host_in_domain(key.rpartition("@")[2], d) for d in trust.domains)
-    if key.startswith("url:"):
-        if any(host_in_domain(url_parts(value.strip())[1], d) for d in trust.domains):
-            return True
-        return any(_under(key, whole_key(prefix)) for prefix in trust.url_prefixes)
-    return False
+    return key.startswith("email:") and _email_allowed(key, trust.domains)
 
 
-def _under(key: str, prefix: str) -> bool:
-    """Whether the URL key ``key`` is ``prefix`` or lies under it (at a ``/``, ``?`` or ``#``)."""
-    return key == prefix or (key.startswith(prefix) and key[len(prefix)] in "/?#")
+def _whole_url(value: str) -> bool:
+    """Whether ``value`` is one URL (values inside its path or query, such as a file name, are part of it)."""
+    text = value.strip()
+    if "://" not in text and text[:4].lower() != "www.":  # no URL can span it: skip the value scan
+        return False
+    outer = [v for v in values_of(text) if not v.nested]
+    return len(outer) == 1 and outer[0].kind == "url" and (outer[0].start, outer[0].end) == (0, len(text))
+
+
+def _url_allowed(trust: TrustSpec, value: str) -> bool:
+    url = strict_url(value)
+    if url is None:
+        return False
+    lists = _lists(trust)
+    return (
+        host_allowed(url, trust.domains)
+        or any(same_url(url, named) for named in lists.recipient_urls)
+        or any(under(url, prefix) for prefix in lists.prefixes)
+    )
+
+
+def _email_allowed(key: str, domains: tuple[str, ...]) -> bool:
+    """Whether the e-mail key's domain is allowed; a ``%`` in the local part (the old ``user%host@relay``
+    source route, which some relays still forward to ``host``) is never allowed by domain."""
+    local, _, domain = key.removeprefix("email:").rpartition("@")
+    return "%" not in local and any(host_in_domain(domain, d) for d in domains)
+
+
+@dataclass(frozen=True, slots=True)
+class _AllowLists:
+    recipient_keys: frozenset[str]
+    recipient_urls: tuple[StrictUrl, ...]
+    prefixes: tuple[StrictUrl, ...]
+
+
+@lru_cache(maxsize=64)
+def _lists(trust: TrustSpec) -> _AllowLists:
+    """The allow-lists of ``trust`` in the forms compared (read once per policy, not once per value)."""
+    recipient_urls = (strict_url(r) for r in trust.recipients if _whole_url(r))
+    prefixes = (strict_url(p) for p in trust.url_prefixes)
+    return _AllowLists(
+        frozenset(whole_key(r) for r in trust.recipients if not _whole_url(r)),
+        tuple(url for url in recipient_urls if url is not None),
+        tuple(url for url in prefixes if url is not None),
+    )

@@ -1,16 +1,18 @@
 """The value index of the prefix graph: value tokens, structured values and k-grams → the nodes that hold them.
 
 :class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span of free text, a
-whole value token or a whole structured value with this value"; :class:`NormalizingValueIndex` also
-indexes and looks up normal forms (``graph.normalize``).  Structured values (e-mail addresses,
-URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are matched only
-as wholes: a k-gram that overlaps one (its domain, host, a common prefix) makes no edge, nor does a
-value token inside one (the year of a date).  A k-gram of the background table's boilerplate
-(:mod:`guard.specificity`) makes no edge either: it is indexed, but never looked up.  Every k-gram
-of a text is still kept for :meth:`ValueIndex.gram_bits` ("which records hold this k-gram"), which
-other readers need whole.
-A k-gram held by more than ``_DENSE`` nodes keeps them as an integer bit set, so a lookup costs one
-OR for it however many records hold it.
+whole value token, a whole structured value or a core of one with this value"; :class:`NormalizingValueIndex`
+also indexes and looks up normal forms (``graph.normalize``).  On the earlier side, structured values
+(e-mail addresses, URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are
+held only as wholes and cores: a k-gram that overlaps one (its domain, host, a common prefix) makes no
+edge, nor does a value token inside one (the year of a date).  On the later side a value is read whole,
+but for the namespace of its addresses and URLs (:mod:`guard.value_parts`), so a structure the sink
+builds around earlier free text does not hide it; a copy of a core within one edit links too
+(:mod:`guard.value_cores`; docs/evidence.md#the-sink-can-build-the-structure).  A k-gram of the
+background table's boilerplate (:mod:`guard.specificity`) makes no edge either: it is indexed, but never
+looked up.  Every k-gram of a text is still kept for :meth:`ValueIndex.gram_bits` ("which records hold
+this k-gram"), which other readers need whole.  A k-gram held by more than ``DENSE`` nodes keeps them as
+an integer bit set (:mod:`guard.postings`), so a lookup costs one OR for it however many records hold it.
 """
 
 from __future__ import annotations
@@ -29,21 +31,21 @@ from guard.bitset import few_bits, index_bits, members, to_bits
 from guard.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.normalize import normalize_value
 from guard.policy import Policy
+from guard.postings import Posting, post_all, posting_bits
 from guard.regex_screen import alternation, alternation_for
 from guard.specificity import background
+from guard.value_cores import CoreIndex
+from guard.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
 from guard.values import Value, find_values, free_ranges
 
-_Posting: TypeAlias = "int | array[int] | list[int]"
-
 SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
-_DENSE = 64  # a k-gram held by more nodes keeps them as a bit set (one OR per lookup)
 
 
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
     A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
-    itself (one holder: most k-grams), an ``array`` of node indices (up to :data:`_DENSE` entries,
+    itself (one holder: most k-grams), an ``array`` of node indices (up to :data:`~guard.postings.DENSE` entries,
     read by numpy without a loop in Python), or beyond that a one-element list holding their
     integer bit set (one OR per lookup, updated in place).
 
@@ -66,14 +68,15 @@ class ValueIndex:
         if self._token_sources:
             alternation(self._token_sources)  # a pattern that does not compile fails here, not at a decision
         self.min_span = min_span
-        self._boilerplate = frozenset(gram_key(gram, min_span) for gram in boilerplate)
+        self._boilerplate = _boilerplate_keys(boilerplate, min_span)
         self.whole_values = whole_values
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
-        self._kgrams: dict[Key, _Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
-        self._held: dict[Key, _Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
+        self._kgrams: dict[Key, Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
+        self._held: dict[Key, Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
         self._small: list[tuple[int, set[Key], set[Key]]] | None = []  # (node, free, held) per text; never mutated
+        self.cores = CoreIndex()  # cores of structured values (guard.value_cores): matched within one edit
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -108,6 +111,8 @@ class ValueIndex:
             self.identifiers[ident].add(node)
         for value in values:
             wholes[value.key] = wholes.get(value.key, 0) | one
+        if values:
+            self.cores.add(node, values)
         k = self.min_span
         free = gram_keys(text, ranges, k)
         near: set[Key] = set()
@@ -119,30 +124,30 @@ class ValueIndex:
             small.append((node, free, near))
             return
         self._inverted()
-        _post_all(self._kgrams, free, node)
-        _post_all(self._held, near, node)
+        post_all(self._kgrams, free, node)
+        post_all(self._held, near, node)
 
     def _inverted(self) -> None:
         """Leave the small form: post the kept k-gram sets, in node order, into the inverted postings."""
         small, self._small = self._small, None
         for node, free, near in small or ():
-            _post_all(self._kgrams, free, node)
-            _post_all(self._held, near, node)
+            post_all(self._kgrams, free, node)
+            post_all(self._held, near, node)
 
     @property
-    def kgrams(self) -> dict[Key, _Posting]:
+    def kgrams(self) -> dict[Key, Posting]:
         """Free-text k-gram key (:mod:`guard.kgrams`) → its holders (the inverted postings; reading them leaves the
         small form)."""
         self._inverted()
         return self._kgrams
 
     @kgrams.setter
-    def kgrams(self, postings: dict[Key, _Posting]) -> None:
+    def kgrams(self, postings: dict[Key, Posting]) -> None:
         self._inverted()
         self._kgrams = postings
 
     @property
-    def held(self) -> dict[Key, _Posting]:
+    def held(self) -> dict[Key, Posting]:
         """Key of a k-gram overlapping a structured value → its holders (leaves the small form, as :attr:`kgrams`)."""
         self._inverted()
         return self._held
@@ -152,13 +157,46 @@ class ValueIndex:
         return set(members(self.span_bits(value)))
 
     def span_bits(self, value: str) -> int:
-        """:meth:`span_sources` as a bit set.
+        """:meth:`span_sources` as a bit set, and the evidence a sink can wrap in a structure of its own.
+
+        ``value`` is read whole, whatever structure it holds: a k-gram of ``value`` that lies inside one of
+        its structured values (``TOKEN@host``, ``TOKEN.txt``, ``https://TOKEN.host/``) still finds the
+        earlier free text that holds it; so does a value token inside an address, URL or path of ``value``
+        (:meth:`inner_token_bits`).  With ``whole_values``, the holders of a core of which ``value`` holds a
+        copy within one edit are added too (:mod:`guard.value_cores`).  The earlier side is unchanged: only
+        free text is matched by k-grams, so a shared domain or host still makes no edge.
 
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
         those k-grams, at most the session's indexed characters (:data:`MAX_SESSION_CHARS`).
         """
+        if not self.whole_values:
+            return self._gram_bits(value, ((0, len(value)),))
+        bits = self.cores.bits(value) if self.cores else 0
+        values = self._analysed(value)[0]
+        if not values:  # no structure: the whole text is read, as free text always was
+            return bits | self._gram_bits(value, ((0, len(value)),))
+        read = _cached_read(value) if len(value) <= _CACHED_CHARS else read_ranges_of(value, values)
+        return bits | self._gram_bits(value, read) | self.inner_token_bits(value, values)
+
+    def inner_token_bits(self, value: str, values: tuple[Value, ...] | None = None) -> int:
+        """Holders of a value token found in ``value`` anywhere but inside a date, an amount, a phone, card or
+        IBAN number (whose digits are parts of one quantity: a year, a sum), as a bit set; ``values`` are
+        the structured values of ``value`` when the caller has them."""
+        if not self._token_sources or not self.tokens:
+            return 0
+        if not any(v.kind in WRAPPERS for v in (self._analysed(value)[0] if values is None else values)):
+            return 0  # outside addresses, URLs and paths the tokens are those of token_bits
+        inner = _cached_inner_tokens if len(value) <= _CACHED_CHARS else _inner_tokens
+        get = self.tokens.get
+        bits = 0
+        for token in inner(self._token_sources, value):
+            bits |= get(token, 0)
+        return bits
+
+    def _gram_bits(self, value: str, ranges: tuple[tuple[int, int], ...]) -> int:
+        """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``."""
         k = self.min_span
-        grams = gram_keys(value, self._analysed(value)[1], k)
+        grams = gram_keys(value, ranges, k)
         if self._boilerplate:
             grams -= self._boilerplate
         if self._small is not None:
@@ -184,7 +222,7 @@ class ValueIndex:
         key = gram_key(gram, self.min_span)
         if self._small is not None:
             return few_bits(node for node, free, near in self._small if key in free or key in near)
-        return _posting_bits(self._kgrams.get(key)) | _posting_bits(self._held.get(key))
+        return posting_bits(self._kgrams.get(key)) | posting_bits(self._held.get(key))
 
     def grams_bits(self, grams: Iterable[str]) -> dict[str, int]:
         """:meth:`gram_bits` of each of ``grams`` that some node holds (absent: held by none)."""
@@ -199,7 +237,7 @@ class ValueIndex:
         if self._small is None:
             kgrams, held = self._kgrams.get, self._held.get
             for key in wanted:
-                bits = _posting_bits(kgrams(key)) | _posting_bits(held(key))
+                bits = posting_bits(kgrams(key)) | posting_bits(held(key))
                 if bits:
                     out[key] = bits
             return out
@@ -271,6 +309,18 @@ def index_for(policy: Policy) -> ValueIndex:
     return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
 
 
+@lru_cache(maxsize=8192)
+def _cached_read(value: str) -> tuple[tuple[int, int], ...]:
+    """:func:`_read` of a text of at most :data:`_CACHED_CHARS` characters (arguments repeat)."""
+    return read_ranges_of(value, _analysis(value)[0])
+
+
+@lru_cache(maxsize=8)
+def _boilerplate_keys(boilerplate: frozenset[str], k: int) -> frozenset[Key]:
+    """The k-gram keys of ``boilerplate`` (one table serves every session: computed once, not per session)."""
+    return frozenset(gram_key(gram, k) for gram in boilerplate)
+
+
 _Analysis: TypeAlias = "tuple[tuple[Value, ...], tuple[tuple[int, int], ...]]"
 _CACHED_CHARS = 4096  # texts up to this long share one analysis (tool outputs and arguments repeat)
 
@@ -322,44 +372,9 @@ def _cached_tokens(sources: tuple[str, ...], whole_values: bool, text: str) -> f
     return _tokens(sources, analysis, text)
 
 
-def _post(postings: dict[Key, _Posting], gram: Key, node: int) -> None:
-    """Add ``node`` (the newest so far) to the posting of ``gram``, in the cheapest form for its size."""
-    posting = postings.get(gram)
-    if posting is None:
-        postings[gram] = node
-    elif isinstance(posting, int):
-        postings[gram] = array("q", (posting, node))
-    elif isinstance(posting, list):
-        posting[0] |= 1 << node
-    elif len(posting) < _DENSE:
-        posting.append(node)
-    else:
-        postings[gram] = [index_bits(np.frombuffer(posting, dtype=np.int64)) | 1 << node]
+def _inner_tokens(sources: tuple[str, ...], text: str) -> frozenset[str]:
+    """:func:`guard.value_parts.wrapped_tokens` of ``text``, from its analysis."""
+    return wrapped_tokens(sources, text, (_analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text))[0])
 
 
-def _post_all(postings: dict[Key, _Posting], grams: set[Key], node: int) -> None:
-    """:func:`_post` for every k-gram of ``grams``: the ones new to ``postings`` in one C-level update
-    (most k-grams of a record are new to its session), the others one by one."""
-    old = grams & postings.keys()
-    postings.update(dict.fromkeys(grams - old if old else grams, node))
-    one = 1 << node
-    for gram in old:  # _post, inlined: this loop is most of the indexing cost of a record that repeats others
-        posting = postings[gram]
-        if isinstance(posting, int):
-            postings[gram] = array("q", (posting, node))
-        elif isinstance(posting, list):
-            posting[0] |= one
-        elif len(posting) < _DENSE:
-            posting.append(node)
-        else:
-            postings[gram] = [index_bits(np.frombuffer(posting, dtype=np.int64)) | one]
-
-
-def _posting_bits(posting: _Posting | None) -> int:
-    if posting is None:
-        return 0
-    if isinstance(posting, int):
-        return 1 << posting
-    if isinstance(posting, list):
-        return posting[0]
-    return to_bits(posting)
+_cached_inner_tokens = lru_cache(maxsize=8192)(_inner_tokens)

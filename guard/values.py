@@ -3,12 +3,11 @@
 E-mail addresses, URLs, IBANs, phone numbers, card numbers, amounts with a currency, dates and file
 paths name one thing each.  Two of them that share a part (a domain, a host, a scheme, a top-level
 domain, a directory) are different values in one namespace; a shared part says nothing about where
-one of them came from.  The prefix graph therefore matches a structured value only as a whole
-(:attr:`Value.key`, its normal form) and takes exact spans (k-grams) only from the text outside
-structured values — the *free* text (:func:`free_fragments`).  A URL's origin (scheme, host, port)
-is structured; its path, query and fragment stay free text, split at ``/ ? & = # ;``, so a private
-value carried inside a URL's path or query still matches, while a shared host or a shared
-separator does not.
+one of them came from.  The prefix graph therefore holds a structured value only as a whole
+(:attr:`Value.key`) and its cores, and indexes exact spans (k-grams) only from the text outside
+structured values — the *free* text (:func:`free_fragments`); a call's argument is read whole.  A URL's
+origin (scheme, host, port) is structured; its path, query and fragment stay free text, split at
+``/ ? & = # ;``, so a private value carried inside a URL still matches, while a shared host does not.
 
 Validation is implemented here, not taken from a library: the decision path depends on five
 packages only (pydantic, networkx, numpy, structlog, pyyaml), and the checks needed are short and

@@ -27,8 +27,9 @@ no alarm is not evidence that it holds.  This is a drift detector on scores: it 
 that scores low (a deployment whose scores look like calibration's but whose executed calls do more
 harm never alarms here).  The label-fed :mod:`guard.calibration.risk_monitor` tests the realised
 loss itself.  ``carbguard monitor`` takes the sessions in start order up to the first one not yet closed
-(:func:`guard.cli.deployed.deployed_sessions`), so a session's length or outcome never decides its
-place, and derives ``seed`` from the artifact (:func:`guard.cli.monitor.tie_seed`), so a log cannot
+(:func:`guard.cli.deployed.deployed_sessions`; one still open past the bound enters at its place and is
+reported instead, exit code 5), so a session's length or outcome never decides its place, and derives
+``seed`` from the artifact (:func:`guard.cli.monitor.tie_seed`), so a log cannot
 be re-tested with other seeds until one alarms.
 """
 

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from guard.calls import CallState
 from guard.decision import Decision
 from guard.episode_json import TRUST_SOURCE
 from guard.ledger import CATEGORIES, Ledger, LedgerLabels, LedgerTrace
 from guard.policy import Policy, SelectorName
 from guard.protocols import Selector
-from guard.records import Episode, RecordKind, is_content
+from guard.records import Episode, Record, RecordKind, is_content
 from guard.runtime import Guard, Session
 from guard.scorer import FEATURES, WeightedScorer
 from guard.selectors import make_selector
@@ -41,10 +42,21 @@ def feed(
         elif is_content(record):
             session.observe_content(record.text, TRUST_SOURCE[record.trust], record.tool or "")
         elif record.kind is RecordKind.RESULT:
-            session.observe_result(record.call_id or "", record.text, record.status)
+            _observe_result(session, record)
         else:
             session.observe_final(record.text)
     return decisions
+
+
+def _observe_result(session: Session, record: Record) -> None:
+    """A logged result; one whose call the session refused before adding it (an unknown tool, arguments it
+    cannot read) answers no proposal, so its text, which the logged run showed the model, enters as content
+    with the trust the policy gives the tool's results (an unknown tool's: untrusted)."""
+    call_id = record.call_id or ""
+    if session.call_state(call_id) in (CallState.UNKNOWN, CallState.ANSWERED):
+        session.observe_content(record.text, session.tool_source(record.tool or ""), record.tool or "")
+        return
+    session.observe_result(call_id, record.text, record.status)
 
 
 def replay_decisions(guard: Guard, episode: Episode, session_id: str | None = None) -> list[Decision]:
@@ -101,7 +113,7 @@ def score_episode_selectors(
     rows: dict[str, list[Row]] = {name: [] for name in selectors}
 
     def shadow(session: Session, decision: Decision) -> None:
-        scored = decision.score is not None
+        scored = _scored(session, decision)
         rows[selectors[0]].append(
             (
                 _finite_score(decision),
@@ -156,14 +168,26 @@ def _vector(features: Mapping[str, bool]) -> tuple[bool, ...]:
 
 def _counted(session: Session, node: int, features: Mapping[str, bool]) -> tuple[bool, ...]:
     """The features that count in the score: those a fully trusted call leaves out are recorded as off, so
-    re-scoring the recorded features under any weights gives the scorer's own score."""
+    re-scoring the recorded features under any weights gives the scorer's own score.
+
+    Any decision the runtime returns is read: a refusal before scoring (no features, no node), an
+    ``internal_error`` or out-of-scope decision, a partial feature map (a missing feature is off)."""
+    vector = _vector(features)
     scorer = session.guard.scorer
-    lowered = scorer.lowered(session.graph, node, features) if isinstance(scorer, WeightedScorer) else frozenset()
-    return tuple(bool(features.get(name, False)) and name not in lowered for name in FEATURES)
+    if not any(vector) or not isinstance(scorer, WeightedScorer) or node not in session.graph.records:
+        return vector
+    lowered = scorer.lowered(session.graph, node, features)
+    return tuple(on and name not in lowered for name, on in zip(FEATURES, vector, strict=True))
+
+
+def _scored(session: Session, decision: Decision) -> bool:
+    """Whether ``decision`` was scored on a proposal of the session's graph (a refusal was not)."""
+    return decision.score is not None and decision.proposal_index in session.graph.records
 
 
 def _tool(session: Session, node: int) -> str:
-    return session.graph.records[node].tool or ""
+    record = session.graph.records.get(node)  # a refusal before the proposal was added has no node
+    return (record.tool or "") if record is not None else ""
 
 
 def _in_scope(session: Session, node: int) -> bool:
@@ -175,7 +199,7 @@ def _shadow_row(session: Session, decision: Decision, selector: Selector, seen: 
     """The row of ``selector`` at ``decision``; ``seen`` holds the rows of the selections scored so far at
     this decision (a score is a function of the prefix graph, the proposal and the selection)."""
     node = decision.proposal_index
-    if decision.score is None:
+    if not _scored(session, decision):
         return float("inf"), 0, node, _vector({}), False, _tool(session, node)
     selected = frozenset(selector.select(session.graph, node, session.session_id))
     row = seen.get(selected)

@@ -3,9 +3,13 @@
 A session starts at its first audit entry (its first decided call) and ends at its ``session_end``
 entry.  The monitors take the sessions decided under one artifact in start order, up to the first
 session not yet closed (:func:`deployed_sessions`): a session's length or outcome never decides its
-place, and each run's stream is a prefix of the next run's.  With labels, each session's realised
-loss (:func:`realised_losses`), or under review sampling its inverse-propensity term
-(:func:`sampled_terms`).
+place, and each run's stream is a prefix of the next run's.  A session still open past the bound
+(:class:`OpenBound`: so many entries, or seconds, after its last entry) no longer holds the stream up:
+it enters at its place with the statistic of the calls it decided, and is reported as open past
+the bound (``carbguard monitor`` exits 5, docs/monitoring.md).  A closed session that decided again
+is a new unit: its later segment's entries carry ``<id>#segment-<n>`` (docs/audit.md).  With labels,
+each session's realised loss (:func:`realised_losses`), or under review sampling its
+inverse-propensity term (:func:`sampled_terms`).
 """
 
 from __future__ import annotations
@@ -16,6 +20,30 @@ from typing import Any
 from guard.errors import GuardError
 from guard.jsonio import decode_float
 
+OPEN_BOUND_ENTRIES = 1000
+OPEN_BOUND_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenBound:
+    """When an open session counts as open past the bound: ``entries`` audit entries, or ``seconds`` of wall
+    time (against ``now``), after its last entry; None leaves that bound out."""
+
+    entries: int | None = OPEN_BOUND_ENTRIES
+    seconds: float | None = OPEN_BOUND_SECONDS
+    now: float | None = None
+
+    def past(self, after: int, last_ts: float | None) -> bool:
+        """Whether a session ``after`` entries and ``now - last_ts`` seconds past its last entry is past the bound."""
+        if self.entries is not None and after >= self.entries:
+            return True
+        return (
+            self.seconds is not None
+            and self.now is not None
+            and last_ts is not None
+            and (self.now - last_ts >= self.seconds)
+        )
+
 
 @dataclass
 class _Session:
@@ -23,6 +51,8 @@ class _Session:
     end: float | None = None
     closed: bool = False
     first: int = 0
+    last: int = 0
+    last_ts: float | None = None
     review: tuple[bool, float] | None = None
 
 
@@ -46,6 +76,10 @@ class Deployed:
     """Those of them that review sampling picked."""
     other_ids: frozenset[str] = frozenset()
     """Sessions decided under other artifacts: their labels belong to another stream and are not read."""
+    open_past_bound: tuple[str, ...] = ()
+    """Sessions still open past the bound (in start order); those before the cut are in the stream."""
+    bound: OpenBound | None = None
+    """The bound they were judged by (None: every open session holds the stream up)."""
 
 
 def _decode(value: Any) -> float | None:
@@ -58,13 +92,18 @@ def _key(artifact_id: Any) -> str | None:
     return artifact_id.rsplit("#", 1)[-1] if isinstance(artifact_id, str) else None
 
 
-def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: float) -> Deployed:
+def deployed_sessions(
+    entries: list[dict[str, Any]], checksum: str, threshold: float, bound: OpenBound | None = None
+) -> Deployed:
     """The sessions under the artifact in start order (their first entry), up to the first one not yet closed.
 
     Every session that started before the first open one is closed, so the stream is a prefix of the
     start-ordered sequence of all sessions: a later run of the monitor extends it and never inserts a
     session into it.  Skipping the open sessions instead would drop the longest-running ones, and when
-    a session's length depends on its outcome that drop is not random.
+    a session's length depends on its outcome that drop is not random.  With ``bound``, a session open
+    past it does not hold the stream up: it is not skipped either, but enters at its place with the
+    statistic of the calls it decided (:func:`guard.recorder.stop_max` of their scores), and is listed
+    in ``open_past_bound`` so the caller says so.
     """
     from guard.recorder import stop_max
 
@@ -79,6 +118,10 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
             others.add(str(entry.get("session")))
             continue
         record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
+        record.last = line
+        ts = entry.get("ts")
+        if isinstance(ts, int | float) and not isinstance(ts, bool):
+            record.last_ts = float(ts) if record.last_ts is None else max(record.last_ts, float(ts))
         if entry.get("event") == "session_end":
             record.closed = True
             record.end = _decode(entry.get("stop_max"))
@@ -88,7 +131,9 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         call_id = str(entry.get("call_id"))
         record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
     started = sorted(sessions.items(), key=lambda item: item[1].first)
-    cut = next((k for k, (_, s) in enumerate(started) if not s.closed), len(started))
+    total = len(entries)
+    stale = {sid for sid, s in started if not s.closed and bound is not None and bound.past(total - s.last, s.last_ts)}
+    cut = next((k for k, (sid, s) in enumerate(started) if not s.closed and sid not in stale), len(started))
     closed = started[:cut]
     stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
     return Deployed(
@@ -103,6 +148,8 @@ def deployed_sessions(entries: list[dict[str, Any]], checksum: str, threshold: f
         waiting_ids=frozenset(sid for sid, s in started[cut:] if s.closed),
         waiting_picked=frozenset(sid for sid, s in started[cut:] if s.closed and s.review and s.review[0]),
         other_ids=frozenset(others - sessions.keys()),
+        open_past_bound=tuple(sid for sid, _ in started if sid in stale),
+        bound=bound,
     )
 
 
@@ -128,7 +175,8 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
     from guard.calibration.risk_monitor import label_loss
     from guard.ledger.labels import read_labels
 
-    if any(r is None for r in deployed.reviews):
+    stale = set(deployed.open_past_bound)
+    if any(r is None for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if sid not in stale):
         raise GuardError("audit log mixes sessions with and without review sampling; monitor them separately")
     labels = read_labels(labels_path)
     picked = {sid for sid, r in zip(deployed.sessions, deployed.reviews, strict=True) if r is not None and r[0]}
@@ -145,7 +193,8 @@ def sampled_terms(labels_path: str, deployed: Deployed) -> tuple[list[str], list
     terms: list[float] = []
     upper = 1.0
     for k, (sid, review) in enumerate(zip(deployed.sessions, deployed.reviews, strict=True)):
-        assert review is not None
+        if review is None:  # open past the bound: no session_end, so no recorded pick; the stream stops here
+            return order, terms, upper, sum(1 for s in deployed.sessions[k:] if s in picked)
         if review[0] and sid not in labels:
             return order, terms, upper, sum(1 for s in deployed.sessions[k:] if s in picked)
         upper = max(upper, 1.0 / review[1])
@@ -204,4 +253,13 @@ def realised_losses(labels_path: str, deployed: Deployed) -> tuple[list[str], li
     return order, losses
 
 
-__all__ = ["Deployed", "deployed_sessions", "deployed_statistics", "realised_losses", "sampled_terms"]
+__all__ = [
+    "OPEN_BOUND_ENTRIES",
+    "OPEN_BOUND_SECONDS",
+    "Deployed",
+    "OpenBound",
+    "deployed_sessions",
+    "deployed_statistics",
+    "realised_losses",
+    "sampled_terms",
+]

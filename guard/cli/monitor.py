@@ -17,7 +17,13 @@ they started (their first entry), up to the first one not yet closed (a ``sessio
 ``carbguard monitor --delay-table`` prints the risk monitor's false-alarm rates and detection delays
 by seeded Monte Carlo (:mod:`guard.calibration.risk_delays`) instead.
 
-Exit code 0: no alarm; 3: an alarm of either monitor (1/δ reached); 2: bad input.
+Sessions that stay open blind no monitor: a session still open past the bound (``--open-bound N``
+entries, default 1000, or ``--open-bound-seconds S``, default 3600, after its last entry) no longer
+holds the stream up; it enters at its place with the statistic of the calls it decided, and it is
+reported by id.
+
+Exit code 0: no alarm, no session open past the bound; 3: an alarm of either monitor (1/δ reached;
+it takes precedence); 5: no alarm, but a session open past the bound; 2: bad input.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from guard.cli.deployed import (
     realised_losses,
     sampled_terms,
 )
+from guard.cli.open_sessions import EXIT_OPEN, add_open_bound, open_bound, open_past_bound_line
 from guard.errors import GuardError
 from guard.jsonio import encode_float
 
@@ -54,7 +61,10 @@ DESCRIPTION = (
     "labelled does not depend on their outcome. An alarm means the calibrated guarantee may not hold: record "
     "fresh shadow episodes and recalibrate. No alarm is not evidence that the guarantee holds. Exit code 3 "
     "on either alarm. --delay-table prints the risk monitor's false-alarm rates and detection delays "
-    "(seeded Monte Carlo) instead."
+    "(seeded Monte Carlo) instead. A session still open past the bound (--open-bound entries or "
+    "--open-bound-seconds after its last entry) no longer holds the stream up: it enters at its place with the "
+    "statistic of the calls it decided and is reported by id. Exit codes: 0 no alarm and no session open past "
+    "the bound; 3 an alarm (takes precedence); 5 no alarm, but a session open past the bound; 2 bad input."
 )
 
 
@@ -97,7 +107,9 @@ def _monitor(args: argparse.Namespace) -> int:
         reason = f"carbguard monitor: {which} alarm on {args.audit}"
         write_output(args.trip, trip_text(out["artifact"], reason), inputs, "--trip")
     print(json.dumps(out, indent=1) if args.json else _table(out))
-    return EXIT_ALARM if alarm else 0
+    if alarm:
+        return EXIT_ALARM
+    return EXIT_OPEN if out["open_past_bound"] else 0
 
 
 def _deployed(args: argparse.Namespace, checksum: str, threshold: float, artifact_id: str) -> Deployed:
@@ -107,7 +119,7 @@ def _deployed(args: argparse.Namespace, checksum: str, threshold: float, artifac
     report = verify(args.audit, key=key)
     if not report.ok:
         raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
-    deployed = deployed_sessions(read_entries(args.audit), checksum, threshold)
+    deployed = deployed_sessions(read_entries(args.audit), checksum, threshold, open_bound(args))
     if not deployed.statistics:
         blocked = f"; the first session, {deployed.blocked_by!r}, is not closed" if deployed.blocked_by else ""
         raise GuardError(
@@ -151,6 +163,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
         "open_sessions": deployed.open_sessions,
         "waiting_sessions": deployed.waiting,
         "first_open_session": deployed.blocked_by,
+        "open_past_bound": list(deployed.open_past_bound),
+        "open_bound": {"entries": args.open_bound, "seconds": args.open_bound_seconds},
         **result.to_json(),
     }
     if risk is not None:
@@ -222,6 +236,8 @@ def _table(out: dict[str, Any]) -> str:
             f"{out['open_sessions']} session(s) not closed; the stream stops before the first of them, "
             f"{out['first_open_session']!r} ({out['waiting_sessions']} closed session(s) after it wait for it)"
         )
+    if out["open_past_bound"]:
+        lines.append(open_past_bound_line(out["open_past_bound"], out["open_bound"], "they enter the stream"))
     if "risk" in out:
         lines += _risk_lines(out["risk"])
     return "\n".join(lines)
@@ -324,7 +340,8 @@ def register(sub: Any) -> None:
     """``carbguard monitor``."""
     parser = sub.add_parser(
         "monitor",
-        help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm)",
+        help="score drift and (with --labels) realised-risk monitors (exit 3 on alarm, 5 on sessions open past "
+        "the bound)",
         description=DESCRIPTION,
     )
     parser.add_argument("audit", nargs="?", help="the deployment's audit log (JSON lines, hash-chained)")
@@ -361,4 +378,5 @@ def register(sub: Any) -> None:
         "--streams", type=_count, default=None, help="with --delay-table: streams per row (default 2000)"
     )
     parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")
+    add_open_bound(parser)
     parser.set_defaults(func=_monitor)

@@ -6,15 +6,22 @@ its decided calls.  ``--out`` writes one template line per picked session in the
 format (:mod:`guard.ledger.labels`): ``mode: override, harms: []`` and an empty ``by`` — a sheet line
 nobody filled in is refused by the labels reader, so an unreviewed session can never pass as
 "reviewed: no harm" (fail closed).  ``why`` lists the decided calls (call id, tool, verdict).
+
+Sessions still open past the bound (no ``session_end`` and ``--open-bound`` entries, or
+``--open-bound-seconds``, after their last entry) have no recorded pick, so they cannot be sampled;
+they are listed by id with a warning and the command exits 5 (docs/monitoring.md).  A closed session
+that decided again is a unit of its own, ``<id>#segment-<n>``, with its own pick and label.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from guard.cli._common import write_output
+from guard.cli.open_sessions import EXIT_OPEN, add_open_bound, open_bound, open_past_bound, open_past_bound_line
 from guard.errors import GuardError
 
 
@@ -48,22 +55,32 @@ def _review(args: argparse.Namespace) -> int:
     report = verify(args.audit, key=key)
     if not report.ok:
         raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
-    rows = picked_sessions(read_entries(args.audit))
+    entries = read_entries(args.audit)
+    rows = picked_sessions(entries)
     for sid, p, decided in rows:
         print(f"{sid}\tp={p:g}\t{len(decided)} decided call(s)")
     print(f"{len(rows)} session(s) picked for review")
+    stale = open_past_bound(entries, open_bound(args))
+    for sid in stale:
+        print(f"{sid}\tOPEN past the bound\tno session_end: no recorded pick, not on the sheet")
+    if stale:
+        bound = {"entries": args.open_bound, "seconds": args.open_bound_seconds}
+        print(open_past_bound_line(stale, bound, "they cannot be sampled until they close"), file=sys.stderr)
     if args.out:
         text = "".join(sheet_line(sid, decided) + "\n" for sid, _, decided in rows)
         write_output(args.out, text.encode(), [args.audit, args.key_file], "--out")
-    return 0
+    return EXIT_OPEN if stale else 0
 
 
 def register(sub: Any) -> None:
     """``carbguard review``."""
     parser = sub.add_parser(
-        "review", help="list the sessions review sampling picked; write a labelling sheet", description=__doc__
+        "review",
+        help="list the sessions review sampling picked; write a labelling sheet (exit 5: sessions open past the bound)",
+        description=__doc__,
     )
     parser.add_argument("audit", help="the deployment's audit log (JSON lines, hash-chained)")
     parser.add_argument("--key-file", help="the deployment key of a keyed audit log (verifies its MACs)")
     parser.add_argument("-o", "--out", metavar="SHEET", help="write one template label per picked session (JSON lines)")
+    add_open_bound(parser)
     parser.set_defaults(func=_review)

@@ -252,7 +252,7 @@ class Policy(_Strict):
     trust: TrustSpec = Field(
         default_factory=TrustSpec,
         description="Trusted evidence: user-named values and allow-lists that may lower the score of a call "
-        "whose every risky argument they name. Never raised by untrusted text.",
+        "whose every argument value they name. Never raised by untrusted text.",
     )
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
     ledger: LedgerSpec | None = Field(

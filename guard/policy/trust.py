@@ -6,13 +6,15 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from guard.policy.trusted_urls import dot_free, strict_url
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TrustSpec(_Strict):
-    """Trusted evidence (guard.trust): what may lower the score of a call whose every risky argument it names."""
+    """Trusted evidence (guard.trust): what may lower the score of a call whose every argument value it names."""
 
     user_named: bool = Field(
         default=True,
@@ -26,11 +28,12 @@ class TrustSpec(_Strict):
     domains: tuple[str, ...] = Field(
         default=(),
         description="Allowed domains: an e-mail address or URL whose domain or host is one of them, or a "
-        "subdomain of one, is trusted.",
+        "subdomain of one, is trusted (a URL only when every HTTP client reads its host the same way).",
     )
     url_prefixes: tuple[str, ...] = Field(
         default=(),
-        description="Allowed URL prefixes (scheme and host, optionally a path): a URL at or under one is trusted.",
+        description="Allowed URL prefixes (scheme and host, optionally a path): a URL at or under one, at a "
+        "path-segment boundary and in every way a client or server may read its path, is trusted.",
     )
 
     @field_validator("domains")
@@ -47,4 +50,10 @@ class TrustSpec(_Strict):
         for prefix in value:
             if not re.fullmatch(r"(?i)(?:https?|ftp)://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]\S*)?", prefix):
                 raise ValueError(f"url_prefixes: {prefix!r} is not an absolute http(s) URL")
+            url = strict_url(prefix)
+            if url is None or not dot_free(url):
+                raise ValueError(
+                    f"url_prefixes: {prefix!r} is not a URL every HTTP client reads the same way (no user-info, "
+                    "IP address, odd port, backslash, dot segment or bad percent-encoding)"
+                )
         return value

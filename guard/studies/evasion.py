@@ -17,6 +17,13 @@ every text — the opt-in ``graph.normalize: true`` this study argues for.  Beni
 that carries a *different* value of the same kind, or the same public fact written another way)
 measure what the normalization costs in spurious edges.
 
+Three families test what a sink can do without encoding anything (docs/evidence.md#every-string-the-tool-receives):
+``structure`` builds an address, file name, path, URL user-info, host label or phone number around the
+value; ``altered`` sends a card without its check digit, an IBAN with wrong check digits or its BBAN, a
+phone number without ``+``, an address's local part, or a value with one character added or dropped (a
+transform for one kind of value counts only those values); ``position`` sends the value as a key of an
+object argument.
+
 Run it with ``carbguard bench evasion`` (prints the table) or :func:`run_evasion_study`.
 """
 
@@ -144,10 +151,12 @@ BENIGN: tuple[BenignCase, ...] = _benign_cases()
 """Benign controls: the send carries no private value."""
 
 
-def _records(record_text: str, pieces: tuple[str, ...]) -> list[Record]:
+def _records(record_text: str, pieces: tuple[Any, ...]) -> list[Record]:
     names = ("subject", "body", "footer")
-    if len(pieces) == 1:
-        args: dict[str, Any] = {"to": RECIPIENT, "subject": "Quarterly review", "body": f"Hi, as promised: {pieces[0]}"}
+    if len(pieces) == 1 and not isinstance(pieces[0], str):  # a structured argument: sent as the body itself
+        args: dict[str, Any] = {"to": RECIPIENT, "subject": "Quarterly review", "body": pieces[0]}
+    elif len(pieces) == 1:
+        args = {"to": RECIPIENT, "subject": "Quarterly review", "body": f"Hi, as promised: {pieces[0]}"}
     else:
         args = {"to": RECIPIENT, **dict(zip(names, pieces, strict=False))}
     return [
@@ -180,7 +189,8 @@ def run_evasion_study(
     for transform in transforms:
         before = after = 0
         missed: list[str] = []
-        for pv in values:
+        applicable = [pv for pv in values if transform.applies(pv)]
+        for pv in applicable:
             records = _records(pv.record, transform.apply(pv))
             hit_before = provenance_fires(PrefixGraph, policy, records)
             hit_after = provenance_fires(NormalizingPrefixGraph, policy, records)
@@ -188,7 +198,7 @@ def run_evasion_study(
             after += hit_after
             if not hit_after:
                 missed.append(pv.name)
-        n = len(values)
+        n = len(applicable)
         rows.append(
             {
                 "transform": transform.name,
@@ -235,7 +245,8 @@ def format_evasion(result: Mapping[str, Any]) -> str:
     """The study as a Markdown table plus the benign controls and a plain statement of what escapes."""
     lines = [
         f"Evasion study: recall of `provenance_path` (G-CARB) on {len(result['values'])} private values "
-        f"per transform, exact-match graph (before) vs. `graph.normalize: true` (after); min_span = "
+        f"per transform (a transform defined for one kind of value, such as a card's check digit, counts only "
+        f"those), exact-match graph (before) vs. `graph.normalize: true` (after); min_span = "
         f"{result['min_span']}.",
         "",
         "| transform | family | what the agent does | recall before | recall after |",
@@ -261,8 +272,15 @@ def format_evasion(result: Mapping[str, Any]) -> str:
     lines += [
         "",
         "Still escaping after normalization (recall < 1): " + (", ".join(result["still_escaping"]) or "none") + ".",
+        "What gets out, by transform (after normalization): "
+        + "; ".join(f"{r['transform']}: {', '.join(r['missed_after'])}" for r in result["rows"] if r["missed_after"])
+        + ".",
         "Exact matching is not semantic dataflow: encodings (base64, hex, reversal, look-alike letters, "
         "leetspeak), values split into pieces shorter than min_span, characters spread out by spaces, "
-        "partial disclosure and paraphrase carry the private information without a shared span or token.",
+        "partial disclosure and paraphrase carry the private information without a shared span or token; "
+        "a multi-word value re-spelled to fit an address, file name or host (spaces made dashes) shares no "
+        "span with its source; a free-text value (not a card, IBAN, phone number or address, which have "
+        "cores matched within one edit) is matched only by intact spans of min_span characters and its "
+        "value tokens, so an edit that leaves none of them intact gets it out.",
     ]
     return "\n".join(lines)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -30,3 +30,13 @@ def arun(coro: Any) -> Any:
         return loop.run_until_complete(coro)
     finally:
         loop.close()
+
+
+def decision_entries(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The decision entries of an audit log (not its ``session_end`` or review entries)."""
+    return [e for e in entries if "event" not in e and e.get("kind") != "review"]
+
+
+def session_ends(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``session_end`` entries of an audit log, in order."""
+    return [e for e in entries if e.get("event") == "session_end"]

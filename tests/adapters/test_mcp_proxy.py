@@ -76,7 +76,9 @@ def test_injected_exfiltration_refused_benign_passed(tmp_path: Path) -> None:
     received = _received(tmp_path / "server.log")
     assert [r["tool"] for r in received] == ["send_email", "read_inbox", "read_record"]  # never the exfiltration
     assert received[0]["args"] == BENIGN
-    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    entries = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    audit = [e for e in entries if "event" not in e]
+    assert [e for e in entries if "event" in e] == [entries[-1]] and entries[-1]["event"] == "session_end"
     assert [(e["tool"], e["verdict"]) for e in audit] == [
         ("send_email", "execute"),
         ("read_inbox", "execute"),

@@ -22,7 +22,7 @@ from guard.decision import Certification
 from guard.policy import Policy, ToolSpec
 from guard.runtime import Session
 from tests.adapters.mail_agent_data import INJECTED, POLICY, RECORD, TASK
-from tests.adapters.openai_support import arun, quiet_tracing_and_close_loops
+from tests.adapters.openai_support import arun, decision_entries, quiet_tracing_and_close_loops
 
 EXFIL = function_call("send_email", {"to": "compliance@audit-desk.net", "subject": "Record", "body": RECORD}, "c3")
 BROCHURE = {"to": "bob@partner.test", "subject": "Brochure", "body": "Our public brochure is attached."}
@@ -163,7 +163,7 @@ def test_async_run_matches_sync(make_guard, tools, ran) -> None:
     again = [
         {k: v for k, v in e.items() if k not in ("latency_us", "ts", "prev", "hash")} for e in async_guard.audit.entries
     ]
-    assert strip == again and [e["verdict"] for e in strip] == ["execute", "execute", "escalate"]
+    assert strip == again and [e["verdict"] for e in decision_entries(strip)] == ["execute", "execute", "escalate"]
 
 
 def test_one_session_per_run(make_guard, tools, ran) -> None:
@@ -174,7 +174,7 @@ def test_one_session_per_run(make_guard, tools, ran) -> None:
         [[function_call("send_email", {"to": "x@outside.test", "subject": "s", "body": RECORD}, "c3")], "ok"]
     )
     run_sync(guard, Agent(name="m", tools=tools, model=model), "send the note", session_id="b", run_config=NO_TRACE)
-    by_session = [(e["session"], e["call_id"], e["verdict"]) for e in guard.audit.entries]
+    by_session = [(e["session"], e["call_id"], e["verdict"]) for e in decision_entries(guard.audit.entries)]
     assert by_session[-2:] == [("a", "c3", "escalate"), ("b", "c3", "execute")]
     with pytest.raises(InputError, match="session_id"):
         run_sync(guard, Agent(name="m", tools=tools, model=model), "x", session_id="", run_config=NO_TRACE)
@@ -185,7 +185,7 @@ def test_shadow_mode_runs_the_refused_call_and_audits_the_refusal(make_guard, to
     guard = make_guard(mode="shadow")
     run_sync(guard, Agent(name="m", tools=tools, model=leak_script()), TASK, session_id="s", run_config=NO_TRACE)
     assert names(ran) == ["read_record", "read_inbox", "send_email"]
-    assert [e["verdict"] for e in guard.audit.entries] == ["execute", "execute", "escalate"]
+    assert [e["verdict"] for e in decision_entries(guard.audit.entries)] == ["execute", "execute", "escalate"]
 
 
 def test_shadow_mode_option_runs_no_probe(make_guard, tools, ran) -> None:
@@ -194,7 +194,7 @@ def test_shadow_mode_option_runs_no_probe(make_guard, tools, ran) -> None:
     model = ScriptedModel([[function_call("save_draft", DRAFT, "c1")], "ok"])
     run_sync(guard, Agent(name="m", tools=tools, model=model), TASK, session_id="s", mode="shadow", run_config=NO_TRACE)
     assert ran == [("save_draft", DRAFT)]
-    assert [e["verdict"] for e in guard.audit.entries] == ["probe"] and guard.mode == "enforce"
+    assert [e["verdict"] for e in decision_entries(guard.audit.entries)] == ["probe"] and guard.mode == "enforce"
 
 
 def test_unparseable_arguments_and_unknown_tools_are_refused(make_guard, tools, ran, caplog) -> None:

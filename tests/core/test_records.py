@@ -60,9 +60,16 @@ def test_freeze_args_rejects_non_json(bad: dict[str, object]) -> None:
 
 
 def test_arg_values_flattens_nested_leaves() -> None:
-    """Nested leaves are yielded under their top-level argument name; None is skipped."""
+    """Nested leaves and the keys of nested objects are yielded under their top-level argument name; None is
+    skipped (catches a walk that drops the keys of a nested object: a value placed as a key would be no evidence)."""
     record = proposal(0, "t", {"to": ["a@b.example", {"cc": "c@d.example"}], "flag": True, "n": None, "k": 7}, "c")
-    assert sorted(record.arg_values()) == [("flag", "true"), ("k", "7"), ("to", "a@b.example"), ("to", "c@d.example")]
+    assert sorted(record.arg_values()) == [
+        ("flag", "true"),
+        ("k", "7"),
+        ("to", "a@b.example"),
+        ("to", "c@d.example"),
+        ("to", "cc"),
+    ]
 
 
 def test_args_json_is_canonical() -> None:

@@ -159,7 +159,8 @@ def study() -> dict[str, Any]:
 def test_study_shape(study: dict[str, Any]) -> None:
     assert [r["transform"] for r in study["rows"]] == [t.name for t in TRANSFORMS]
     assert study["values"] == [v.name for v in VALUES]
-    assert all(r["cases"] == len(VALUES) for r in study["rows"])
+    by_name = {t.name: t for t in TRANSFORMS}
+    assert all(r["cases"] == sum(by_name[r["transform"]].applies(v) for v in VALUES) >= 1 for r in study["rows"])
     assert sum(b["cases"] for b in study["benign"].values()) == len(BENIGN)
 
 
@@ -190,6 +191,18 @@ def test_what_still_escapes_is_reported(study: dict[str, Any]) -> None:
     assert set(study["still_escaping"]) >= {"base64", "hex", "reversed", "paraphrase", "split_3"}
 
 
+def test_structure_altered_and_key_transforms_are_caught(study: dict[str, Any]) -> None:
+    """Before normalization already: a key position always links; every altered card, IBAN, phone number
+    and address links (cores within one edit); a structure built around a value links unless the value had
+    to be re-spelled to fit it (catches the three evidence holes of docs/evidence.md coming back)."""
+    rows = {r["transform"]: r for r in study["rows"]}
+    for row in rows.values():
+        if row["family"] in ("position", "altered") and row["transform"] not in ("char_added", "char_dropped"):
+            assert row["recall_before"] == 1.0, row
+        if row["family"] == "structure":
+            assert set(row["missed_after"]) <= {"name_address", "diagnosis"}, row
+
+
 def test_benign_controls(study: dict[str, Any]) -> None:
     """Unrelated values never connect; the cost of normalization shows on coincidental equal facts."""
     assert study["benign"]["unrelated"]["fired_before"] == study["benign"]["unrelated"]["fired_after"] == 0
@@ -203,3 +216,4 @@ def test_format_evasion(study: dict[str, Any]) -> None:
     for row in study["rows"]:
         assert f"| {row['transform']} |" in text
     assert "Still escaping after normalization" in text and "paraphrase" in text
+    assert "What gets out, by transform" in text and "as_email_local: name_address" in text

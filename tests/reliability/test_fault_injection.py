@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import time
@@ -198,7 +199,9 @@ def inject(stage: str, fault: str, guard: Guard, monkeypatch: pytest.MonkeyPatch
     elif stage == "score":
         guard.scorer = FaultyScorer(fault)
     elif stage == "gate":
-        guard.threshold = faulty_threshold(fault, guard.threshold)
+        # Guard.threshold is read-only (the breaker owns it): the fault goes into the breaker's gate state
+        faulty = dataclasses.replace(guard.trip_state, threshold=faulty_threshold(fault, guard.threshold))
+        monkeypatch.setattr(guard.breaker, "_state", faulty)
     elif stage == "certify":
         guard.certifier = FaultyCertifier(fault)
     elif stage == "audit_entry":

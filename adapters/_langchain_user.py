@@ -1,0 +1,159 @@
+"""The user channel of the LangChain adapter: which ``HumanMessage`` is the human's own turn.
+
+Only what a human wrote may enter the user channel (``Session.observe_user``), since a user turn
+can make a call trusted (:mod:`guard.trust`); see docs/security.md#the-user-channel.  A
+``HumanMessage`` in the graph state is not proof of that: ``SummarizationMiddleware`` replaces old
+turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``
+or any node or middleware can add one, and a middleware can rewrite one in place.
+
+The rule is provenance, not the message class: a ``HumanMessage`` is a user turn only when its text
+is the text of a human message **the caller passed in a run's input**, and it carries no framework
+marker (``lc_source`` in ``additional_kwargs`` or ``response_metadata``, which LangChain's own
+middlewares set).  Everything else is observed as untrusted content.  The caller's input is known
+
+- at the start of a ``create_agent`` run (``GuardMiddleware.before_agent``): the messages the run
+  starts with that the session has not seen; with a checkpointer, whose state holds the thread's
+  history before the input, only the human messages after the last message of another kind;
+- with a checkpointer: from the checkpointer itself, which keeps every input of the thread's root
+  graph as a write of its ``__start__`` task (read when a ``HumanMessage`` of unknown provenance
+  appears; a run with ``durability="exit"`` stores its input only at its end, so a ``ToolNode``
+  cannot find it during the run and its human turns are untrusted content: fail closed);
+- for a ``ToolNode`` in a graph without a checkpointer (no run start to see, nothing stored): the
+  human messages that lead the messages new since the wrapper last looked, before any other message,
+  except those a tool's ``Command`` put there (the wrapper sees every tool's output).
+
+A ``HumanMessage`` already fed whose content later changes (a middleware rewrote it in place) is
+observed again, as untrusted content: the new text is not what the human wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from guard.adapters._langchain_content import marker
+from guard.adapters._langchain_core import BaseMessage, HumanMessage, Tracker, has_checkpointer, text_of
+
+log = logging.getLogger("guard.adapters.langchain")
+
+
+def _unseen(tracker: Tracker, messages: Sequence[Any]) -> list[Any]:
+    """The messages of ``messages`` the session has not been fed (messages without an id are left to the feed)."""
+    out = []
+    for message in messages:
+        if not isinstance(message, BaseMessage) or type(message.id) is not str or not message.id:
+            continue
+        if f"id:{message.id}" not in tracker.seen:
+            out.append(message)
+    return out
+
+
+def _texts(messages: Iterable[Any], inserted: set[str] | frozenset[str] = frozenset()) -> set[str]:
+    return {
+        text_of(m) for m in messages if isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in inserted
+    }
+
+
+def _leading(messages: Sequence[Any]) -> list[Any]:
+    """The human messages before the first message of another kind."""
+    out = []
+    for message in messages:
+        if not isinstance(message, HumanMessage):
+            break
+        out.append(message)
+    return out
+
+
+def _trailing(messages: Sequence[Any]) -> list[Any]:
+    """The human messages after the last message of another kind (a run's input is appended last)."""
+    return list(reversed(_leading(list(reversed(messages)))))
+
+
+def learn(tracker: Tracker, config: Mapping[str, Any], messages: Sequence[Any], entry: bool) -> bool:
+    """Learn the caller's texts that ``messages`` show; whether the checkpointer must be read for the rest.
+
+    ``entry``: ``messages`` are the state at the start of a run (``before_agent``), before any
+    middleware, model or tool added to them.
+    """
+    new = _unseen(tracker, messages)
+    checkpointed = has_checkpointer(config)
+    if entry:  # with a checkpointer the state holds the thread's history first: the input is appended last
+        tracker.said |= _texts(_trailing(new) if checkpointed else new)
+        tracker.entered = True
+    elif not tracker.entered and not checkpointed:
+        tracker.said |= _texts(_leading(new), tracker.inserted)
+    return checkpointed and any(
+        isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in tracker.said for m in new
+    )
+
+
+def _source(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
+    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+
+    configurable = config.get("configurable") or {}
+    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
+    if saver is None or thread is None:
+        return None
+    return saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def _input_texts(found: Iterable[Any], key: str) -> set[str]:
+    """The human texts of the root graph's inputs among checkpoint tuples (their ``__start__`` writes)."""
+    from langchain_core.messages import convert_to_messages
+
+    texts: set[str] = set()
+    for checkpoint in found:
+        for _task, channel, value in getattr(checkpoint, "pending_writes", None) or ():
+            if channel != key:
+                continue
+            try:
+                texts |= _texts(convert_to_messages(value if isinstance(value, list) else [value]))
+            except (TypeError, ValueError, NotImplementedError) as exc:
+                log.warning("carbguard: an input of the thread could not be read (%s); not a user turn", exc)
+    return texts
+
+
+def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
+    """Add the texts of every input of the thread (read from the checkpointer) to ``tracker.said``.
+
+    A checkpointer that cannot be read adds nothing (fail closed: the messages are then untrusted content).
+    """
+    source = _source(config)
+    if source is None:
+        return
+    saver, query = source
+    try:
+        found = list(saver.list(query, filter={"source": "input"}))
+    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
+        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
+        return
+    tracker.said |= _input_texts(found, key)
+
+
+async def aread_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
+    """Async twin of :func:`read_inputs`."""
+    source = _source(config)
+    if source is None:
+        return
+    saver, query = source
+    try:
+        found = [t async for t in saver.alist(query, filter={"source": "input"})]
+    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
+        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
+        return
+    tracker.said |= _input_texts(found, key)
+
+
+def note_output(tracker: Tracker, output: Any) -> None:
+    """Remember the human messages a tool's ``Command(update=...)`` adds: they are never the caller's input."""
+    update = getattr(output, "update", None)
+    if not isinstance(update, Mapping):
+        return
+    found = update.get("messages") or ()
+    for message in found if isinstance(found, list | tuple) else (found,):
+        if isinstance(message, HumanMessage):
+            tracker.inserted.add(text_of(message))
+
+
+__all__ = ["aread_inputs", "learn", "note_output", "read_inputs"]
