@@ -1,7 +1,7 @@
 """The one flow of a guarded tool call, written once for every adapter (the adapters' extension point).
 
 decide → run the probes a ``probe`` verdict asks for (each itself decided, authorized, run and
-observed) and decide again → :meth:`~guard.runtime.Session.authorize` → run the authorized copy →
+observed) and decide again → :meth:`~guard.session.Session.authorize` → run the authorized copy →
 observe its result.  The flow is an I/O-free generator (the shape of httpx's ``auth_flow``): it
 yields :class:`Decide` and :class:`Run` actions and a driver answers them — :func:`drive` with
 ``session.decide`` and a blocking ``run``, :func:`adrive` with ``session.adecide`` and an awaitable
@@ -10,7 +10,7 @@ yields :class:`Decide` and :class:`Run` actions and a driver answers them — :f
 **The one exception policy.** Any error before ``authorize`` returns the arguments of the call —
 a :class:`~guard.errors.BindingError` (no decision, changed arguments, a second run, not
 ``execute``) or any other exception of the guard or the adapter — is a refusal, never a run:
-:meth:`~guard.runtime.Session.refuse` audits an ``escalate``/``internal_error`` refusal naming the
+:meth:`~guard.session.Session.refuse` audits an ``escalate``/``internal_error`` refusal naming the
 error, and the model is told it.  After
 ``authorize`` returned, the tool runs; an exception the tool raises is observed as an ``error``
 result and re-raised for the framework to handle (a probe's is observed and settles nothing).
@@ -22,7 +22,7 @@ An adapter supplies a :class:`Tools`: how its framework runs a call with given a
 (``payload``), how a run's output reads as text (``result``), where warnings go (``report``).
 Adapters may import this module and ``guard``'s public surface, nothing else of the guard.
 
-**Ending sessions.** A session ends with :meth:`~guard.runtime.Session.close` (its ``session_end``
+**Ending sessions.** A session ends with :meth:`~guard.session.Session.close` (its ``session_end``
 audit entry, which the monitor and review read: docs/monitoring.md).  A custom loop uses the
 session as a context manager (``with guard.session(id) as session:``), which closes it on every way
 out — normal, an exception, ``KeyboardInterrupt``; adapters that cannot see the end of a run close

@@ -22,7 +22,7 @@ from guard.policy.defaults import DEFAULT_WEIGHTS
 from guard.specificity import background
 
 FORMAT = "carbguard-artifact/1"
-GRAPH_RULES_VERSION = "E1-E4/v1"
+GRAPH_RULES_VERSION = "E1-E4/v2"
 SCORER_VERSION = "weighted-binary/v1"
 
 

@@ -1,6 +1,6 @@
 """The calls of one session: their decisions, proposals and where each stands (run, answered, approved).
 
-:class:`CallBook` is the only writer of this bookkeeping; :class:`guard.runtime.Session` holds one
+:class:`CallBook` is the only writer of this bookkeeping; :class:`guard.session.Session` holds one
 and answers readers with queries (``decision``, ``call_state``) and read-only views.  The pipeline
 adds proposals through :meth:`CallBook.propose`; :meth:`CallBook.bind` is the binding rule of
 ``Session.authorize``.  Not thread-safe by itself: the session's lock guards every call.

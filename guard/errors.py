@@ -50,7 +50,7 @@ class AuditError(GuardError, OSError):
 class BindingError(InputError):
     """An execution was asked for a call other than the exact one that received ``execute``.
 
-    Raised by :meth:`guard.runtime.Session.authorize` when the call id has no ``execute`` decision,
+    Raised by :meth:`guard.session.Session.authorize` when the call id has no ``execute`` decision,
     the tool or the canonical arguments differ from those decided, or the call already ran.
     """
 

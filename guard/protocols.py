@@ -93,7 +93,7 @@ class GuardConfig(Protocol):
 class SessionState(Protocol):
     """What the stages of one decision read and extend: the episode's graph and bookkeeping.
 
-    :class:`guard.runtime.Session` is the implementation; the stages, the redactor and the
+    :class:`guard.session.Session` is the implementation; the stages, the redactor and the
     certifier see only this view, so none of them imports the runtime.
     """
 

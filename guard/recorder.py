@@ -68,8 +68,10 @@ FILE_MODE = 0o600
 
 
 class _Guard(Protocol):
-    policy: Policy
-    audit: AuditSink | None
+    @property
+    def policy(self) -> Policy: ...
+    @property
+    def audit(self) -> AuditSink | None: ...
 
     @property
     def threshold(self) -> float: ...  # read-only: the breaker owns it (guard.breaker)
@@ -78,7 +80,8 @@ class _Guard(Protocol):
     @property
     def mode(self) -> Mode: ...
 
-    recorder: EpisodeRecorder | None
+    @property
+    def recorder(self) -> EpisodeRecorder | None: ...
 
     @property
     def review(self) -> Any: ...  # a guard.review.ReviewSampler, or None without review sampling
@@ -99,7 +102,7 @@ class RecordState:
 
 
 class Session(Protocol):
-    """What the recorder reads of a :class:`guard.runtime.Session` (it never imports the runtime)."""
+    """What the recorder reads of a :class:`guard.session.Session` (it never imports the runtime)."""
 
     session_id: str
     graph: PrefixGraph

@@ -11,7 +11,7 @@
 - :func:`edge_dropout`: on graph-braid, a deterministic fraction of edges is dropped (per seed,
   episode and edge, nested across rates) and G-CARB is recalibrated at every rate.
 
-Scores come from the same graph, selectors and scorer as :class:`guard.runtime.Session` (a test
+Scores come from the same graph, selectors and scorer as :class:`guard.session.Session` (a test
 checks they equal :func:`guard.calibration.replay.score_episode`); each episode's graph is built
 once and scored by every selector.  Metric definitions (seed 000 D.3): ``utility`` = autonomous
 success (every constructed episode succeeds when it runs to its end), ``benign_stop`` = CES: stopped

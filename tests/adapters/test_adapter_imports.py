@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = "adapters: only the public surface of guard and the flow module"
-PUBLIC = {"guard.decision", "guard.errors", "guard.policy", "guard.records", "guard.runtime", "guard.protocols"}
+PUBLIC = {"guard.decision", "guard.errors", "guard.policy", "guard.records", "guard.runtime", "guard.session"}
+PUBLIC |= {"guard.protocols"}
 PUBLIC |= {"guard.progress", "guard.adapters"}
 
 
