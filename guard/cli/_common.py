@@ -8,15 +8,18 @@ table (:func:`add_json`, :func:`emit`); ``-o/--out`` names the one file a comman
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from guard.errors import GuardError
+
+_N = TypeVar("_N", int, float)
 
 SCOPE = (
     "Guarantee: for exchangeable episodes and a frozen pipeline, the expected declared-ledger loss of a new "
@@ -40,6 +43,22 @@ def add_json(parser: Any, what: str = "the result") -> None:
 def add_out(parser: Any, help: str, *, required: bool = False, metavar: str | None = None) -> None:
     """``-o/--out FILE``: the file a command writes (``help`` says which, and what happens without it)."""
     parser.add_argument("-o", "--out", required=required, metavar=metavar, help=help)
+
+
+def ranged(convert: Callable[[str], _N], accept: Callable[[_N], bool], rule: str) -> Callable[[str], _N]:
+    """An argparse ``type``: ``convert(text)`` when ``accept`` holds, else one error naming ``rule``."""
+
+    def parse(text: str) -> _N:
+        try:
+            value = convert(text)
+        except ValueError:
+            kind = "an integer" if convert is int else "a number"
+            raise argparse.ArgumentTypeError(f"not {kind}: {text!r}") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{rule}, got {text}")
+        return value
+
+    return parse
 
 
 def fail(message: object) -> int:

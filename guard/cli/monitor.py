@@ -34,7 +34,7 @@ import io
 import json
 from typing import Any
 
-from guard.cli._common import write_output
+from guard.cli._common import ranged, write_output
 from guard.cli.deployed import (
     Deployed,
     deployed_sessions,
@@ -316,24 +316,8 @@ def _plot(
     write_output(out, image.getvalue(), inputs, "--plot")
 
 
-def _unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < 1.0:
-        raise argparse.ArgumentTypeError(f"must lie in (0, 1), got {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 10 <= value <= 100_000:
-        raise argparse.ArgumentTypeError(f"must lie in [10, 100000], got {text}")
-    return value
+_unit = ranged(float, lambda value: 0.0 < value < 1.0, "must lie in (0, 1)")
+_count = ranged(int, lambda value: 10 <= value <= 100_000, "must lie in [10, 100000]")
 
 
 def register(sub: Any) -> None:

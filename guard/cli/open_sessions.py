@@ -12,6 +12,7 @@ import argparse
 import time
 from typing import Any
 
+from guard.cli._common import ranged
 from guard.cli.deployed import OPEN_BOUND_ENTRIES, OPEN_BOUND_SECONDS, OpenBound
 
 EXIT_OPEN = 5
@@ -50,24 +51,8 @@ def open_past_bound(entries: list[dict[str, Any]], bound: OpenBound) -> list[str
     return [sid for sid, (line, ts) in last.items() if sid not in closed and bound.past(total - line, ts)]
 
 
-def _entries(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
+_entries = ranged(int, lambda value: value >= 1, "must be at least 1")
+_seconds = ranged(float, lambda value: 0.0 < value < float("inf"), "must be a positive number of seconds")
 
 
 def add_open_bound(parser: Any) -> None:
