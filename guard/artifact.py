@@ -23,7 +23,7 @@ from guard.specificity import background
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v2"
-SCORER_VERSION = "weighted-binary/v1"
+SCORER_VERSION = "weighted-binary/v2"  # v2: trust reads every argument and URLs as clients do
 
 
 #: the scorer's feature set beyond its default features and the commit it was frozen at; recorded in the scorer
