@@ -1,10 +1,23 @@
-"""MkDocs hooks: the reference pages are generated from the code at build time.
+"""The generated reference pages, and the MkDocs hooks of the site.
 
-- ``<!-- generated: policy-reference -->`` becomes the policy reference, walked from
-  ``guard.policy.policy_json_schema()`` (every key, its type, default and description);
-- ``<!-- generated: cli-reference -->`` becomes the command-line reference, walked from the
-  argparse tree of ``guard.cli.build_parser()`` (every command, option and help text);
-- ``<!-- include: PATH -->`` becomes the file ``PATH`` of the repository (the changelog).
+The policy and command-line references are committed Markdown, so they read the same on GitHub as in
+the built site.  Each lives between a pair of markers in its page, and ``python docs/hooks.py --write``
+rewrites the text between them from the code (``tests/test_docs_site.py`` fails when it is stale):
+
+- ``<!-- generated: policy-reference -->`` … ``<!-- /generated: policy-reference -->`` (``docs/policy.md``):
+  the policy reference, walked from ``guard.policy.policy_json_schema()`` (every key, its type, default
+  and description);
+- ``<!-- generated: cli-reference -->`` … ``<!-- /generated: cli-reference -->`` (``docs/cli.md``): the
+  command-line reference, walked from the argparse tree of ``guard.cli.build_parser()`` (every command,
+  option and help text).
+
+``python docs/hooks.py --check`` only reports the stale pages (exit code 1).  At build time the hooks
+leave the generated text as committed (a stale block is a build warning, so ``--strict`` fails) and:
+
+- ``<!-- include: PATH -->`` becomes the file ``PATH`` of the repository (the changelog);
+- ``<!-- markdown-only -->`` … ``<!-- /markdown-only -->`` is dropped: a note for readers of the raw
+  Markdown (``docs/api.md``'s pointer to the source files, whose links leave the site);
+- fence lines lose the snippet runner's marks.
 
 Internal references to the design documents that live outside this repository (``METHOD §N``) are
 dropped from generated text. ``tests/test_docs_site.py`` imports this module by path.
@@ -14,13 +27,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- (generated|include): ([\w./-]+) -->")
+MARKER = re.compile(r"<!-- include: ([\w./-]+) -->")
+#: The opening marker of a generated block; its end is ``<!-- /generated: NAME -->``.
+GENERATED = re.compile(r"<!-- generated: ([\w-]+) -->")
+MARKDOWN_ONLY = re.compile(r"<!-- markdown-only -->.*?<!-- /markdown-only -->\n?", re.DOTALL)
+COMMAND = "python docs/hooks.py --write"
+log = logging.getLogger("mkdocs.hooks.carbguard")
 OUTSIDE = re.compile(r"\s*\((?:METHOD|seed 000) §[^)]*\)|,? ?METHOD §[\d.]+(?:[,;] ?§[\d.]+)*'?s?")
 
 
@@ -136,10 +156,77 @@ def cli_reference() -> str:
     return "\n".join(_walk(parser, "carbguard", parser.description or ""))
 
 
-# --------------------------------------------------------------------------- hooks
+# --------------------------------------------------------------------------- committed blocks
 
 GENERATORS = {"policy-reference": policy_reference, "cli-reference": cli_reference}
 
+
+class StaleMarkersError(ValueError):
+    """A page's generated markers are unusable: an unknown name, or an opening marker without its end."""
+
+
+def block(name: str, body: str) -> str:
+    """The committed block ``name``: its markers around ``body`` (blank lines keep the Markdown apart)."""
+    return f"<!-- generated: {name} -->\n\n{body.strip()}\n\n<!-- /generated: {name} -->"
+
+
+def regenerate(markdown: str, where: str = "page") -> str:
+    """``markdown`` with the text between every pair of generated markers replaced by fresh output.
+
+    Text outside the markers is kept byte for byte.  An unknown generator name or an opening marker
+    without its end raises :class:`StaleMarkersError` naming ``where``.
+    """
+    out, pos = [], 0
+    for match in GENERATED.finditer(markdown):
+        if match.start() < pos:
+            continue
+        name = match.group(1)
+        if name not in GENERATORS:
+            raise StaleMarkersError(f"{where}: unknown generated block {name!r} (known: {', '.join(GENERATORS)})")
+        end_marker = f"<!-- /generated: {name} -->"
+        end = markdown.find(end_marker, match.end())
+        if end < 0:
+            raise StaleMarkersError(f"{where}: <!-- generated: {name} --> has no {end_marker}")
+        out += [markdown[pos : match.start()], block(name, GENERATORS[name]())]
+        pos = end + len(end_marker)
+    out.append(markdown[pos:])
+    return "".join(out)
+
+
+def generated_pages() -> list[Path]:
+    """The documentation pages that hold a generated block."""
+    return [p for p in sorted((ROOT / "docs").rglob("*.md")) if GENERATED.search(p.read_text(encoding="utf-8"))]
+
+
+def stale_pages() -> list[Path]:
+    """The pages whose committed generated text differs from fresh output."""
+    stale = []
+    for page in generated_pages():
+        text = page.read_text(encoding="utf-8")
+        if regenerate(text, str(page.relative_to(ROOT))) != text:
+            stale.append(page)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python docs/hooks.py --write`` rewrites the generated blocks; ``--check`` lists stale pages (exit 1)."""
+    parser = argparse.ArgumentParser(prog="docs/hooks.py", description=main.__doc__)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--write", action="store_true", help="rewrite the generated blocks of every page")
+    mode.add_argument("--check", action="store_true", help="list the pages whose generated blocks are stale")
+    args = parser.parse_args(argv)
+    stale = stale_pages()
+    for page in stale:
+        shown = page.relative_to(ROOT)
+        if args.write:
+            page.write_text(regenerate(page.read_text(encoding="utf-8"), str(shown)), encoding="utf-8")
+            print(f"rewrote {shown}")
+        else:
+            print(f"{shown}: generated reference is stale; run {COMMAND}", file=sys.stderr)
+    return 1 if stale and args.check else 0
+
+
+# --------------------------------------------------------------------------- hooks
 
 #: A fence whose info string carries words after the language (``bash notest``, ``bash slow``: marks
 #: for the snippet runner, ``tests/snippets.py``).  superfences reads such a fence as text, not code.
@@ -152,23 +239,30 @@ def plain_fences(markdown: str) -> str:
 
 
 def expand(markdown: str) -> str:
-    """``markdown`` with every generated or included block filled in, and fence lines without runner marks."""
+    """``markdown`` as the site shows it: includes filled, Markdown-only notes dropped, fences without runner marks.
+
+    Generated blocks are left as committed (:func:`regenerate` writes them).
+    """
 
     def fill(match: re.Match[str]) -> str:
-        kind, name = match.group(1), match.group(2)
-        if kind == "generated":
-            return GENERATORS[name]()
-        text = (ROOT / name).read_text(encoding="utf-8")
+        text = (ROOT / match.group(1)).read_text(encoding="utf-8")
         return re.sub(r"\]\((?:docs/)?([\w/-]+\.md)", r"](\1", text.split("\n", 1)[1])
 
-    return plain_fences(MARKER.sub(fill, markdown))
+    return plain_fences(MARKDOWN_ONLY.sub("", MARKER.sub(fill, markdown)))
 
 
-def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    """MkDocs hook: fill the generated blocks of a page."""
+def on_page_markdown(markdown: str, page: Any = None, **kwargs: Any) -> str:
+    """MkDocs hook: warn (a failure under ``--strict``) on a stale generated block, then :func:`expand`."""
+    where = getattr(getattr(page, "file", None), "src_uri", "page")
+    if GENERATED.search(markdown) and regenerate(markdown, where) != markdown:
+        log.warning("%s: generated reference is stale; run %s", where, COMMAND)
     return expand(markdown)
 
 
 def on_page_content(html: str, **kwargs: Any) -> str:
     """MkDocs hook: drop pointers to outside design documents from rendered API docstrings."""
     return clean(html)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,9 @@ here, so the example runs offline:
 
     python examples/custom_loop.py            # enforce
     python examples/custom_loop.py shadow     # decide and audit, never block (same messages as no guard)
+
+Each printed line is a call, the guard's verdict, reason and score, and what happened to the call:
+``ran``, ``refused``, or in shadow mode ``would have been refused; ran anyway (shadow)``.
 """
 
 from __future__ import annotations
@@ -104,10 +107,19 @@ def run_tool(session: Session, decision: Decision, name: str, args: Any, call_id
         return f"{type(exc).__name__}: {exc}", "error"
 
 
+def outcome(decision: Decision, mode: Mode) -> str:
+    """What happened to the decided call, as printed: shadow mode runs a refused call and says so."""
+    if decision.allowed:
+        return "ran"
+    return "would have been refused; ran anyway (shadow)" if mode == Mode.SHADOW else "refused"
+
+
 def main(mode: str = Mode.ENFORCE) -> list[dict[str, Any]]:
     """Run the loop once (``mode`` "enforce" or "shadow"); print each call and what the guard decided."""
     # No calibration artifact for this toy deployment: explicit threshold (see the policy file).
     session = Guard(load_policy(POLICY), threshold=0.5, mode=Mode.parse(mode)).session("custom-loop")
+    shadow = session.guard.mode == Mode.SHADOW
+    print(f"mode: {session.guard.mode}" + (" (every call is decided and audited, none is blocked)" if shadow else ""))
     messages: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
     session.observe_user(TASK)
     for reply in scripted_model():
@@ -126,7 +138,9 @@ def main(mode: str = Mode.ENFORCE) -> list[dict[str, Any]]:
             planned.append((tool_call["id"], name, args, decide(session, name, args, tool_call["id"])))
         for call_id, name, args, decision in planned:
             text, status = run_tool(session, decision, name, args, call_id)
-            print(f"{name:<13} {decision.verdict.value:<9} {decision.reason.value:<16} score={decision.score}")
+            score = f"score={decision.score}"
+            verdict = f"{decision.verdict.value:<9} {decision.reason.value:<16} {score:<10}"
+            print(f"{name:<13} {verdict} {outcome(decision, session.guard.mode)}")
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
             # A call refused before it entered the session (unknown tool, unparseable arguments) has
             # no proposal to attach a result to: the session raises InputError and stays as it was.

@@ -12,6 +12,10 @@
   string, and ``\\r`` before ``"\\n"`` is JSON whitespace that the decoder skips itself.
 - :func:`encode_float` and :func:`decode_float` are the one codec of a float that may be infinite in a
   JSON file: ±inf is written as the text ``"inf"`` / ``"-inf"`` (strict JSON has no infinity).
+- :func:`encode_float_or_null` and :func:`decode_float_or_null` are the same codec for a summary that may
+  be undefined (a rate or quantile of no values, the mean of no finite value): its NaN is written as
+  ``null``, never as a text ``"nan"`` (which :func:`decode_float` refuses) or a bare ``NaN`` token
+  (which :func:`loads_strict` refuses).
 """
 
 from __future__ import annotations
@@ -207,12 +211,25 @@ def decode_float(value: Any, where: str, error: type[Exception] = CorpusError) -
     return number
 
 
+def encode_float_or_null(value: float) -> float | str | None:
+    """``value`` for a JSON file where NaN means *undefined*: NaN as ``null``, else as :func:`encode_float`."""
+    return None if math.isnan(value) else encode_float(value)
+
+
+def decode_float_or_null(value: Any, where: str, error: type[Exception] = CorpusError) -> float:
+    """The inverse of :func:`encode_float_or_null`: ``null`` as NaN, else as :func:`decode_float` (which refuses
+    the rest, the text ``"nan"`` included)."""
+    return math.nan if value is None else decode_float(value, where, error)
+
+
 __all__ = [
     "INF_TEXT",
     "JSON_WHITESPACE",
     "NEG_INF_TEXT",
     "decode_float",
+    "decode_float_or_null",
     "encode_float",
+    "encode_float_or_null",
     "has_lone_surrogate",
     "json_lines",
     "loads_strict",

@@ -1,8 +1,9 @@
 """The one progress bar of carbguard, on stderr.
 
 On a terminal it redraws one line (at most ten times a second).  When stderr is not a terminal
-(a CI log, a file) it writes plain lines instead — one at each tenth of the work and one at the
-end — so logs never fill with carriage-return frames.  Disabled, it writes nothing.
+(a CI log, a file) it writes a few plain lines per bar instead — the first update, one as the work
+passes each quarter, and the final count — so a log gets neither carriage-return frames nor a line
+per tenth of every job.  Disabled, it writes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Progress:
         self.tty = self.enabled and _isatty(self.stream)
         self._start = time.perf_counter()
         self._last = 0.0
-        self._next_line = 0
+        self._quarter = -1  # the last quarter (0-4) a plain line was written for; -1: none yet
         self._done = 0
         self._printed = -1
 
@@ -55,11 +56,13 @@ class Progress:
             return
         if self.tty:
             self._redraw(done, force)
-        elif (force and done != self._printed) or done >= self._next_line:
-            self._next_line = done + max(self.total // 10, 1)
-            self._printed = done
-            self.stream.write(f"{self.label}: {done}/{self.total}{self._rate(done)}\n")
-            self.stream.flush()
+        else:
+            quarter = min(4 * max(done, 0) // self.total, 4)
+            if (force and done != self._printed) or self._quarter < 0 or quarter > self._quarter:
+                self._quarter = max(quarter, self._quarter, 0)
+                self._printed = done
+                self.stream.write(f"{self.label}: {done}/{self.total}{self._rate(done)}\n")
+                self.stream.flush()
 
     def _redraw(self, done: int, force: bool) -> None:
         now = time.perf_counter()

@@ -156,12 +156,19 @@ def evaluate(example: Example) -> None:
     run_snippet(snippet)
 
 
-def run_snippet(snippet: Snippet) -> None:
-    """Run, parse or skip ``snippet`` according to its language and flags."""
+def run_snippet(snippet: Snippet, where: Path | None = None) -> None:
+    """Run, parse or skip ``snippet`` according to its language and flags; in a fresh :func:`workdir`, or in
+    ``where`` (a :func:`workdir` shared with other snippets, as when pages are pasted one after another)."""
     if not snippet.runs:
         return
     if snippet.language in PARSED:
         _parse(snippet)
+        return
+    if where is not None:
+        try:
+            _run(snippet, where)
+        finally:
+            (where / "snippet.py").unlink(missing_ok=True)  # the runner's file, not the snippet's
         return
     with tempfile.TemporaryDirectory(prefix="carbguard-snippet-") as tmp:
         _run(snippet, workdir(Path(tmp)))

@@ -5,6 +5,7 @@ label-fed risk monitor (--labels), exit codes 0 / 3 / 2, --json and --plot."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 
 from guard.artifact import load_artifact, write_artifact
 from guard.audit import AuditLog, read_entries
-from guard.calibration.monitor import monitor, read_artifact_statistics
+from guard.calibration.monitor import Summary, monitor, read_artifact_statistics
 from guard.calibration.replay import feed
 from guard.calibration.risk_monitor import log_wealth
 from guard.cli import main
@@ -20,6 +21,7 @@ from guard.cli.deployed import deployed_sessions, deployed_statistics
 from guard.cli.monitor import tie_seed
 from guard.corpora.episodes import load_episodes
 from guard.errors import GuardError
+from guard.jsonio import loads_strict
 from guard.policy import Policy, load_policy
 from guard.recorder import stop_max
 from guard.runtime import Guard
@@ -359,3 +361,28 @@ def test_from_policy_fallback_artifact(policy: Policy, artifact: Path, tmp_path:
     assert entry["to"]["artifact"] == load_artifact(strict, policy).artifact_id
     with pytest.raises(GuardError, match="looser"):
         Guard.from_policy(tmp_path / "loose.yaml")
+
+
+def test_json_of_a_summary_of_no_finite_statistic_reads_back_strictly(
+    policy: Policy, artifact: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches ``--json`` output that the project's strict reader refuses: sessions without proposals have the
+    statistic -inf, so the deployed mean of finite statistics is undefined; the old writer printed it as the text
+    ``"nan"`` (refused by ``decode_float``), it is now ``null`` (and ``n/a`` in the table)."""
+    art = load_artifact(artifact, policy)
+    guard = Guard(
+        policy, threshold=art.threshold, artifact_id=art.artifact_id, audit=AuditLog(tmp_path / "a.jsonl", fsync=False)
+    )
+    for k in range(3):
+        session = guard.session(f"empty#{k}")
+        session.observe_user("hello")
+        session.close()
+    argv = ["monitor", str(tmp_path / "a.jsonl"), "--artifact", str(artifact)]
+    assert main([*argv, "--json"]) == 0
+    out = loads_strict(capsys.readouterr().out, "monitor --json", GuardError)
+    assert out["deployed"]["mean_finite"] is None and out["deployed"]["median"] == "-inf"
+    deployed = Summary.from_json(out["deployed"], "deployed")
+    assert deployed.n == 3 and math.isnan(deployed.mean_finite) and deployed.p90 == -math.inf
+    Summary.from_json(out["calibration"], "calibration")
+    assert main(argv) == 0
+    assert "max score, mean (finite)" in (table := capsys.readouterr().out) and "n/a" in table

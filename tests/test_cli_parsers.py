@@ -123,6 +123,21 @@ def test_progress_lines_name_the_corpus(tmp_path: Path, capsys: pytest.CaptureFi
     assert f"{FIXTURE_RUNS}: scoring episodes: " in err
 
 
+def test_evaluate_writes_a_few_progress_lines_per_job_to_a_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """``evaluate`` with stderr in a log (not a terminal): at most five lines per progress bar, its first
+    and its final count among them (catches a line per tenth of every job: nine for these nine run files)."""
+    assert main(["evaluate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--permutations", "2"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    per_bar: dict[str, list[str]] = {}
+    for line in lines:
+        label, count = line.rsplit(": ", 1)
+        per_bar.setdefault(label, []).append(count.split(" (")[0])
+    assert f"{FIXTURE_RUNS}: loading AgentDojo runs" in per_bar and "\r" not in "".join(lines)
+    for label, counts in per_bar.items():
+        total = counts[-1].split("/")[1]
+        assert len(counts) <= 5 and counts[0].startswith("1/") and counts[-1] == f"{total}/{total}", (label, counts)
+
+
 def test_agentdojo_run_prints_each_row_as_its_suite_completes(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,12 +74,96 @@ def test_generated_text_has_no_outside_pointers() -> None:
 
 
 def test_markers_are_filled() -> None:
-    """Catches a page marker that the build would leave as an HTML comment (a missing generator or file)."""
+    """Catches an include marker that the build would leave as an HTML comment (a missing file), or a reference
+    page that lost its generated block."""
     pages = sorted((ROOT / "docs").rglob("*.md"))
-    markers = [(p, m) for p in pages for m in hooks.MARKER.finditer(p.read_text(encoding="utf-8"))]
-    assert {m.group(2) for _, m in markers} >= {"policy-reference", "cli-reference", "CHANGELOG.md"}
-    for page, _ in markers:
-        assert "<!-- generated" not in hooks.expand(page.read_text(encoding="utf-8")), page
+    includes = [(p, m) for p in pages for m in hooks.MARKER.finditer(p.read_text(encoding="utf-8"))]
+    assert {m.group(1) for _, m in includes} >= {"CHANGELOG.md"}
+    for page, _ in includes:
+        assert "<!-- include:" not in hooks.expand(page.read_text(encoding="utf-8")), page
+    blocks = {m.group(1) for p in pages for m in hooks.GENERATED.finditer(p.read_text(encoding="utf-8"))}
+    assert blocks == set(hooks.GENERATORS)
+
+
+def test_committed_references_match_the_code() -> None:
+    """Catches a committed policy or CLI reference that differs from what ``python docs/hooks.py --write`` makes
+    now (a schema key, command, option or help text changed without regenerating; a hand edit inside the block):
+    the text between the markers must be the generators' output byte for byte."""
+    stale = [str(p.relative_to(ROOT)) for p in hooks.stale_pages()]
+    assert not stale, f"stale generated reference in {stale}; run {hooks.COMMAND}"
+    for page, name in (("policy.md", "policy-reference"), ("cli.md", "cli-reference")):
+        text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+        assert hooks.block(name, hooks.GENERATORS[name]()) in text, page
+
+
+def test_a_planted_stale_line_is_caught_and_regenerated_away(tmp_path: Path) -> None:
+    """The staleness check itself: one line planted inside a generated block makes the page stale (and
+    ``--check`` fail), regenerating removes exactly that line, and text outside the markers is kept."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    end = "<!-- /generated: cli-reference -->"
+    planted = text.replace(end, "| `--removed-option` | an option the parser no longer has |\n" + end)
+    assert planted != text
+    assert hooks.regenerate(planted, "cli.md") == text
+    outside = "A hand-written line.\n\n" + text
+    assert hooks.regenerate(outside, "cli.md") == outside
+    page = tmp_path / "docs" / "cli.md"
+    page.parent.mkdir()
+    page.write_text(planted, encoding="utf-8")
+    old_root = hooks.ROOT
+    hooks.ROOT = tmp_path
+    try:
+        assert hooks.stale_pages() == [page]
+        assert hooks.main(["--check"]) == 1
+        assert hooks.main(["--write"]) == 0
+        assert page.read_text(encoding="utf-8") == text
+        assert hooks.main(["--check"]) == 0
+    finally:
+        hooks.ROOT = old_root
+
+
+def test_unusable_generated_markers_are_refused() -> None:
+    """Catches an opening marker without its end (regenerating would eat the rest of the page) or an unknown
+    generator name passing silently."""
+    with pytest.raises(hooks.StaleMarkersError, match="has no <!-- /generated: cli-reference -->"):
+        hooks.regenerate("<!-- generated: cli-reference -->\nrest of the page\n", "x.md")
+    with pytest.raises(hooks.StaleMarkersError, match="unknown generated block 'nope'"):
+        hooks.regenerate("<!-- generated: nope -->\n<!-- /generated: nope -->\n", "x.md")
+
+
+def test_the_build_keeps_committed_text_and_warns_when_stale(caplog: pytest.LogCaptureFixture) -> None:
+    """Catches a build hook that rewrites the committed reference (the site would differ from the Markdown), or
+    that lets a stale block through without the warning that fails ``mkdocs build --strict``."""
+    text = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
+    assert hooks.expand(text) == hooks.plain_fences(text)
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.carbguard"):
+        hooks.on_page_markdown(text)
+        assert not caplog.records
+        stale = text.replace("<!-- /generated: policy-reference -->", "stale\n<!-- /generated: policy-reference -->")
+        assert "stale" in hooks.on_page_markdown(stale)
+    assert any("stale" in r.getMessage() and hooks.COMMAND in r.getMessage() for r in caplog.records)
+
+
+def test_api_page_points_markdown_readers_to_the_source() -> None:
+    """Catches an API page whose raw Markdown leaves a ``:::`` module without a link to its source file (or links
+    a file that does not exist), or a Markdown-only note that reaches the built site (its links leave it)."""
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    note = hooks.MARKDOWN_ONLY.search(text)
+    assert note is not None and text.index(note.group(0)) < text.index(":::")
+    assert "mkdocs build" in note.group(0) and "mkdocs serve" in note.group(0)
+    for directive in re.findall(r"^::: ([\w.]+)$", text, flags=re.MULTILINE):
+        spec = None
+        for cut in range(directive.count(".") + 1):  # the longest prefix that is a module (the rest: its members)
+            with contextlib.suppress(ModuleNotFoundError):
+                spec = importlib.util.find_spec(directive.rsplit(".", cut)[0])
+            if spec is not None:
+                break
+        assert spec is not None and spec.origin is not None, directive
+        source = Path(spec.origin).resolve().relative_to(ROOT).as_posix()
+        assert f"[`{source}`](../{source})" in note.group(0), (directive, source)
+    for target in re.findall(r"\]\(\.\./([^)]+)\)", note.group(0)):
+        assert (ROOT / target).is_file(), target
+    shown = hooks.expand(text)
+    assert "markdown-only" not in shown and "](../" not in shown and "::: guard.runtime.Guard" in shown
 
 
 def test_every_results_region_exists_once() -> None:

@@ -18,12 +18,19 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "calibrate.md").read_text(encoding="utf-8")
 SECTION = PAGE.split("## Worked example: a seven-tool assistant", 1)[1].split("\n## ", 1)[0]
 EXPECTED_EXIT = {"monitor": 3}
+ACCEPTS = re.compile(r"\s+\|\|\s+test \$\? -eq (\d+)(?:\s+#.*)?$")  # `cmd || test $? -eq N  # why`
 
 
 def _commands() -> list[str]:
     block = re.search(r"```bash(?: notest)?\n(.*?)```", SECTION, re.S)
     assert block is not None
     return [line for line in block.group(1).splitlines() if line.strip()]
+
+
+def _accepted(line: str) -> tuple[str, int]:
+    """The command of a page line and the exit code its ``|| test $? -eq N`` accepts (0 without one)."""
+    tail = ACCEPTS.search(line)
+    return (line[: tail.start()], int(tail.group(1))) if tail else (line, 0)
 
 
 def _argv(command: str) -> list[str]:
@@ -41,11 +48,13 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     where = tmp_path_factory.mktemp("own_deployment")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out: dict[str, str] = {"_dir": str(where)}
-    for command in _commands():
+    for line in _commands():
+        command, accepted = _accepted(line)
         argv = _argv(command)
         step = argv[3]  # the subcommand: python -m guard STEP ... or python -m examples...run STEP ...
         done = subprocess.run(argv, cwd=where, env=env, capture_output=True, text=True, timeout=600, check=False)
         assert done.returncode == EXPECTED_EXIT.get(step, 0), (command, done.stderr[-2000:])
+        assert accepted == done.returncode, f"pasted, the block stops at: {line}"  # `|| test $? -eq N` for exit N
         out[step] = done.stdout
     return out
 
@@ -53,6 +62,14 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_at_most_ten_commands() -> None:
     """Catches a loop that grew past the ten commands the README promises."""
     assert 1 <= len(_commands()) <= 10
+
+
+def test_the_block_accepts_each_expected_exit_code() -> None:
+    """Catches a non-zero exit by design (``monitor``'s alarm, 3) without ``|| test $? -eq 3`` on its line, which
+    stops the block when it is pasted into a shell that stops at errors, and an accepted code the step does not have."""
+    accepted = {_argv(_accepted(line)[0])[3]: _accepted(line)[1] for line in _commands()}
+    assert {step: code for step, code in accepted.items() if code} == EXPECTED_EXIT
+    assert _accepted("x --y || test $? -eq 4  # why") == ("x --y", 4) and _accepted("x") == ("x", 0)
 
 
 def test_recorded_in_shadow_mode_0600(loop: dict[str, str]) -> None:

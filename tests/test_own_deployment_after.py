@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "docs" / "monitoring.md").read_text(encoding="utf-8")
 SECTION = PAGE.split("## Worked example, continued", 1)[1].split("\n## ", 1)[0]
 EXPECTED_EXIT = {"monitor": 3}
+ACCEPTS = re.compile(r"\s+\|\|\s+test \$\? -eq (\d+)(?:\s+#.*)?$")  # `cmd || test $? -eq N  # why`
 pytestmark = pytest.mark.slow
 
 
@@ -46,6 +47,12 @@ def _run(line: str, where: Path, env: dict[str, str]) -> subprocess.CompletedPro
     )
 
 
+def _accepted(line: str) -> tuple[str, int]:
+    """The command of a page line and the exit code its ``|| test $? -eq N`` accepts (0 without one)."""
+    tail = ACCEPTS.search(line)
+    return (line[: tail.start()], int(tail.group(1))) if tail else (line, 0)
+
+
 def _step(line: str) -> str:
     words = line.split()
     return words[3] if words[0].endswith("python") and words[1] == "-m" else words[1]
@@ -58,9 +65,11 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     env = _folder(where)
     out: dict[str, str] = {"_dir": str(where)}
     for line in _commands():
-        done = _run(line, where, env)
-        step = _step(line)
+        command, accepted = _accepted(line)
+        done = _run(command, where, env)
+        step = _step(command)
         assert done.returncode == EXPECTED_EXIT.get(step, 0), (line, done.stdout[-2000:], done.stderr[-2000:])
+        assert accepted == done.returncode, f"pasted, the block stops at: {line}"  # `|| test $? -eq N` for exit N
         out[step] = done.stdout
     return out
 
@@ -68,6 +77,13 @@ def loop(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_at_most_ten_commands() -> None:
     """Catches a continuation that grew past ten commands."""
     assert 1 <= len(_commands()) <= 10
+
+
+def test_the_block_accepts_each_expected_exit_code() -> None:
+    """Catches ``monitor``'s alarm (exit 3) without ``|| test $? -eq 3`` on its line: pasted into a shell that
+    stops at errors, the block would stop there and never reach the breaker."""
+    accepted = {_step(_accepted(line)[0]): _accepted(line)[1] for line in _commands()}
+    assert {step: code for step, code in accepted.items() if code} == EXPECTED_EXIT
 
 
 def test_quiet_campaign_is_about_two_and_a_half_alpha(loop: dict[str, str]) -> None:

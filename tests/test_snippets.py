@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.snippets import ROOT, Snippet, SnippetError, documents, run_snippet, snippets
+from tests.snippets import ROOT, Snippet, SnippetError, documents, run_snippet, snippets, workdir
 
 ALL = [s for path in documents() for s in snippets(path)]
 
@@ -20,6 +21,25 @@ def _param(snippet: Snippet) -> object:
 def test_snippet_runs(snippet: Snippet) -> None:
     """Catches a README or docs code block that fails as pasted (NameError, a wrong path, a failing command)."""
     run_snippet(snippet)
+
+
+@pytest.mark.slow
+def test_pages_pasted_in_order_into_one_checkout(tmp_path: Path) -> None:
+    """README.md, then every docs page, pasted into one checkout: every block still runs, and every path they
+    leave is in .gitignore.  Catches two pages writing the same file (``policy init --out`` refuses an existing
+    policy, a keyed audit log refuses an unkeyed one's file), and a snippet's output showing up as untracked in
+    ``git status``."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: no .gitignore to check against")
+    where = workdir(tmp_path)
+    linked = {p.name for p in where.iterdir()}
+    for snippet in ALL:
+        run_snippet(snippet, where)
+    left = sorted(p.name + "/" * p.is_dir() for p in where.iterdir() if p.name not in linked)
+    assert "my_server.yaml" in left and "audit.jsonl" in left, left  # the pages did write at the root
+    done = subprocess.run(["git", "check-ignore", *left], cwd=ROOT, capture_output=True, text=True, check=False)
+    ignored = done.stdout.split()
+    assert sorted(ignored) == left, f"not in .gitignore: {sorted(set(left) - set(ignored))}"
 
 
 def test_every_page_is_scanned() -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.errors import CalibrationError
-from guard.jsonio import decode_float
+from guard.jsonio import decode_float, decode_float_or_null, encode_float, encode_float_or_null
 from guard.recorder import stop_max
 
 Floats = Sequence[float] | np.ndarray
@@ -58,9 +58,13 @@ def calibration_statistics(offsets: np.ndarray, scores: np.ndarray, threshold: f
 
 
 def artifact_monitor_field(offsets: np.ndarray, scores: np.ndarray, threshold: float) -> dict[str, object]:
-    """The artifact's ``monitor`` field: the calibration statistics, sorted (no episode ids, no raw values)."""
+    """The artifact's ``monitor`` field: the calibration statistics, sorted (no episode ids, no raw values).
+
+    ±inf as ``"inf"`` / ``"-inf"`` (:func:`guard.jsonio.encode_float`, read back by
+    :func:`read_artifact_statistics`); :func:`stop_max` is never NaN, so a NaN here is refused, not written.
+    """
     values = sorted(calibration_statistics(offsets, scores, threshold))
-    return {"statistic": "stop_max", "values": [_enc(v) for v in values]}
+    return {"statistic": "stop_max", "values": [encode_float(v) for v in values]}
 
 
 def read_artifact_statistics(body: dict[str, object], where: str) -> list[float]:
@@ -138,6 +142,10 @@ def check_delta(delta: float) -> None:
         raise CalibrationError(f"delta must lie in (0, 1), got {delta}")
 
 
+#: The float fields of :class:`Summary`, in their JSON order after ``n``.
+SUMMARY_FLOATS = ("intervention_rate", "median", "p90", "mean_finite")
+
+
 @dataclass(frozen=True, slots=True)
 class Summary:
     """Distribution summary of one set of episode statistics."""
@@ -148,9 +156,26 @@ class Summary:
     p90: float
     mean_finite: float
 
-    def to_json(self) -> dict[str, float | int | str]:
-        """Plain JSON (±inf as strings)."""
-        return {k: _enc(getattr(self, k)) for k in ("n", "intervention_rate", "median", "p90", "mean_finite")}
+    def to_json(self) -> dict[str, float | int | str | None]:
+        """Plain JSON: ``n``, then every other field as a number, ``"inf"`` / ``"-inf"``, or ``null`` when undefined.
+
+        ``null`` (NaN in memory) means there is nothing to summarise: every field of an empty set, or
+        ``mean_finite`` when no statistic is finite.  :meth:`from_json` reads it back with the strict codec
+        of :mod:`guard.jsonio`.
+        """
+        fields = {k: encode_float_or_null(getattr(self, k)) for k in SUMMARY_FLOATS}
+        return {"n": self.n, **fields}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Summary:
+        """The summary :meth:`to_json` wrote; CalibrationError naming ``where`` and the field if malformed."""
+        if not isinstance(data, dict):
+            raise CalibrationError(f"{where}: a summary must be an object, got {type(data).__name__}")
+        n = data.get("n")
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise CalibrationError(f"{where}: n must be a non-negative integer, got {n!r}")
+        fields = {k: decode_float_or_null(data.get(k), f"{where}: {k}", CalibrationError) for k in SUMMARY_FLOATS}
+        return cls(n=n, **fields)
 
 
 def summarize(stats: Floats, threshold: float) -> Summary:
@@ -187,7 +212,7 @@ class MonitorResult:
         return self.alarm_at is not None
 
     def to_json(self) -> dict[str, object]:
-        """Plain JSON of the result."""
+        """Plain JSON of the result: the martingale's values as numbers, or ``"inf"`` once they overflow a float."""
         return {
             "calibration": self.calibration.to_json(),
             "deployed": self.deployed.to_json(),
@@ -196,9 +221,9 @@ class MonitorResult:
             "alarm_level": 1.0 / self.delta,
             "alarm": self.alarm,
             "alarm_at_episode": self.alarm_at,
-            "final_value": float(self.path[-1]) if len(self.path) else 1.0,
-            "max_value": float(self.path.max()) if len(self.path) else 1.0,
-            "path": [round(float(v), 6) for v in self.path],
+            "final_value": encode_float(float(self.path[-1])) if len(self.path) else 1.0,
+            "max_value": encode_float(float(self.path.max())) if len(self.path) else 1.0,
+            "path": [encode_float(round(float(v), 6)) for v in self.path],
         }
 
 
@@ -228,14 +253,9 @@ def monitor(
     )
 
 
-def _enc(value: float | int) -> float | int | str:
-    if isinstance(value, int) or math.isfinite(value):
-        return value
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
 __all__ = [
     "MARTINGALES",
+    "SUMMARY_FLOATS",
     "MonitorResult",
     "Summary",
     "artifact_monitor_field",

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from guard.errors import CalibrationError
+from guard.jsonio import encode_float
 from guard.ledger.labels import EpisodeLabel
 
 BET_CAP = 0.5
@@ -130,7 +131,7 @@ class RiskResult:
         return self.alarm_at is not None
 
     def to_json(self) -> dict[str, object]:
-        """Plain JSON of the result."""
+        """Plain JSON of the result: the wealth as numbers, or ``"inf"`` once it overflows a float."""
         n = len(self.losses)
         return {
             "alarm": self.alarm,
@@ -140,9 +141,9 @@ class RiskResult:
             "alarm_level": 1.0 / self.delta,
             "n": n,
             "mean_loss": float(self.losses.mean()) if n else None,
-            "final_wealth": float(np.exp(self.log_wealth[-1])) if n else 1.0,
-            "max_wealth": float(np.exp(self.log_wealth.max())) if n else 1.0,
-            "wealth": [round(float(v), 6) for v in np.exp(self.log_wealth)],
+            "final_wealth": encode_float(float(np.exp(self.log_wealth[-1]))) if n else 1.0,
+            "max_wealth": encode_float(float(np.exp(self.log_wealth.max()))) if n else 1.0,
+            "wealth": [encode_float(round(float(v), 6)) for v in np.exp(self.log_wealth)],
             "lower_bounds": [round(float(v), 6) for v in self.lower_bounds],
             "bet": f"predictable clipped aGRAPA, lambda <= {BET_CAP}/alpha",
         }

@@ -106,7 +106,7 @@ def _monitor(args: argparse.Namespace) -> int:
 
         reason = f"carbguard monitor: {which} alarm on {args.audit}"
         write_output(args.trip, trip_text(out["artifact"], reason), inputs, "--trip")
-    print(json.dumps(out, indent=1) if args.json else _table(out))
+    print(json.dumps(out, indent=1, allow_nan=False) if args.json else _table(out))
     if alarm:
         return EXIT_ALARM
     return EXIT_OPEN if out["open_past_bound"] else 0
@@ -200,7 +200,14 @@ def _delay_table(args: argparse.Namespace) -> int:
 
 
 def _fmt(value: Any) -> str:
+    if value is None:  # a summary of nothing (null in --json)
+        return "n/a"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _g(value: float | str) -> str:
+    """A martingale or wealth value of the JSON output (a number, or "inf" once it overflowed) in 3 digits."""
+    return f"{float(value):.3g}"
 
 
 def _table(out: dict[str, Any]) -> str:
@@ -224,7 +231,7 @@ def _table(out: dict[str, Any]) -> str:
         else "no alarm (this is not evidence that the guarantee holds)"
     )
     lines += [
-        f"{out['martingale']} martingale: final {out['final_value']:.3g}, max {out['max_value']:.3g}, "
+        f"{out['martingale']} martingale: final {_g(out['final_value'])}, max {_g(out['max_value'])}, "
         f"alarm level 1/delta = {out['alarm_level']:.3g} (false alarm <= delta = {out['delta']} "
         "under exchangeability)",
         verdict,
@@ -250,7 +257,7 @@ def _risk_lines(risk: dict[str, Any]) -> list[str]:
     mean = (_fmt(risk["mean_loss"]) + (" (1/p-weighted estimate)" if sampled else "")) if n else "n/a"
     head = (
         f"risk monitor: {n} {unit}(s), mean realised loss {mean}, test of mean loss <= alpha = "
-        f"{risk['alpha']}: wealth final {risk['final_wealth']:.3g}, max {risk['max_wealth']:.3g}, "
+        f"{risk['alpha']}: wealth final {_g(risk['final_wealth'])}, max {_g(risk['max_wealth'])}, "
         f"alarm level 1/delta = {risk['alarm_level']:.3g}"
     )
     bound = f"lower confidence bound on the mean realised loss (1 - delta = {1 - risk['delta']:g}, anytime): " + (
@@ -288,7 +295,7 @@ def _plot(
         raise GuardError("--plot needs matplotlib: pip install 'carbguard[plot]'") from exc
     fig, axes = plt.subplots(2 if risk else 1, 1, figsize=(7, 6.4 if risk else 3.6), squeeze=False)
     ax = axes[0][0]
-    ax.plot(range(1, len(path_values) + 1), path_values, label="test martingale")
+    ax.plot(range(1, len(path_values) + 1), [float(v) for v in path_values], label="test martingale")
     ax.axhline(1.0 / delta, color="red", linestyle="--", label=f"alarm level 1/δ = {1 / delta:g}")
     if alarm_at is not None:
         ax.axvline(alarm_at, color="grey", linestyle=":", label=f"alarm at episode {alarm_at}")

@@ -42,15 +42,23 @@ def test_langchain_agent_blocks_the_send_and_lets_benign_calls_through(capsys: p
 
 
 def test_custom_loop_shadow_runs_everything_and_decides_as_enforcing(capsys: pytest.CaptureFixture[str]) -> None:
-    """custom_loop.py in shadow mode: the leak runs as without a guard; every verdict equals the enforcing run's."""
+    """custom_loop.py in shadow mode: the leak runs as without a guard; every verdict equals the enforcing run's,
+    and the printout says which refused calls ran anyway (catches a shadow printout identical to enforce mode's,
+    where nothing shows that the refused send was sent)."""
     module = load("custom_loop.py")
     enforced = module["main"]("enforce")
-    enforced_out = capsys.readouterr().out
+    enforced_out = capsys.readouterr().out.splitlines()
     shadowed = module["main"]("shadow")
-    shadow_out = capsys.readouterr().out
+    shadow_out = capsys.readouterr().out.splitlines()
     results = {m["tool_call_id"]: m["content"] for m in shadowed if m["role"] == "tool"}
     assert results["call_4"] == "sent to compliance@audit-desk.net"
-    assert enforced_out == shadow_out  # the printed verdicts, reasons and scores of every call
+    assert enforced_out[0] == "mode: enforce" and shadow_out[0].startswith("mode: shadow (")
+    # the printed tools, verdicts, reasons and scores of every call are the same in both modes
+    assert [line.split()[:4] for line in enforced_out[1:]] == [line.split()[:4] for line in shadow_out[1:]]
+    outcomes = [(line.split()[0], line.split(maxsplit=4)[4]) for line in shadow_out[1:]]
+    benign = [("read_record", "ran"), ("read_inbox", "ran"), ("save_draft", "ran")]
+    assert outcomes == benign + [("send_email", "would have been refused; ran anyway (shadow)")] * 2
+    assert [line.split(maxsplit=4)[4] for line in enforced_out[1:]] == ["ran"] * 3 + ["refused"] * 2
     ran = {m["tool_call_id"]: m["content"] for m in enforced if m["role"] == "tool"}
     assert [results[k] for k in ("call_1", "call_2", "call_3")] == [ran[k] for k in ("call_1", "call_2", "call_3")]
     assert results["call_5"].startswith("TypeError")  # unparseable arguments fail in the tool, as with no guard

@@ -59,7 +59,7 @@ def test_policy_init_and_proxy_commands_run_as_written(workdir: Path) -> None:
     for line in BASH[0].strip().splitlines():
         done = subprocess.run(_argv(line), cwd=workdir, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, (line, done.stdout, done.stderr)
-    assert "# check:" in (workdir / "my_server.yaml").read_text()
+    assert "# check:" in (workdir / "my_mcp_server.yaml").read_text()
     (proxy_line,) = BASH[1].strip().splitlines()
     argv = _argv(proxy_line)
     params = StdioServerParameters(

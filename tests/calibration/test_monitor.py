@@ -1,23 +1,34 @@
 """Monitoring (guard/calibration/monitor.py): exact p-value oracles, seeded Monte Carlo false-alarm and
-detection-delay checks of the test martingales, and a negative control that must fail the false-alarm check."""
+detection-delay checks of the test martingales, a negative control that must fail the false-alarm check, and
+its JSON (summaries, artifact field, paths) read back by the project's strict reader."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from guard.calibration.monitor import (
+    SUMMARY_FLOATS,
+    Summary,
+    artifact_monitor_field,
+    calibration_statistics,
     conformal_pvalues,
     first_alarm,
     jumper_path,
     martingale_path,
     monitor,
     power_path,
+    read_artifact_statistics,
     summarize,
 )
+from guard.calibration.risk_monitor import risk_monitor
 from guard.errors import CalibrationError
+from guard.jsonio import decode_float, loads_strict
 
 # Discrete scores with heavy ties, like the weighted binary scorer's (inf: refused before scoring).
 VALUES = np.array([0.0, 0.1, 0.25, 0.35, 0.52, 0.62, 0.8, math.inf])
@@ -124,3 +135,83 @@ def test_monitor_summary_and_errors() -> None:
             monitor([0.0], [0.0], 0.5, delta=bad)
     with pytest.raises(CalibrationError, match="no calibration"):
         monitor([], [0.0], 0.5)
+
+
+# --------------------------------------------------------------------------- JSON: writer and strict reader agree
+
+#: Every float, NaN and ±inf included (what a summary field can hold in memory).
+ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+def _strict_round_trip(value: object) -> object:
+    """``value`` written as ``carbguard monitor --json`` writes it (strict JSON) and read back with loads_strict."""
+    return loads_strict(json.dumps(value, indent=1, allow_nan=False), "monitor output", CalibrationError)
+
+
+@given(n=st.integers(0, 10**6), values=st.tuples(ANY_FLOAT, ANY_FLOAT, ANY_FLOAT, ANY_FLOAT))
+def test_summary_json_round_trips_through_the_strict_reader(n: int, values: tuple[float, ...]) -> None:
+    """Catches a summary writer whose output the project's strict reader refuses: the old writer put NaN (a rate
+    of no episodes, the mean of no finite statistic) as the text ``"nan"``, which ``decode_float`` refuses.  NaN
+    is now ``null``, ±inf ``"inf"`` / ``"-inf"``, and every field reads back as written."""
+    summary = Summary(n, *values)
+    data = _strict_round_trip(summary.to_json())
+    assert isinstance(data, dict) and list(data) == ["n", *SUMMARY_FLOATS]
+    back = Summary.from_json(data, "deployed")
+    assert back.n == n
+    for key in SUMMARY_FLOATS:
+        assert _same(getattr(back, key), getattr(summary, key)), key
+        assert (data[key] is None) == math.isnan(getattr(summary, key)), key
+
+
+def test_the_old_nan_text_is_refused_and_null_is_undefined() -> None:
+    """The reader's side: ``"nan"`` (the old writer's form), a bare NaN token and a bool are refused with the
+    field named; ``null`` is the one form of an undefined field, and a summary of nothing writes only nulls."""
+    good = Summary(3, 0.0, -math.inf, -math.inf, math.nan).to_json()
+    assert good["mean_finite"] is None and good["median"] == "-inf"
+    with pytest.raises(CalibrationError, match="deployed: mean_finite must be a finite number"):
+        Summary.from_json({**good, "mean_finite": "nan"}, "deployed")
+    with pytest.raises(CalibrationError, match="mean_finite"):
+        loads_strict('{"mean_finite": NaN}', "monitor output", CalibrationError)
+    with pytest.raises(CalibrationError, match="p90"):
+        Summary.from_json({**good, "p90": True}, "deployed")
+    with pytest.raises(CalibrationError, match="n must be"):
+        Summary.from_json({**good, "n": -1}, "deployed")
+    assert summarize([], 0.5).to_json() == {"n": 0, **dict.fromkeys(SUMMARY_FLOATS)}
+    assert summarize([math.inf, -math.inf], 0.5).to_json()["mean_finite"] is None
+
+
+@given(
+    scores=st.lists(ANY_FLOAT, max_size=30),
+    cuts=st.lists(st.integers(0, 30), max_size=6),
+    threshold=st.floats(allow_nan=False, allow_infinity=True),
+)
+def test_artifact_monitor_field_round_trips(scores: list[float], cuts: list[int], threshold: float) -> None:
+    """Catches calibration statistics the artifact writes but ``read_artifact_statistics`` refuses (scores with
+    NaN or ±inf included: an episode without proposals is -inf, a refused call +inf)."""
+    bounds = sorted({0, len(scores), *(min(c, len(scores)) for c in cuts)})
+    offsets, values = np.array(bounds), np.array(scores, dtype=np.float64)
+    field = _strict_round_trip(artifact_monitor_field(offsets, values, threshold))
+    assert isinstance(field, dict)
+    assert read_artifact_statistics({"monitor": field}, "a") == sorted(
+        calibration_statistics(offsets, values, threshold)
+    )
+
+
+def test_an_overflowing_martingale_is_written_as_inf() -> None:
+    """Catches a martingale path or wealth that overflows a float (thousands of shifted episodes) and is printed
+    as a bare ``Infinity`` token, which the strict reader refuses: it is ``"inf"``, as elsewhere."""
+    with np.errstate(over="ignore"):  # each deployed statistic beats all before it: p-values near 0
+        result = monitor([0.0] * 20, list(np.arange(1.0, 2001.0)), 0.5)
+        risk = risk_monitor(np.ones(1200), 0.1, 0.05).to_json()
+    assert math.isinf(float(result.path[-1])) and math.isfinite(float(result.path[0]))
+    data = _strict_round_trip(result.to_json())
+    assert isinstance(data, dict) and data["final_value"] == "inf" and data["max_value"] == "inf"
+    assert [decode_float(v, "path", CalibrationError) for v in data["path"]] == [
+        round(float(v), 6) for v in result.path
+    ]
+    data = _strict_round_trip(risk)
+    assert isinstance(data, dict) and data["final_wealth"] == "inf" and "inf" in data["wealth"]

@@ -7,10 +7,19 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from guard.artifact import build_artifact, load_artifact, write_artifact
 from guard.errors import ArtifactError, CorpusError, PolicyError
-from guard.jsonio import decode_float, encode_float, json_lines, loads_strict
+from guard.jsonio import (
+    decode_float,
+    decode_float_or_null,
+    encode_float,
+    encode_float_or_null,
+    json_lines,
+    loads_strict,
+)
 from guard.policy import Policy, load_policy
 
 #: every character ``str.splitlines`` splits on besides "\n"
@@ -168,3 +177,20 @@ def test_float_codec_decoder_names_place_and_value(bad: object) -> None:
     """Catches a decoder that accepts NaN, a bool, null or another text as a float instead of failing closed."""
     with pytest.raises(ArtifactError, match=r"^art\.json: threshold must be a finite number"):
         decode_float(bad, "art.json: threshold", ArtifactError)
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_float_or_null_codec_round_trips_every_float_through_strict_json(value: float) -> None:
+    """Catches a writer of a possibly undefined float whose output the strict reader refuses (NaN as ``"nan"``
+    or a bare ``NaN`` token): NaN is ``null``, ±inf ``"inf"`` / ``"-inf"``, and every float reads back as itself."""
+    written = json.dumps({"v": encode_float_or_null(value)}, allow_nan=False)
+    back = decode_float_or_null(loads_strict(written, "f")["v"], "f: v")
+    assert (math.isnan(back) and math.isnan(value)) or back == value
+    assert ("null" in written) == math.isnan(value)
+
+
+@pytest.mark.parametrize("bad", ["nan", "NaN", True, "1.0", [None]])
+def test_float_or_null_decoder_refuses_everything_but_null_numbers_and_inf(bad: object) -> None:
+    """Catches the null codec widening what :func:`decode_float` refuses (the text ``"nan"`` above all)."""
+    with pytest.raises(CorpusError, match=r"^f: v must be a finite number"):
+        decode_float_or_null(bad, "f: v")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -26,8 +27,15 @@ from guard.stages import result_trust
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "agentdojo_runs"
-# Optional cross-check against an original runs/ folder: set CARBGUARD_AGENTDOJO_RUNS to run it.
+# Optional cross-check against the original run files the embedded corpus was converted from: set
+# CARBGUARD_AGENTDOJO_RUNS to run it (docs/testing.md, "Tests against AgentDojo's original runs").
 ORIGINAL = Path(os.environ.get("CARBGUARD_AGENTDOJO_RUNS", "/nonexistent/agentdojo_runs"))
+NO_ORIGINAL = (
+    "original AgentDojo runs folder not available: set CARBGUARD_AGENTDOJO_RUNS to a folder holding, from the "
+    "runs/ folder of the public AgentDojo repository (github.com/ethz-spylab/agentdojo) at commit 96046ab54a99f5e5"
+    "ec86b920ea9a2d8ae24ea6d8, the folders of the five embedded models with only their none/ and "
+    "important_instructions/ attack runs (4,421 files); docs/testing.md gives the commands"
+)
 
 GPT_BANKING = "gpt-4o-2024-05-13/banking/user_task_0/important_instructions/injection_task_0"
 GPT_PARALLEL = "gpt-4o-2024-05-13/banking/user_task_12/important_instructions/injection_task_6"
@@ -311,8 +319,22 @@ def test_convert_is_deterministic_and_round_trips(tmp_path: Path, report: ad.Loa
     assert tuple(sorted(rebuilt, key=lambda e: e.meta.source)) == report.episodes
 
 
+def test_the_original_runs_skip_says_how_to_get_them() -> None:
+    """Catches a skip message, or its docs/testing.md section, that does not say where the original runs come
+    from: the public repository's runs/ folder at the NOTICE's commit, the five models, and the environment
+    variable the tests read."""
+    notice = (REPO / "guard" / "data" / "agentdojo" / "NOTICE.md").read_text(encoding="utf-8")
+    commit = re.search(r"at commit `([0-9a-f]{40})`", notice)
+    assert commit is not None
+    page = (REPO / "docs" / "testing.md").read_text(encoding="utf-8")
+    for text in (NO_ORIGINAL, page):
+        assert "github.com/ethz-spylab/agentdojo" in text and "runs/" in text and commit.group(1) in text
+        assert "CARBGUARD_AGENTDOJO_RUNS" in text and "important_instructions/" in text
+    assert all(model in page for model in ad.EMBEDDED_MODELS)
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(not ORIGINAL.is_dir(), reason="original AgentDojo runs folder not available")
+@pytest.mark.skipif(not ORIGINAL.is_dir(), reason=NO_ORIGINAL)
 def test_embedded_equals_original_folder(embedded: ad.LoadReport) -> None:
     assert ad.load_runs(ORIGINAL) == embedded
 
@@ -357,7 +379,7 @@ def test_every_called_tool_is_in_its_suite_policy(report: ad.LoadReport, embedde
         assert ad.load_suite_policy(suite).tool(tool) is not None, (suite, tool)
 
 
-@pytest.mark.skipif(not ORIGINAL.is_dir(), reason="original AgentDojo runs folder not available")
+@pytest.mark.skipif(not ORIGINAL.is_dir(), reason=NO_ORIGINAL)
 def test_every_tool_in_original_runs_is_in_policy() -> None:
     for file in ORIGINAL.glob("*/*/*/*/*.json"):
         suite = file.relative_to(ORIGINAL).parts[1]
