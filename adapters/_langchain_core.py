@@ -256,6 +256,10 @@ def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, li
                     refusals.append(
                         ToolMessage(content=text, name=bad.get("name"), tool_call_id=call_id, status="error")
                     )
+        else:  # a SystemMessage, ChatMessage or FunctionMessage in the state: the model reads it, no human wrote it
+            body = content_text(message)
+            if body:
+                session.observe_content(body, "untrusted_source", f"{message.type}_message")
     return refusals
 
 

@@ -498,3 +498,28 @@ def test_the_mcp_clients_human_still_lowers_trust() -> None:
     sends, session = mcp_run(human=MCP_NAMES_IT)
     assert sends == ["read_record", "send_email"]
     assert user_turns(session) == [MCP_NAMES_IT]
+
+
+@pytest.mark.parametrize("kind", ["system", "chat", "function"])
+def test_other_message_types_in_the_state_are_observed_as_untrusted_content(kind: str) -> None:
+    """A SystemMessage, ChatMessage or FunctionMessage that a middleware or a tool's ``Command`` puts in the
+    state reaches the model, so it is evidence: observed as untrusted content, never a user turn, never
+    skipped (catches the feed ignoring every message type but human, AI and tool)."""
+    from langchain_core.messages import ChatMessage, FunctionMessage, SystemMessage
+
+    from guard.adapters._langchain_core import Tracker, feed
+
+    made = {
+        "system": SystemMessage(content=INBOX_TEXT, id="m1"),
+        "chat": ChatMessage(role="user", content=INBOX_TEXT, id="m1"),
+        "function": FunctionMessage(name="f", content=INBOX_TEXT, id="m1"),
+    }
+    session = mail_guard().session(f"other-{kind}")
+    steps = feed(Tracker(session), [made[kind]])
+    with pytest.raises(StopIteration):
+        next(steps)
+    from guard.records import Trust
+
+    records = list(session.graph.records.values())
+    assert [(r.kind, r.trust, r.text) for r in records] == [(RecordKind.RESULT, Trust.TOOL_UNTRUSTED, INBOX_TEXT)]
+    assert user_turns(session) == []
