@@ -11,11 +11,17 @@ trip seen by any view switches them all.
 if that write fails the breaker trips anyway (fail closed) and the failure is logged.  The fallback is
 one of:
 
-- ``escalate`` (policy ``calibration.fallback: escalate``, the default; ``fallback=-inf``): every
-  call of a sink or of a tool with a side effect (every call the ledger can charge; a tool the policy
-  does not know counts as one) escalates, :meth:`Breaker.escalates`; reads keep the calibrated
-  threshold, so the agent can still look things up while a human decides each action.  ``to`` is
-  ``{"threshold": <unchanged>, "artifact": null, "escalate": "sinks and side effects"}``;
+- ``escalate`` (policy ``calibration.fallback: escalate``, the default; ``fallback=-inf`` or
+  ``"escalate"``): every call of a sink or of a tool with a side effect (every call the ledger can
+  charge; a tool the policy does not know counts as one) escalates, :meth:`Breaker.escalation`; reads
+  keep the calibrated threshold, so the agent can still look things up while a human decides each
+  action.  ``to`` is ``{"threshold": <unchanged>, "artifact": null, "escalate": "sinks and side effects"}``;
+- ``escalate_risky`` (``calibration.fallback: escalate_risky``; ``fallback="escalate_risky"``): only a
+  call with private or untrusted provenance (the gate's ``risky`` test: an ancestor in the prefix
+  graph, or a selected record, from a private or untrusted source), of an irreversible tool, or of a
+  tool the policy does not know escalates, and so does a call whose provenance cannot be determined
+  (fail closed); every other call keeps the calibrated threshold and SafeCommit.  ``to.escalate`` is
+  ``"calls with private or untrusted provenance, irreversible effects or unknown tools"``;
 - a stricter artifact's threshold, which replaces the guard's (never a looser one).
 
 A running process trips on an alarm without a restart through a *trip file*: ``carbguard monitor
@@ -42,12 +48,13 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from guard.jsonio import encode_float, loads_strict
-from guard.policy import Effect, ToolKind, ToolSpec
+from guard.policy import FALLBACK_WORDS, Effect, ToolKind, ToolSpec
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
@@ -63,6 +70,15 @@ RACY_NS = 2_000_000_000
 rewrite within the file system's timestamp granularity can leave mtime, ctime and size unchanged."""
 
 
+ESCALATE = "escalate"
+"""The default fallback: every sink and side-effectful call escalates after a trip."""
+
+ESCALATE_RISKY = "escalate_risky"
+"""The fallback that keeps the safe part of the work going: only risky calls escalate after a trip."""
+
+_ALL_ACTIONS = "circuit breaker tripped: every sink and side-effectful call escalates until recalibration"
+
+
 class TripFileError(ValueError):
     """A trip file that is not exactly in the format :func:`trip_text` writes."""
 
@@ -72,8 +88,10 @@ class GateState:
     """One immutable snapshot of the gate's threshold and the circuit breaker.
 
     ``threshold`` is the effective threshold the gate compares scores with (``calibrated`` until a
-    trip to a stricter artifact); ``tripped``, ``when`` (``time.time()`` of the trip), ``reason`` and
-    ``escalate_actions`` (the ``escalate`` fallback is in force) describe the trip.
+    trip to a stricter artifact); ``fallback_word`` is ``"escalate"`` or ``"escalate_risky"`` when the
+    fallback is one of those words (``fallback`` is then ``-inf``), None for a stricter artifact's
+    threshold; ``tripped``, ``when`` (``time.time()`` of the trip), ``reason`` and ``escalate_actions``
+    (the ``escalate`` or ``escalate_risky`` fallback is in force) describe the trip.
     """
 
     threshold: float
@@ -85,6 +103,7 @@ class GateState:
     escalate_actions: bool = False
     reason: str | None = None
     when: float | None = None
+    fallback_word: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,26 +119,37 @@ class Breaker:
 
     Every view of a guard shares its breaker (docs/monitoring.md#the-circuit-breaker); the breaker
     never holds a guard.  :attr:`state` is the current :class:`GateState` (replaced, never mutated).
+    ``fallback`` is a stricter artifact's threshold, ``-inf`` (the same as ``"escalate"``) or one of the
+    words ``"escalate"`` and ``"escalate_risky"`` (:data:`guard.policy.FALLBACK_WORDS`).
     """
 
     def __init__(
         self,
         threshold: float,
         artifact_id: str | None,
-        fallback: float,
+        fallback: float | str,
         fallback_id: str | None,
         trip_file: str | Path | None,
     ) -> None:
         if math.isnan(threshold):
             raise ValueError("threshold must be a number or ±inf, not NaN")
-        if math.isnan(fallback):
+        word: str | None
+        if isinstance(fallback, str):
+            if fallback not in FALLBACK_WORDS:
+                words = " or ".join(repr(w) for w in FALLBACK_WORDS)
+                raise ValueError(f"unknown fallback {fallback!r}: use {words}, or a stricter artifact's threshold")
+            word, fallback = fallback, -math.inf
+        elif math.isnan(fallback):
             raise ValueError("fallback threshold must be a number or -inf, not NaN")
+        else:
+            word = ESCALATE if math.isinf(fallback) and fallback < 0 else None
         self._state = GateState(
             threshold=float(threshold),
             calibrated=float(threshold),
             artifact_id=artifact_id,
             fallback=float(fallback),
             fallback_id=fallback_id,
+            fallback_word=word,
         )
         self._trip_file = None if trip_file is None else Path(trip_file)
         self._seen: tuple[int, ...] | None = None
@@ -149,8 +179,13 @@ class Breaker:
 
     @property
     def fallback(self) -> float:
-        """The fallback threshold (``-inf``: escalate every sink and side effect)."""
+        """The fallback threshold (``-inf``: one of the escalate fallbacks, :attr:`fallback_word`)."""
         return self._state.fallback
+
+    @property
+    def fallback_word(self) -> str | None:
+        """``"escalate"`` or ``"escalate_risky"``, None for a stricter artifact's threshold."""
+        return self._state.fallback_word
 
     @property
     def fallback_id(self) -> str | None:
@@ -159,7 +194,7 @@ class Breaker:
 
     @property
     def escalate_actions(self) -> bool:
-        """Whether the tripped ``escalate`` fallback is in force."""
+        """Whether the tripped ``escalate`` or ``escalate_risky`` fallback is in force."""
         return self._state.escalate_actions
 
     @property
@@ -176,11 +211,12 @@ class Breaker:
             if before.tripped:
                 return False
             text = str(reason)[:500]
-            actions = math.isinf(before.fallback) and before.fallback < 0
+            word = before.fallback_word
+            actions = word is not None
             after = before.threshold if actions else min(before.fallback, before.threshold)  # never looser
             to: dict[str, Any] = {"threshold": encode_float(after), "artifact": before.fallback_id}
-            if actions:
-                to["escalate"] = "sinks and side effects"
+            if word is not None:
+                to["escalate"] = FALLBACK_WORDS[word]  # says which fallback applies
             entry: dict[str, Any] = {
                 "event": "breaker",
                 "kind": "breaker",
@@ -198,12 +234,42 @@ class Breaker:
                     LOG.error("breaker entry not written: %s", exc)
             return True
 
-    def escalates(self, spec: ToolSpec | None) -> bool:
-        """Whether the tripped ``escalate`` fallback escalates a call of this tool (a sink or a side effect;
-        a tool the policy does not know counts as one)."""
-        if not self._state.escalate_actions:
-            return False
-        return spec is None or spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE
+    def escalation(self, spec: ToolSpec | None, risky: Callable[[], bool] | None = None) -> str | None:
+        """Why the tripped fallback escalates a call of this tool (the decision's message), None if it does not.
+
+        ``escalate``: a sink or a side effect (a tool the policy does not know counts as one); the
+        message is the one it always was.  ``escalate_risky``: a tool the policy does not know, an
+        irreversible effect, or private or untrusted provenance: ``risky()`` (the gate's test) is not
+        exactly ``False``.  Fail closed: no ``risky``, or one that raises, escalates; the message names
+        the fallback and the cause.
+        """
+        state = self._state
+        if not state.escalate_actions:
+            return None
+        if state.fallback_word != ESCALATE_RISKY:
+            escalates = spec is None or spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE
+            return _ALL_ACTIONS if escalates else None
+        if spec is None:
+            cause = "a call of a tool the policy does not know"
+        elif spec.effect is Effect.IRREVERSIBLE:
+            cause = "an irreversible call"
+        else:
+            try:
+                found = None if risky is None else risky()
+            except Exception as exc:  # noqa: BLE001 - provenance that cannot be determined escalates (fail closed)
+                LOG.warning("provenance not determined, escalating: %s", type(exc).__name__)
+                found = None
+            if found is False:
+                return None
+            if found is True:
+                cause = "a call with private or untrusted provenance"
+            else:
+                cause = "a call whose provenance cannot be determined"
+        return f"circuit breaker tripped (fallback {ESCALATE_RISKY}): {cause} escalates until recalibration"
+
+    def escalates(self, spec: ToolSpec | None, risky: Callable[[], bool] | None = None) -> bool:
+        """Whether the tripped fallback escalates a call of this tool (:meth:`escalation` is not None)."""
+        return self.escalation(spec, risky) is not None
 
     def poll(self, audit: AuditSink | None) -> None:
         """Trip (audited to ``audit``) if the trip file, changed since the last look, is not exactly a
@@ -305,4 +371,13 @@ def trip_text(artifact_id: str, reason: str) -> str:
     return _render(artifact_id, text)
 
 
-__all__ = ["Breaker", "GateState", "TripAlarm", "TripFileError", "parse_trip", "trip_text"]
+__all__ = [
+    "ESCALATE",
+    "ESCALATE_RISKY",
+    "Breaker",
+    "GateState",
+    "TripAlarm",
+    "TripFileError",
+    "parse_trip",
+    "trip_text",
+]

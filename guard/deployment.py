@@ -11,18 +11,22 @@ from pathlib import Path
 
 from guard.artifact import apply_fitted_weights, load_artifact
 from guard.errors import PolicyError
-from guard.policy import Policy, load_policy
+from guard.policy import FALLBACK_WORDS, Policy, load_policy
 
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
-    """A loaded policy and its calibration: threshold, artifact id, audit path, fallback threshold and id."""
+    """A loaded policy and its calibration: threshold, artifact id, audit path, fallback threshold and id.
+
+    ``fallback`` is ``-inf`` for ``calibration.fallback: escalate`` (as it always was), the word
+    ``"escalate_risky"`` for that fallback, or the stricter artifact's threshold.
+    """
 
     policy: Policy
     threshold: float
     artifact_id: str
     audit: Path | None
-    fallback: float
+    fallback: float | str
     fallback_id: str | None
 
 
@@ -38,8 +42,11 @@ def load_deployment(path: str | Path) -> Deployment:
     policy = apply_fitted_weights(load_artifact(artifact_path).body, policy, artifact_path)  # frozen pipeline
     artifact = load_artifact(artifact_path, policy)
     audit = None if policy.audit.path is None else policy.resolve(policy.audit.path)
-    fallback, fallback_id = -math.inf, None
-    if policy.calibration.fallback != "escalate":
+    fallback: float | str = -math.inf
+    fallback_id: str | None = None
+    if policy.calibration.fallback == "escalate_risky":
+        fallback = "escalate_risky"
+    elif policy.calibration.fallback not in FALLBACK_WORDS:
         strict = load_artifact(policy.resolve(policy.calibration.fallback), policy)
         if strict.threshold > artifact.threshold:
             raise PolicyError(f"{path}: calibration.fallback's threshold is looser than the artifact's")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -62,9 +62,13 @@ class Certifier(Protocol):
 
 
 class Escalation(Protocol):
-    """The circuit breaker as the gate sees it (:class:`guard.breaker.Breaker`)."""
+    """The circuit breaker as the gate sees it (:class:`guard.breaker.Breaker`): why a tripped fallback
+    escalates a call of ``spec``'s tool (None: it does not); ``risky`` tells whether the call carries
+    private or untrusted provenance (asked only by the ``escalate_risky`` fallback)."""
 
-    def escalates(self, spec: ToolSpec | None) -> bool: ...
+    def escalation(self, spec: ToolSpec | None, risky: Callable[[], bool] | None = None) -> str | None: ...
+
+    def escalates(self, spec: ToolSpec | None, risky: Callable[[], bool] | None = None) -> bool: ...
 
 
 class GuardConfig(Protocol):

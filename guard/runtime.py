@@ -36,6 +36,8 @@ class Guard:
     (:mod:`guard.recorder`); recording never changes a decision and never raises into the agent.
     The :attr:`breaker` owns the gate state (docs/monitoring.md#the-circuit-breaker): :attr:`threshold`,
     :attr:`tripped`, :attr:`trip_state` (and :attr:`artifact_id`, :attr:`mode`) are read-only.
+    ``fallback`` is what a trip switches to: ``-inf`` or ``"escalate"`` (every sink and side effect
+    escalates), ``"escalate_risky"`` (only risky calls escalate) or a stricter artifact's threshold.
     """
 
     #: What every :meth:`view` of a guard shares on purpose; a view owns nothing else but its mode.
@@ -62,7 +64,7 @@ class Guard:
         certifier: Certifier | None = None,
         mode: Mode | str = Mode.ENFORCE,
         record: EpisodeRecorder | str | Path | None = None,
-        fallback: float = -math.inf,
+        fallback: float | str = -math.inf,
         fallback_id: str | None = None,
         trip_file: str | Path | None = None,
     ) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from guard.bitset import to_bits
 from guard.calls import CallState
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
@@ -125,14 +126,28 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
             reason=Reason.RISK_BUDGET,
             message=f"risk score {score:.3f} exceeds the calibrated threshold {threshold:.3f}",
         )
-    if guard.breaker.escalates(guard.policy.tool(tool)):  # guard.breaker: after an alarm, a human decides actions
-        return dataclasses.replace(
-            base,
-            verdict=Verdict.ESCALATE,
-            reason=Reason.RISK_BUDGET,
-            message="circuit breaker tripped: every sink and side-effectful call escalates until recalibration",
-        )
+    # guard.breaker: after an alarm, a human decides actions (all of them, or the risky ones: the fallback)
+    escalation = guard.breaker.escalation(guard.policy.tool(tool), lambda: risky_provenance(session, node, selected))
+    if escalation is not None:
+        return dataclasses.replace(base, verdict=Verdict.ESCALATE, reason=Reason.RISK_BUDGET, message=escalation)
     return certify(session, node, base)
+
+
+def risky_provenance(session: Session, node: int, selected: frozenset[int]) -> bool:
+    """Whether the proposal ``node`` carries private or untrusted provenance (the ``escalate_risky`` fallback).
+
+    True when an ancestor of ``node`` in the prefix graph (the source of an edge into it, or into one
+    of its ancestors) or a record of its selected evidence is a private-source or untrusted-source
+    record or content, or descends from a private one.  Fail closed: True when the graph cannot tell
+    (it is ``limited``: texts were indexed cut, so edges may be missing).  The edges are lexical
+    (guard.graph): a paraphrase of a private value makes none.
+    """
+    graph = session.graph
+    if graph.limited is not None:
+        return True
+    risky = graph.flagged_bits("tainted") | graph.flagged_bits("private") | graph.flagged_bits("untrusted")
+    chosen = selected.bits if type(selected) is NodeSet else to_bits(selected)
+    return bool((graph.ancestor_bits(node) | chosen) & risky)
 
 
 def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> tuple[Decision | None, dict[str, Any]]:

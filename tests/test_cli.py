@@ -95,7 +95,7 @@ def test_evaluate_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
         "carb_full_prefix",
         "carb_fixed_window",
         "carb_ledger_current",
-        "carb_random",
+        "carb_random_equal_size",
     } <= methods
     keys = {
         "method",

@@ -23,8 +23,17 @@ METHOD_SELECTORS: dict[str, str] = {
     "carb_full_prefix": "full_prefix",
     "carb_fixed_window": "fixed_window",
     "carb_ledger_current": "ledger_current",
-    "carb_random": "random_equal_size",
+    "carb_random_equal_size": "random_equal_size",
 }
+#: Old method names still accepted as input (shown under their real names in every table and JSON).
+METHOD_ALIASES: dict[str, str] = {"carb_random": "carb_random_equal_size"}
+
+
+def method_name(method: str) -> str:
+    """The method's real name: ``carb_<selector>`` (``carb_random`` was the old name of ``carb_random_equal_size``)."""
+    return METHOD_ALIASES.get(method, method)
+
+
 STEP_CRC_SELECTOR = "gcarb"
 
 

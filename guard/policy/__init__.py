@@ -198,6 +198,19 @@ class ScorerSpec(_Strict):
         return value
 
 
+FALLBACK_WORDS: dict[str, str] = {
+    "escalate": "sinks and side effects",
+    "escalate_risky": "calls with private or untrusted provenance, irreversible effects or unknown tools",
+}
+"""The words ``calibration.fallback`` accepts besides an artifact path, and what each escalates after a trip
+(the ``to.escalate`` of the breaker's audit entry; docs/monitoring.md#the-circuit-breaker)."""
+
+
+def _is_word(value: str) -> bool:
+    """Whether a ``calibration.fallback`` value is a word, not a path: no directory part and no extension."""
+    return not any(c in value for c in "/\\.")
+
+
 class CalibrationSpec(_Strict):
     """Where the calibrated threshold comes from."""
 
@@ -206,9 +219,22 @@ class CalibrationSpec(_Strict):
         default="escalate",
         min_length=1,
         description="What the circuit breaker switches to on an alarm: 'escalate' (every call of a sink or of a "
-        "side-effectful tool escalates; reads keep the threshold) "
-        "or a stricter artifact's path, relative to the policy file.",
+        "side-effectful tool escalates; reads keep the threshold), 'escalate_risky' (only calls with private or "
+        "untrusted provenance, irreversible effects or unknown tools escalate; the rest keep the threshold) "
+        "or a stricter artifact's path, relative to the policy file (with a directory or an extension, "
+        "e.g. strict.json: any other word is refused).",
     )
+
+    @field_validator("fallback")
+    @classmethod
+    def _known_word(cls, value: str) -> str:
+        if _is_word(value) and value not in FALLBACK_WORDS:
+            words = " or ".join(repr(word) for word in FALLBACK_WORDS)
+            raise ValueError(
+                f"unknown fallback {value!r}: use {words}, or a stricter artifact's path with a directory or an "
+                "extension (e.g. strict.json or ./strict)"
+            )
+        return value
 
 
 class ReviewSpec(_Strict):

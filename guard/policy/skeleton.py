@@ -30,22 +30,26 @@ def _set(words: str) -> frozenset[str]:
 #
 # Guessing rules (METHOD §3).  Names are split into words at snake_case, camelCase, kebab-case and digit
 # boundaries; matching is on whole words, never substrings.  Server hints (MCP annotations) may only add
-# caution: ``destructiveHint: true`` makes a tool a sink, ``readOnlyHint: false`` takes a read out of the
-# sources, ``openWorldHint: true`` makes a source untrusted; ``readOnlyHint: true`` and
-# ``destructiveHint: false`` never make a tool look safer than its name and description do.
+# caution: ``destructiveHint: true`` makes a tool a sink (one whose name says it deletes stays ``other``,
+# irreversible), ``readOnlyHint: false`` takes a read out of the sources, ``openWorldHint: true`` makes a source
+# untrusted; ``readOnlyHint: true`` and ``destructiveHint: false`` never make a tool look safer than its name and
+# description do.
 
 _SINK_WORDS = _set(
-    "send post forward upload pay transfer wire delete remove publish share invite tweet submit notify reply "
-    "broadcast dispatch push webhook drop erase purge wipe destroy unlink rm kill terminate revoke cancel deploy "
-    "exec execute run shell eval"
+    "send post forward upload pay transfer wire publish share invite tweet submit notify reply "
+    "broadcast dispatch push webhook kill terminate revoke cancel deploy exec execute run shell eval"
 )
+# deletes change state the user owns and send nothing out: the ledger models them as ``kind: other`` with an
+# irreversible effect (docs/ledger.md, the ``destructive`` category), so a delete's path is never read as a
+# recipient; an irreversible effect keeps every call scored and certified like a sink's
+_DELETE_WORDS = _set("delete remove drop erase purge wipe destroy unlink rm rmdir del trash")
 # in descriptions: the present-tense forms of the action verbs ("Sends an e-mail"), never past participles,
 # which describe data ("messages sent to you", "files shared with me")
 _DESC_SINK_WORDS = _set(
     "send sends sending post posts posting forward forwards forwarding upload uploads uploading pay pays paying "
-    "transfer transfers transferring delete deletes deleting remove removes removing publish publishes publishing "
-    "share shares sharing"
+    "transfer transfers transferring publish publishes publishing share shares sharing"
 )
+_DESC_DELETE_WORDS = _set("delete deletes deleting remove removes removing erase erases erasing")
 _DESC_WRITE_WORDS = _set("write writes writing")
 _WRITE_WORDS = _set(
     "write create update set save add append edit modify book schedule rename move insert put patch upsert "
@@ -61,6 +65,10 @@ _UNTRUSTED_WORDS = _set(
 )
 _PUBLIC_WORDS = _set("public doc docs documentation wiki weather time clock calculator calculate")
 _PRIVATE_WORDS = _set("private personal secret internal account accounts user users customer customers")
+# a URL fetch by name (``web_fetch``, ``open_page``, ``fetch_url``): a fetch verb anywhere in the name with a web
+# object; it is a read whose URL carries data out (docs/integrations/mcp.md: a sink that is also a source)
+_FETCH_VERBS = _set("fetch browse download visit scrape crawl http https open get load retrieve read view")
+_WEB_WORDS = _set("web webpage webpages website websites url urls uri uris http https html page pages")
 _URL_ARG_WORDS = _set("url urls uri uris link links href endpoint webhook website")
 _IDENT = re.compile(
     r"(^|_)(to|cc|bcc|recipients?|email|address|url|uri|link|id|ids|name|path|file|filename|account|iban|user|"
@@ -121,37 +129,49 @@ def _guess(tool: ToolSchema) -> _Guess:
     desc = set(_words(tool.description))
     args = tool.args or ()
     url_args = [a for a in args if set(_words(a)) & _URL_ARG_WORDS]
-    reads = (bool(name_words) and name_words[0] in _READ_WORDS) or name_words[:2] == ["look", "up"]
     writes = bool(names & _WRITE_WORDS)
+    fetch = bool(names & _FETCH_VERBS and names & _WEB_WORDS) and not writes
+    reads = (bool(name_words) and name_words[0] in _READ_WORDS) or name_words[:2] == ["look", "up"] or fetch
     desc_sink = bool(desc & _DESC_SINK_WORDS)
+    desc_delete = bool(desc & _DESC_DELETE_WORDS)
     if names & _SINK_WORDS:
         return _Guess(_spec("sink", "irreversible", 3, args), "its name says it acts outside the agent")
+    if names & _DELETE_WORDS:
+        return _Guess(_spec("other", "irreversible", 3, args), _DELETE_WHY)
     if tool.destructive is True:
         return _Guess(_spec("sink", "irreversible", 3, args), "its MCP hints say it is destructive")
     if reads and writes:
         why = "its name both reads and changes state"
     elif writes:
         if desc_sink:
-            return _Guess(_spec("sink", "irreversible", 3, args), "its description says it sends or deletes")
+            return _Guess(_spec("sink", "irreversible", 3, args), "its description says it sends")
+        if desc_delete:
+            return _Guess(_spec("other", "irreversible", 3, args), _DELETE_WHY_DESC)
         return _Guess(_spec("other", "reversible", 1, args), "it changes state the user owns and sends nothing out")
     elif reads:
         source, why = _source_kind(tool, names, names | desc)
-        if desc_sink:
+        if desc_sink or desc_delete:  # a read that deletes stays a sink: only a sink's results can be a source
             spec = _spec("sink", "irreversible", 3, args, source)
             return _Guess(spec, f"its description says it sends or deletes; its results: {why}")
         if tool.read_only is False or desc & _DESC_WRITE_WORDS:
             spec = _spec("sink", "reversible", 2, args, source)
             return _Guess(spec, f"a read that may change state (server hint or description); its results: {why}")
-        if url_args:
+        if url_args or (fetch and tool.args is None):
             spec = _spec("sink", "none", 2, args, source)
             return _Guess(spec, f"its URL argument carries data out (a fetch is a send); its results: {why}")
         return _Guess(_spec(source, "none", 0, args), why)
     elif desc_sink:
-        return _Guess(_spec("sink", "irreversible", 3, args), "its description says it sends or deletes")
+        return _Guess(_spec("sink", "irreversible", 3, args), "its description says it sends")
+    elif desc_delete:
+        return _Guess(_spec("other", "irreversible", 3, args), _DELETE_WHY_DESC)
     else:
         why = "neither its name nor its description says what it does"
     suggestion = _spec("sink", "irreversible", 3, args, "untrusted_source")
     return _Guess(None, why, suggestion)
+
+
+_DELETE_WHY = "its name says it deletes: a destructive change, kind other with an irreversible effect (docs/ledger.md)"
+_DELETE_WHY_DESC = "its description says it deletes: kind other with an irreversible effect (docs/ledger.md)"
 
 
 class _SkeletonDumper(yaml.SafeDumper):

@@ -18,11 +18,11 @@ SEED_REFERENCE: dict[str, dict[str, dict[str, float]]] = {
         "carb_full_prefix": {"benign_stop": 1 / 3},
         "carb_fixed_window": {"benign_stop": 1 / 3},
         "carb_ledger_current": {"benign_stop": 2 / 3},
-        "carb_random": {"benign_stop": 2 / 3},
+        "carb_random_equal_size": {"benign_stop": 2 / 3},
     },
     "braid": {
         "carb_gcarb": {"benign_stop": 0.0, "intervention": 0.390},
-        "carb_random": {"benign_stop": 0.079, "intervention": 0.905},
+        "carb_random_equal_size": {"benign_stop": 0.079, "intervention": 0.905},
     },
     "evidence_removal": {
         "neither": {"recall": 0.0, "loss": 0.5},

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from guard.calibration.evaluate import METHOD_SELECTORS, carb_lambdas, split_indices
+from guard.calibration.evaluate import METHOD_SELECTORS, carb_lambdas, method_name, split_indices
 from guard.calibration.replay import EpisodeScores, ScoredCorpus, assemble, replay_session_id
 from guard.graph import PrefixGraph
 from guard.ledger import CATEGORIES, Ledger
@@ -56,7 +56,7 @@ class ScoredItems:
 
     def corpus(self, method: str) -> ScoredCorpus:
         """The flat arrays of one method."""
-        return assemble(self.scores[method])
+        return assemble(self.scores[method_name(method)])
 
 
 def score_items(
@@ -115,8 +115,8 @@ class Scoring:
     def __init__(self, policy: Policy, methods: Iterable[str]) -> None:
         self.policy = policy
         self.selectors: dict[str, Selector] = {
-            m: make_selector(policy.with_selector(METHOD_SELECTORS[m]).selector)  # type: ignore[arg-type]
-            for m in methods
+            name: make_selector(policy.with_selector(METHOD_SELECTORS[name]).selector)  # type: ignore[arg-type]
+            for name in map(method_name, methods)
         }
         self.scorer = WeightedScorer(policy)
 

@@ -162,3 +162,24 @@ def test_step_crc_is_looser_than_carb() -> None:
     from guard.calibration.evaluate import carb_lambdas
 
     assert (step_crc_lambdas(corpus, calib, 0.1) >= carb_lambdas(corpus, calib, 0.1)).all()
+
+
+def test_every_carb_method_is_named_after_its_selector() -> None:
+    """Every CARB method in the protocol's rows, JSON and tables is ``carb_<selector>`` (``carb_random_equal_size``
+    for the ``random_equal_size`` selector); the old name ``carb_random`` is still accepted as input.
+
+    Catches the old label map ``"carb_random": "random_equal_size"``, which showed that selector under a name no
+    selector has in every results table.
+    """
+    from guard.calibration.evaluate import METHOD_SELECTORS, format_rows, method_name
+    from guard.calibration.jobs import SELECTOR_NAMES
+
+    assert all(method == f"carb_{selector}" for method, selector in METHOD_SELECTORS.items())
+    assert set(METHOD_SELECTORS.values()) == set(SELECTOR_NAMES)
+    corpus = assemble(_synthetic(12, seed=1))
+    rows = run_protocol(dict.fromkeys(SELECTOR_NAMES, corpus), alphas=(0.2,), permutations=4)
+    names = [r.method for r in rows]
+    assert "carb_random_equal_size" in names and "carb_random" not in names
+    table = format_rows([r.to_json() for r in rows])
+    assert "carb_random_equal_size" in table and "carb_random " not in table
+    assert method_name("carb_random") == "carb_random_equal_size" and method_name("carb_gcarb") == "carb_gcarb"

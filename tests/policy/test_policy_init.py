@@ -179,7 +179,7 @@ def test_mcp_hints_drive_the_guess() -> None:
     import yaml
 
     data = yaml.safe_load(skeleton_yaml(tools, "hints", "test"))
-    assert data["tools"]["purge"]["kind"] == "sink" and data["tools"]["purge"]["effect"] == "irreversible"
+    assert data["tools"]["purge"]["kind"] == "other" and data["tools"]["purge"]["effect"] == "irreversible"
     assert data["tools"]["lookup"]["kind"] == "untrusted_source"
 
 
@@ -336,8 +336,8 @@ SAFE_HINTS = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": F
 
 @pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
 def test_server_hints_never_make_a_send_or_delete_look_safe(fmt: str) -> None:
-    """send_email / delete_file / uploadFile / wire-money with readOnlyHint=true, destructiveHint=false stay
-    irreversible sinks, in every schema format.
+    """send_email / uploadFile / wire-money with readOnlyHint=true, destructiveHint=false stay irreversible sinks,
+    and delete_file an irreversible change (kind other, as docs/ledger.md models deletes), in every schema format.
 
     Catches the old guesser, which believed readOnlyHint over the name: send_email became an untrusted source and
     delete_file a private source (so both ran unchecked on the score alone).
@@ -350,7 +350,7 @@ def test_server_hints_never_make_a_send_or_delete_look_safe(fmt: str) -> None:
         ("frobnicate", "Sends a fax to the given number.", ["number", "text"]),
     ]
     kinds = _kinds(_schemas(fmt, entries, SAFE_HINTS))
-    assert kinds == {n: ("sink", "irreversible", 3, None) for n, _, _ in entries}
+    assert kinds == {n: ("other" if n == "delete_file" else "sink", "irreversible", 3, None) for n, _, _ in entries}
 
 
 def test_hints_add_caution_to_reads() -> None:
@@ -411,7 +411,7 @@ def test_matching_is_on_words_not_substrings() -> None:
         "read_timeline": "private_source",
         "get_postcode": "private_source",
         "sendEmail": "sink",
-        "delete-file": "sink",
+        "delete-file": "other",  # a delete: irreversible, but it sends nothing out (docs/ledger.md)
         "list_shared_files": "private_source",
         "get_notes": "private_source",  # a description never makes a read public (less cautious)
     }
@@ -476,3 +476,97 @@ def test_init_from_langchain_finds_a_module_in_the_current_folder(tmp_path: Path
     )
     assert done.returncode == 0, done.stderr
     assert list(load_policy(tmp_path / "p.yaml").tools) == ["search_docs"]
+
+
+# ----------------------------------------------------------------------------- URL fetches, deletes, nothing dropped
+
+
+@pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
+@pytest.mark.parametrize("name", ["fetch_url", "http_get", "browse", "open_page", "web_fetch", "download", "webFetch"])
+def test_every_url_fetch_is_written_as_a_sink_that_is_also_a_source(fmt: str, name: str) -> None:
+    """A tool that fetches a URL is written under tools: as a sink (its URL carries data out) whose results are a
+    source (``also_source``), as docs/integrations/mcp.md says, with the URL as a payload argument.
+
+    Catches the old guesser, which only read a verb as the name's first word: ``open_page(url)`` and
+    ``web_fetch(url)`` were left out of the skeleton as "unclear" instead of classified as a fetch.
+    """
+    import yaml
+
+    from guard.policy import parse_policy
+
+    schemas = _schemas(fmt, [(name, "", ["url"])], {})
+    policy = parse_policy(yaml.safe_load(skeleton_yaml(schemas, "t", "test")))
+    assert list(policy.tools) == [name]
+    spec = policy.tools[name]
+    assert spec.kind.value == "sink" and spec.also_source is not None and spec.payload_args == ("url",)
+    assert spec.certified
+
+
+def test_a_fetch_named_for_the_web_without_an_argument_schema_is_still_a_sink() -> None:
+    """Catches a web fetch with no argument schema (so no visible URL argument) written as a plain source."""
+    import yaml
+
+    data = yaml.safe_load(skeleton_yaml([ToolSchema("web_fetch", "", None)], "t", "test"))
+    assert data["tools"]["web_fetch"]["kind"] == "sink"
+    assert data["tools"]["web_fetch"]["also_source"] == "untrusted_source"
+
+
+@pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
+def test_deletes_are_irreversible_other_as_the_ledger_models_them(fmt: str) -> None:
+    """delete_file / remove_* / drop_* / rm (and a tool whose description says it deletes) are ``kind: other``
+    with an irreversible effect, the shape of docs/ledger.md's ``destructive`` example, with the object
+    they act on as an identifier argument; a delete that also sends stays a sink.
+
+    Catches the old guesser, which wrote deletes as sinks: the ledger's default ``attacker_directed`` and
+    ``privacy_flow`` rules then treated a deleted file's path as a recipient of data.
+    """
+    entries = [
+        ("delete_file", "", ["path"]),
+        ("remove_user", "", ["user_id"]),
+        ("drop_table", "", ["table"]),
+        ("rm", "", ["path"]),
+        ("purgeCache", "", []),
+        ("frobnicate", "Deletes the given record.", ["record_id"]),
+        ("delete_and_send_report", "", ["to"]),
+    ]
+    import yaml
+
+    from guard.policy import parse_policy
+
+    schemas = _schemas(fmt, entries, {})
+    policy = parse_policy(yaml.safe_load(skeleton_yaml(schemas, "t", "test")))
+    kinds = {n: (s.kind.value, s.effect.value, s.severity) for n, s in policy.tools.items()}
+    deletes = [n for n, _, _ in entries[:-1]]
+    assert kinds == {
+        **dict.fromkeys(deletes, ("other", "irreversible", 3)),
+        "delete_and_send_report": ("sink", "irreversible", 3),
+    }
+    assert policy.tools["delete_file"].identifier_args == ("path",) and policy.tools["delete_file"].payload_args == ()
+    assert all(policy.tools[n].certified for n in deletes)  # an irreversible effect: SafeCommit certifies it
+
+
+def test_every_tool_of_the_source_appears_in_the_skeleton(tmp_path: Path) -> None:
+    """Each tool of the source is either under tools: or, when its role is unclear, in the `# check:` block with
+    a conservative entry (an irreversible sink of severity 3 whose results are untrusted) that loads as a valid
+    tool spec; nothing is dropped silently.
+
+    Catches a skeleton that drops an unclear tool without a trace (or suggests a non-conservative entry for it).
+    """
+    import yaml
+
+    from guard.policy import ToolSpec
+
+    names = ["frobnicate", "get_or_create_user", "open_page", "read_doc", "zap"]
+    schemas = from_openai_tools(
+        [{"type": "function", "function": {"name": n, "parameters": {"properties": {"x": {}}}}} for n in names]
+    )
+    text = skeleton_yaml(schemas, "t", "test")
+    written = list(yaml.safe_load(text)["tools"])
+    block = [line.removeprefix("#   ") for line in text.splitlines() if line.startswith("#   {")]
+    suggested = {k: v for line in block for k, v in yaml.safe_load(line.rsplit("}  (", 1)[0] + "}").items()}
+    assert sorted(written + list(suggested)) == sorted(names) and not set(written) & set(suggested)
+    assert set(suggested) == {"frobnicate", "get_or_create_user", "zap"}
+    for spec in suggested.values():
+        tool = ToolSpec.model_validate(spec)
+        assert (tool.kind.value, tool.effect.value, tool.severity) == ("sink", "irreversible", 3)
+        assert tool.source_kind.value == "untrusted_source"

@@ -20,7 +20,14 @@ from guard.studies import constructed, diagnostics
 
 PERMUTATIONS = 20
 BRAID_SAMPLE = 300
-METHODS = ["no_guard", "carb_gcarb", "carb_full_prefix", "carb_fixed_window", "carb_ledger_current", "carb_random"]
+METHODS = [
+    "no_guard",
+    "carb_gcarb",
+    "carb_full_prefix",
+    "carb_fixed_window",
+    "carb_ledger_current",
+    "carb_random_equal_size",
+]
 ROW_KEYS = {"method", "loss", "intervention", "utility", "benign_stop", "harm_stop"}
 
 
@@ -241,7 +248,14 @@ def test_run_bench_format_and_plot(suites: diagnostics.Suites, monkeypatch: pyte
     assert {"ces_clean", "ces_near_miss", "braid", "evidence_removal", "edge_dropout"} <= set(result)
     assert result["settings"]["alpha"] == 0.10
     text = diagnostics.format_constructed(result)
-    for title in ("CES clean", "CES near-miss", "Graph-braid", "Evidence removal", "Edge dropout", "carb_random"):
+    for title in (
+        "CES clean",
+        "CES near-miss",
+        "Graph-braid",
+        "Evidence removal",
+        "Edge dropout",
+        "carb_random_equal_size",
+    ):
         assert title in text
     png = diagnostics.dropout_plot(result, tmp_path / "dropout.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
