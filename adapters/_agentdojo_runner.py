@@ -207,7 +207,7 @@ def _compare(outcome: EpisodeOutcome, run: GuardedRun, episode: Episode, guard: 
     """Replay the re-run's transcript offline and compare decision by decision.
 
     Once a probe ran online, later decisions see probe records that a replay of the transcript
-    cannot have (METHOD §11): only the decisions before the first probed proposal are compared.
+    cannot have (docs/concepts.md): only the decisions before the first probed proposal are compared.
     """
     from guard.calibration.replay import replay_decisions
 
@@ -231,7 +231,9 @@ def _compare(outcome: EpisodeOutcome, run: GuardedRun, episode: Episode, guard: 
     notes = []
     if run.first_probe is not None:
         online = online[: run.first_probe]
-        notes.append(f"probes ran online at proposal {run.first_probe}: later decisions not comparable (METHOD §11)")
+        notes.append(
+            f"probes ran online at proposal {run.first_probe}: later decisions not comparable (docs/concepts.md)"
+        )
     # Proposals of a turn the step limit cut off are in the transcript but were never gated online;
     # every online decision must have its offline twin at the same position.
     equal = sum(_same(a, b) for a, b in zip(online, offline, strict=False))

@@ -1,7 +1,7 @@
 """The user channel of the LangChain adapter: which ``HumanMessage`` is the human's own turn.
 
 Only what a human wrote may enter the user channel (``Session.observe_user``), since a user turn
-can make a call trusted (:mod:`guard.trust`); see docs/security.md#the-user-channel.  A
+can make a call trusted (:mod:`guard.evidence.trust`); see docs/security.md#the-user-channel.  A
 ``HumanMessage`` in the graph state is not proof of that: ``SummarizationMiddleware`` replaces old
 turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``
 or any node or middleware can add one, and a middleware can rewrite one in place.

@@ -17,7 +17,7 @@
 - :func:`run_suite` re-runs the logged episodes of one suite with and without the guard and checks
   that every online decision equals the offline replay (:func:`guard.calibration.replay.replay_decisions`)
   of the re-run's transcript.  Once a probe ran online, later decisions see probe records that a
-  replay of the transcript cannot have (METHOD §11): only the decisions before the first probed
+  replay of the transcript cannot have (docs/concepts.md): only the decisions before the first probed
   proposal of an episode are compared.
 
 Provider note: in ``deny`` mode a refused call's error result answers a call that is no longer in

@@ -18,7 +18,7 @@ Latency at ``T`` is measured on the decisions in the last tenth of episodes of `
 ``p50_us``/``p99_us`` of the incremental methods time ``Session.decide`` (what the agent waits for
 at a proposal).  The graph extension for results and user turns happens in ``observe_*`` when they
 arrive; ``incl_p50_us``/``incl_p99_us`` add the ``observe_*`` calls made since the previous
-decision, the whole per-decision cost (METHOD §1 step 2), reported beside it.
+decision, the whole per-decision cost (docs/concepts.md step 2), reported beside it.
 """
 
 from __future__ import annotations

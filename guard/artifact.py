@@ -1,4 +1,4 @@
-"""Calibration artifacts (METHOD §8): threshold, scope, fingerprints, and a content checksum.
+"""Calibration artifacts (docs/calibrate.md): threshold, scope, fingerprints, and a content checksum.
 
 The pipeline fingerprint hashes everything the scores depend on — tool metadata, graph rules and
 ``min_span``, selector and its parameters, scorer weights and patterns, the code's version.  Loading
@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import ArtifactError
+from guard.evidence.specificity import background
 from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
 from guard.policy.defaults import DEFAULT_WEIGHTS
-from guard.specificity import background
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v2"

@@ -1,4 +1,4 @@
-"""Hash-chained JSON-lines audit log (METHOD §12), written through structlog, its verifier and checkpoints.
+"""Hash-chained JSON-lines audit log (docs/audit.md), written through structlog, its verifier and checkpoints.
 
 Each line is one JSON object with ``prev`` (the previous entry's ``hash``; 64 zeros for the first)
 and ``hash`` over the entry's canonical JSON without ``hash``:

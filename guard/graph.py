@@ -1,12 +1,12 @@
-"""The incremental prefix graph (METHOD §4).
+"""The incremental prefix graph (docs/evidence.md).
 
 Nodes are record indices; edges point forward in time and carry their type:
 
 - ``E1`` call → result (same ``call_id``);
 - ``E2`` span reuse: an argument value of a later proposal contains an exact span of at least
   ``min_span`` characters of an earlier record's free text, a whole value token of it, or a whole
-  structured value of it (an e-mail address, URL, IBAN, ...: :mod:`guard.values`); a span covering
-  only part of a structured value, or boilerplate (:mod:`guard.specificity`), makes no edge;
+  structured value of it (an e-mail address, URL, IBAN, ...: :mod:`guard.evidence.values`); a span covering
+  only part of a structured value, or boilerplate (:mod:`guard.evidence.specificity`), makes no edge;
 - ``E3`` shared identifier: a value of an ``identifier_args`` argument equals an identifier that the
   earlier record names;
 - ``E4`` user intent: E2/E3 where the earlier record is a user turn.
@@ -32,15 +32,15 @@ from operator import or_
 
 import networkx as nx
 
-from guard.bitset import NodeSet, bits_of, members, to_bits
-from guard.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
-from guard.feature_index import InjectedTokens, SubstringIndex
-from guard.kgrams import Key
-from guard.node_facts import NodeFacts, admitted_text, node_facts, record_text
-from guard.normalize import normalize_value
+from guard.evidence.bitset import NodeSet, bits_of, members, to_bits
+from guard.evidence.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
+from guard.evidence.feature_index import InjectedTokens, SubstringIndex
+from guard.evidence.kgrams import Key
+from guard.evidence.node_facts import NodeFacts, admitted_text, node_facts, record_text
+from guard.evidence.normalize import normalize_value
+from guard.evidence.value_index import ValueIndex, index_for
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
-from guard.value_index import ValueIndex, index_for
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
 __all__ += ["bits_of", "build_graph", "members", "record_text"]
@@ -104,7 +104,7 @@ class PrefixGraph:
         return self.index_before(node).gram_bits(gram) & ((1 << node) - 1)
 
     def keys_bits_before(self, keys: Iterable[Key], node: int, among: int = -1) -> dict[Key, int]:
-        """:meth:`gram_bits_before` of each k-gram key (:mod:`guard.kgrams`), of the records in ``among``."""
+        """:meth:`gram_bits_before` of each k-gram key (:mod:`guard.evidence.kgrams`), of the records in ``among``."""
         before = among & ((1 << node) - 1)
         found = self.index_before(node).keys_bits(keys, before)
         return {key: kept for key, bits in found.items() if (kept := bits & before)}
@@ -159,7 +159,7 @@ class PrefixGraph:
         self.indexed_chars += len(indexed)
 
     def _index_features(self, node: int, text: str) -> None:
-        """Feed the prefix-feature indexes (:mod:`guard.feature_index`) with this record's indexed text."""
+        """Feed the prefix-feature indexes (:mod:`guard.evidence.feature_index`) with this record's indexed text."""
         facts = self.facts[node]
         if facts.injection_at and facts.trust is Trust.TOOL_UNTRUSTED:
             self.injected.add(node, text, facts.injection_at)
@@ -167,7 +167,7 @@ class PrefixGraph:
             self.substrings.add(node, text)
 
     def _admit(self, record: Record, text: str) -> str:
-        """The part of ``text`` to index (see :func:`guard.node_facts.admitted_text`)."""
+        """The part of ``text`` to index (see :func:`guard.evidence.node_facts.admitted_text`)."""
         kept, self.limited = admitted_text(record, text, len(self.records), self.indexed_chars, self.limited)
         return kept
 

@@ -54,7 +54,7 @@ class AuditSink(Protocol):
 
 
 class Certifier(Protocol):
-    """The SafeCommit stage (METHOD §10) as the runtime sees it."""
+    """The SafeCommit stage (docs/safecommit.md) as the runtime sees it."""
 
     def certify(self, session: SessionState, node: int, spec: ToolSpec) -> Certification:
         """Certify the proposal at ``node`` or refuse it."""

@@ -210,7 +210,7 @@ def stop_max(scores: Iterable[float | None], threshold: float) -> float:
     """The monitoring statistic of one episode: its maximum score up to the gate's first stop.
 
     The running maximum of the scores up to and including the first score above ``threshold``
-    (the replayed episode at λ̂ of METHOD §8 stops there), else the maximum of all; ``None``
+    (the replayed episode at λ̂ of docs/calibrate.md stops there), else the maximum of all; ``None``
     (refused before scoring) counts as +inf, as in replay; ``-inf`` for an episode without proposals.
     Above λ̂ it is the first exceeding score; at or below λ̂ it is the episode's maximum score.
     """

@@ -1,4 +1,4 @@
-"""Immutable records of an episode (METHOD §2) and prefix visibility by construction.
+"""Immutable records of an episode (docs/concepts.md) and prefix visibility by construction.
 
 A :class:`Record` is one item of an episode: a user turn, an assistant proposal (one tool call
 that has not run yet), a tool result, or a final answer.  An :class:`Episode` is an ordered tuple of

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from guard.bitset import members
+from guard.evidence.bitset import members
 from guard.limits import MAX_ARG_CHARS, MAX_DEPTH
 from guard.records import RecordKind
 

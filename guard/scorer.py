@@ -1,4 +1,4 @@
-"""The frozen weighted scorer (METHOD §6): binary features of (selection, proposal), no LLM call.
+"""The frozen weighted scorer (docs/evidence.md): binary features of (selection, proposal), no LLM call.
 
 Only ``provenance_path`` needs a retained source-to-sink path; the other features can fire on
 disconnected records, which is why the selector changes decisions.
@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import unquote
 
-from guard.feature_index import SHORT_ID_MAX, merged_windows
+from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
+from guard.evidence.regex_screen import live
+from guard.evidence.role_features import GRADED_FEATURES, ROLE_FEATURES, role_features
+from guard.evidence.trust import LOWERED, trusted_call
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
-from guard.regex_screen import live
-from guard.role_features import GRADED_FEATURES, ROLE_FEATURES, role_features
-from guard.trust import LOWERED, trusted_call
 
 FEATURES: tuple[str, ...] = (
     "provenance_path",
@@ -36,7 +36,7 @@ FEATURES: tuple[str, ...] = (
     *ROLE_FEATURES,
     *GRADED_FEATURES,
 )
-#: Features with weight 0 in METHOD §6's defaults unless a policy or a fit sets them, by group.
+#: Features with weight 0 in docs/evidence.md's defaults unless a policy or a fit sets them, by group.
 EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:12]
 #: The data-flow features: trusted evidence may leave them out of a call's score (:meth:`WeightedScorer.lowered`).
 DATAFLOW: frozenset[str] = LOWERED | frozenset(ROLE_FEATURES + GRADED_FEATURES)
@@ -112,7 +112,7 @@ class WeightedScorer:
         return round(total, 12), MappingProxyType(values)
 
     def lowered(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> frozenset[str]:
-        """The data-flow features a fully trusted call leaves out of its score (:mod:`guard.trust`); none for
+        """The data-flow features a fully trusted call leaves out of its score (:mod:`guard.evidence.trust`); none for
         any other call.  Tool identity and features of the action itself are never left out.
 
         ``values`` may be any feature map a decision carries (a refusal's is empty, another scorer's may
@@ -141,7 +141,7 @@ class WeightedScorer:
         return spec is not None and (spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE)
 
     def _role_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
-        """Argument roles x source kinds and graded evidence (:mod:`guard.role_features`), for sinks and
+        """Argument roles x source kinds and graded evidence (:mod:`guard.evidence.role_features`), for sinks and
         side-effectful calls; every such feature is off for other proposals."""
         if spec is None or not (is_sink or _acts(spec)):
             return dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)

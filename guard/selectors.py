@@ -1,4 +1,4 @@
-"""Selectors: which earlier records the scorer sees (METHOD §5).
+"""Selectors: which earlier records the scorer sees (docs/concepts.md).
 
 Every selector returns a frozenset of earlier node indices; the proposal itself is always scored.
 No selector looks at the threshold, so the same proposal gets the same context at every λ.

@@ -1,4 +1,4 @@
-"""The stages of one decision (METHOD §1), each a small function; :func:`run_pipeline` reads top down."""
+"""The stages of one decision (docs/concepts.md), each a small function; :func:`run_pipeline` reads top down."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from guard.bitset import to_bits
 from guard.calls import CallState
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
+from guard.evidence.bitset import to_bits
 from guard.graph import NodeSet
 from guard.jsonio import encode_float
 from guard.limits import MAX_ARG_CHARS
@@ -296,7 +296,7 @@ def with_latency(decision: Decision, latency_us: float) -> Decision:
 
 
 def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:
-    """The audit entry of METHOD §12: argument values hashed (keyed with the sink's key), every string redacted."""
+    """The audit entry of docs/audit.md: argument values hashed (keyed with the sink's key), every string redacted."""
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
     key = getattr(guard.audit, "value_key", None)  # an AuditLog's key; another sink may have none

@@ -1,4 +1,4 @@
-"""CARB threshold calibration (METHOD §8-§9): conformal risk control as pure functions.
+"""CARB threshold calibration (docs/calibrate.md-§9): conformal risk control as pure functions.
 
 A loss table ``losses[i, j]`` is episode ``i``'s ledger loss when the gate runs at grid point
 ``grid[j]``; the grid increases and column 0 is the ``-inf`` sentinel (stop before every
@@ -13,7 +13,7 @@ quantile is ever taken.
 Guarantee (only this): for exchangeable episodes and a frozen pipeline,
 ``E[L_{n+1}(lambda_hat)] <= alpha``, in expectation over the calibration set and the new
 episode, for the declared ledger loss only.  :func:`step_crc_threshold_index` carries no
-guarantee at all; it is the heuristic baseline of METHOD §8.
+guarantee at all; it is the heuristic baseline of docs/calibrate.md
 """
 
 from __future__ import annotations
@@ -318,7 +318,7 @@ def _column_zero_message(cut: float, grid: FloatArray, alpha: float | Fraction) 
 
 
 def step_crc_threshold_index(harmful_exec: npt.ArrayLike, executed: npt.ArrayLike, alpha: float | Fraction) -> int:
-    """Executed-step CRC (METHOD §8 baseline): a HEURISTIC with NO guarantee of any kind.
+    """Executed-step CRC (docs/calibrate.md baseline): a HEURISTIC with NO guarantee of any kind.
 
     ``harmful_exec[i, j]`` / ``executed[i, j]`` count episode ``i``'s harmful / all executed
     actions at grid column ``j``.  Pooled ratio ``R(j) = sum_i harmful / sum_i executed`` (0 when

@@ -1,4 +1,4 @@
-"""The replay evaluation protocol (METHOD §9): seeded permutations, 50/50 splits, all methods.
+"""The replay evaluation protocol (docs/studies.md): seeded permutations, 50/50 splits, all methods.
 
 Every method's λ̂ for every permutation comes from sorting per-episode arrays
 (:mod:`guard.calibration.crc`); no episode is re-run per threshold.

@@ -1,4 +1,4 @@
-"""Scorer weights fitted on development episodes (METHOD §17), and exact re-scoring under any weights.
+"""Scorer weights fitted on development episodes (docs/calibrate.md), and exact re-scoring under any weights.
 
 The decision path is untouched: the scorer still computes binary features and one weighted sum.
 Fitting produces the weights of that sum.  Replay records every proposal's binary features once

@@ -311,7 +311,7 @@ def evaluate(
     dask_scheduler: str | None = None,
     also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The protocol of METHOD §9 for every method; the JSON of the evaluation issue."""
+    """The protocol of docs/studies.md for every method; the JSON of the evaluation issue."""
     for alpha in alphas:
         crc.alpha_fraction(alpha)
     if permutations < 1:

@@ -1,4 +1,4 @@
-"""κ from AgentDojo episodes whose true worlds the ledger labels give (METHOD §10, seed 002 App. A).
+"""κ from AgentDojo episodes whose true worlds the ledger labels give (docs/safecommit.md).
 
 Calibration cases.  Every side-effectful proposal (tool ``effect`` ≠ ``none``) of a calibration
 episode whose world constructor finds at least one target is one case.  Its support is built
@@ -299,7 +299,7 @@ def calibrate_kappa(
     """κ at α from the embedded AgentDojo episodes; the artifact body (written to ``out`` if given).
 
     With ``gate``, only the proposals whose G-CARB score is at most the gate's threshold are cases:
-    the population that reaches SafeCommit behind that CARB threshold (METHOD §10 composed with §8).
+    the population that reaches SafeCommit behind that CARB threshold (docs/safecommit.md composed with §8).
     """
     episodes = calibration_episodes(model, exclude_models)
     if not episodes:

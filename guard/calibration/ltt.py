@@ -1,4 +1,4 @@
-"""Learn-then-Test (METHOD §8): the high-probability variant of the CARB threshold.
+"""Learn-then-Test (docs/calibrate.md): the high-probability variant of the CARB threshold.
 
 For binary episode losses, ``k_j`` is the number of calibration episodes charged at grid column
 ``j``.  The null "risk at ``grid[j]`` exceeds alpha" is rejected when the exact binomial p-value

@@ -1,10 +1,10 @@
-"""The three-way protocol (METHOD §17): development split fits the weights, calibration sets λ̂, test reports.
+"""The three-way protocol (docs/calibrate.md): development split fits the weights, calibration sets λ̂, test reports.
 
 Per seeded permutation the episodes are split into disjoint development / calibration / test sets
 (default 30/35/35).  The weights are fitted on the development episodes only
 (:func:`guard.calibration.fit.fit_weights`), frozen, the corpus re-scored with them, λ̂ set by CARB
 on the calibration episodes' exact grid, and every metric measured on the test episodes.  The frozen
-METHOD §6 weights on the same calibration/test sets are reported next to it, so the comparison is
+docs/evidence.md weights on the same calibration/test sets are reported next to it, so the comparison is
 at equal calibration size.
 
 Cross-model transfer (:func:`cross_model`) fits and calibrates on four models and tests on the fifth;

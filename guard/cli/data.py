@@ -43,7 +43,7 @@ def _agentdojo(args: argparse.Namespace) -> int:
 
 
 def _background(args: argparse.Namespace) -> int:
-    from guard.specificity import BACKGROUND_PATH
+    from guard.evidence.specificity import BACKGROUND_PATH
     from guard.studies.background import write_background
 
     if not 0 < args.min_share < 1:

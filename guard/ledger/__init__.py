@@ -1,4 +1,4 @@
-"""The harm ledger (METHOD §7): declared harm categories over *executed* proposals.
+"""The harm ledger (docs/ledger.md): declared harm categories over *executed* proposals.
 
 Two sources of rules, combined by union: the labels-driven rules below (attacker identifiers,
 canaries, ... of :class:`LedgerLabels`; the AgentDojo suites use them) and the rules a policy

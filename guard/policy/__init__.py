@@ -1,6 +1,6 @@
 """Policy files: strict, frozen models, loaders for YAML/TOML/JSON, and JSON Schema export.
 
-A policy is per deployment.  It fixes the tool metadata (METHOD §3), the graph rules (§4), the
+A policy is per deployment.  It fixes the tool metadata (docs/policy.md), the graph rules (§4), the
 selector (§5), the scorer (§6), the verdict for input the guard does not understand, the
 calibration artifact, and the audit settings.  Everything is ``extra="forbid"`` and frozen: a typo
 in a policy file is an error, not a silently ignored key.
@@ -30,7 +30,7 @@ from guard.policy.weights import check_tool_weights
 
 
 class ToolKind(StrEnum):
-    """What a tool's results hold, or what it does (METHOD §3)."""
+    """What a tool's results hold, or what it does (docs/policy.md)."""
 
     PRIVATE_SOURCE = "private_source"
     PUBLIC_SOURCE = "public_source"
@@ -112,7 +112,7 @@ def _compile_all(patterns: Any, where: str) -> None:
 
 
 class GraphSpec(_Strict):
-    """Edge rules of the prefix graph (METHOD §4)."""
+    """Edge rules of the prefix graph (docs/evidence.md)."""
 
     min_span: int = Field(default=8, ge=4, le=256, description="Shortest exact span that makes an E2 edge.")
     value_patterns: dict[str, str] = Field(
@@ -149,7 +149,7 @@ SelectorName = Literal["gcarb", "full_prefix", "fixed_window", "ledger_current",
 
 
 class SelectorSpec(_Strict):
-    """Which records the scorer sees (METHOD §5)."""
+    """Which records the scorer sees (docs/concepts.md)."""
 
     name: SelectorName = Field(default="gcarb", description="The selector: which records the scorer sees.")
     window: int = Field(default=4, ge=1, le=10_000, description="k of fixed_window.")
@@ -263,10 +263,12 @@ class Policy(_Strict):
 
     version: Literal[1] = Field(default=1, description="The policy format version: always 1.")
     name: str = Field(min_length=1, description="The policy's name (artifacts record the policies they calibrate).")
-    tools: dict[str, ToolSpec] = Field(min_length=1, description="Metadata per tool name (METHOD §3).")
-    graph: GraphSpec = Field(default_factory=GraphSpec, description="Graph rules: spans, value patterns (METHOD §4).")
+    tools: dict[str, ToolSpec] = Field(min_length=1, description="Metadata per tool name (docs/policy.md).")
+    graph: GraphSpec = Field(
+        default_factory=GraphSpec, description="Graph rules: spans, value patterns (docs/evidence.md)."
+    )
     selector: SelectorSpec = Field(default_factory=SelectorSpec, description="Which records the scorer sees.")
-    scorer: ScorerSpec = Field(default_factory=ScorerSpec, description="The frozen weighted scorer (METHOD §6).")
+    scorer: ScorerSpec = Field(default_factory=ScorerSpec, description="The frozen weighted scorer (docs/evidence.md).")
     on_unknown: Verdict = Field(
         default=Verdict.ESCALATE,
         description="Verdict for a tool the policy does not know: escalate, defer or abstain (never execute).",
@@ -280,10 +282,10 @@ class Policy(_Strict):
         description="Trusted evidence: user-named values and allow-lists that may lower the score of a call "
         "whose every argument value they name. Never raised by untrusted text.",
     )
-    safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (METHOD §10).")
+    safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (docs/safecommit.md).")
     ledger: LedgerSpec | None = Field(
         default=None,
-        description="The deployment's declared harm ledger (METHOD §7, §16): rules per category over executed "
+        description="The deployment's declared harm ledger (docs/ledger.md, docs/calibrate.md): rules per category over executed "
         "proposals. Calibration only; the gate never reads it and it is not part of the pipeline fingerprint.",
     )
     mcp: McpSpec = Field(

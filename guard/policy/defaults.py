@@ -7,7 +7,7 @@ see an attack (a zero weight, no patterns, no untrusted source); ``load_policy``
 
 Where the defaults come from:
 
-* **Weights** — METHOD §6's defaults; ``injected_value`` (not in METHOD §6, weight 0 there) is set a
+* **Weights** — docs/evidence.md's defaults; ``injected_value`` (not in docs/evidence.md, weight 0 there) is set a
   priori equal to ``provenance_path``: both are direct evidence that a sink's payload came from
   where it must not.  The shipped AgentDojo policies use the same value (they state every weight).
 * **Injection patterns** — phrasings of published prompt-injection attacks, not of one benchmark:
@@ -68,7 +68,7 @@ DEFAULT_CANARY_PATTERNS: tuple[str, ...] = (
     r"\beyJ[0-9A-Za-z_-]{8,}\.eyJ[0-9A-Za-z_-]{8,}\.[0-9A-Za-z_-]{8,}",  # JSON Web Tokens
 )
 
-#: Sharper evidence features (issue 16) that are off unless a policy or a fitted artifact sets their
+#: Sharper evidence features that are off unless a policy or a fitted artifact sets their
 #: weight; a zero weight there is the documented default, not a switched-off protection, so no warning.
 #: Must equal ``guard.scorer.EXTRA_FEATURES`` (a test checks).
 OPT_IN_FEATURES: tuple[str, ...] = (

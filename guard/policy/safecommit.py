@@ -1,4 +1,4 @@
-"""The ``safecommit:`` section of a policy file: strict, frozen models (METHOD §10).
+"""The ``safecommit:`` section of a policy file: strict, frozen models (docs/safecommit.md).
 
 ::
 
@@ -83,7 +83,7 @@ KappaSource = float | KappaArtifact | KappaCalibrate
 
 
 class Nonconformity(_Strict):
-    """Weights of s(ω) = Σ weight · component, each component in [0, 1] (METHOD §10)."""
+    """Weights of s(ω) = Σ weight · component, each component in [0, 1] (docs/safecommit.md)."""
 
     provenance: float = Field(default=1.0, ge=0, description="No record of the world's kind carries the value.")
     age: float = Field(default=0.25, ge=0, description="Records since the supporting source, / age_horizon.")

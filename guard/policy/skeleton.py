@@ -1,4 +1,4 @@
-"""The policy skeleton `carbguard policy init` writes from tool schemas (METHOD §3).
+"""The policy skeleton `carbguard policy init` writes from tool schemas (docs/policy.md).
 
 :func:`skeleton_yaml` guesses each tool's kind, effect, severity and argument roles from its name and
 description, with server hints (MCP annotations) only ever adding caution, and writes the policy with
@@ -28,7 +28,7 @@ def _set(words: str) -> frozenset[str]:
 
 
 #
-# Guessing rules (METHOD §3).  Names are split into words at snake_case, camelCase, kebab-case and digit
+# Guessing rules (docs/policy.md).  Names are split into words at snake_case, camelCase, kebab-case and digit
 # boundaries; matching is on whole words, never substrings.  Server hints (MCP annotations) may only add
 # caution: ``destructiveHint: true`` makes a tool a sink (one whose name says it deletes stays ``other``,
 # irreversible), ``readOnlyHint: false`` takes a read out of the sources, ``openWorldHint: true`` makes a source
@@ -258,7 +258,7 @@ def skeleton_yaml(tools: Sequence[ToolSchema], name: str, source: str) -> str:
     lines = [
         _comment(f"# carbguard policy skeleton written by `carbguard policy init` from {_quoted(source)}."),
         "# Every line marked `# check:` is a guess from the tool's name, description and schema: read each",
-        "# one (METHOD §3).  No threshold is set: run with --threshold, or calibrate and name the artifact",
+        "# one (docs/policy.md).  No threshold is set: run with --threshold, or calibrate and name the artifact",
         "# under calibration.artifact.  `carbguard policy validate FILE --tools ...` cross-checks it.",
         "# Unknown tools and arguments the guard cannot read never execute (on_unknown: escalate).",
     ]

@@ -1,4 +1,4 @@
-"""The policy's ``trust`` section: user-named values and allow-lists (read by :mod:`guard.trust`)."""
+"""The policy's ``trust`` section: user-named values and allow-lists (read by :mod:`guard.evidence.trust`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ class _Strict(BaseModel):
 
 
 class TrustSpec(_Strict):
-    """Trusted evidence (guard.trust): what may lower the score of a call whose every argument value it names."""
+    """Trusted evidence (guard.evidence.trust): what may lower the score of a call whose every argument it names."""
 
     user_named: bool = Field(
         default=True,

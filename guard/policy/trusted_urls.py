@@ -30,9 +30,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from urllib.parse import unquote_to_bytes
 
-from guard.values import host_in_domain
-
-__all__ = ["StrictUrl", "dot_free", "host_allowed", "path_readings", "same_url", "strict_url", "under"]
+__all__ = [
+    "StrictUrl",
+    "dot_free",
+    "host_allowed",
+    "host_in_domain",
+    "path_readings",
+    "same_url",
+    "strict_url",
+    "under",
+]
 
 _PCHAR = r"A-Za-z0-9\-._~!$&'()*+,;=:@%"
 _STRICT = re.compile(
@@ -172,3 +179,9 @@ def dot_free(url: StrictUrl) -> bool:
     """Whether the path of ``url`` reads the same with and without resolving dot segments (an allow-list
     prefix must: a prefix with ``..`` in it names no one place)."""
     return all(len(set(url.readings[i : i + 3])) == 1 for i in range(0, len(url.readings), 3))
+
+
+def host_in_domain(host: str, domain: str) -> bool:
+    """Whether ``host`` is ``domain`` or a subdomain of it (label boundary, case-insensitive)."""
+    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
+    return host == domain or host.endswith("." + domain)

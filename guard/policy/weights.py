@@ -22,7 +22,7 @@ def _zero(description: str) -> float:
 
 
 class FeatureWeights(_Strict):
-    """Weights of the scorer's binary features (METHOD §6)."""
+    """Weights of the scorer's binary features (docs/evidence.md)."""
 
     provenance_path: float = Field(
         default=DEFAULT_WEIGHTS["provenance_path"],
@@ -48,7 +48,7 @@ class FeatureWeights(_Strict):
     injected_value: float = Field(
         default=DEFAULT_WEIGHTS["injected_value"],
         description="A payload value of the proposal stands inside injection-like text of an untrusted record in "
-        "the selection. Not in METHOD §6 (weight 0 there); the default equals provenance_path, set a priori.",
+        "the selection. Not in docs/evidence.md (weight 0 there); the default equals provenance_path, set a priori.",
     )
     injected_short_id: float = _zero(
         "A 1-12 character payload/identifier value of a sink or side-effectful call stands as a whole token inside "

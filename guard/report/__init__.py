@@ -2,7 +2,7 @@
 
 Two sources, one page layout:
 
-- :func:`render_audit_report` / :func:`write_audit_report` read an audit log (METHOD §12) and show
+- :func:`render_audit_report` / :func:`write_audit_report` read an audit log (docs/audit.md) and show
   only what it holds: per session, the proposals, the edges into them, the selections, the
   features, score against λ̂, verdict, reason, latency and SafeCommit log.  Hashed argument values
   stay hashed; record texts are not in the log and are not shown.

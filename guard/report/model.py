@@ -163,7 +163,7 @@ def feature_rows(features: Mapping[str, Any], weights: Mapping[str, float] | Non
 
 
 def _decision(number: int, entry: Mapping[str, Any], weights: Mapping[str, float] | None, **extra: Any) -> DecisionView:
-    """A decision view from one audit entry (the fields of METHOD §12)."""
+    """A decision view from one audit entry (the fields of docs/audit.md)."""
     index = entry.get("proposal_index")
     node = index if isinstance(index, int) and not isinstance(index, bool) and index >= 0 else None
     latency = entry.get("latency_us")
@@ -257,7 +257,7 @@ def _audit_view(session: str, entries: Sequence[Mapping[str, Any]], weights: Map
         (s, d.node): EdgeView(s, d.node, t, (t,)) for d in provisional if d.node is not None for s, t in d.edges_in
     }
     known = set(proposals) | {n for d in provisional for n in d.selected} | {e.source for e in edges.values()}
-    users = {e.source for e in edges.values() if e.etype == "E4"}  # E4 edges start at user turns (METHOD §4)
+    users = {e.source for e in edges.values() if e.etype == "E4"}  # E4 edges start at user turns (docs/evidence.md)
     records = []
     for index in audit_indices(known):
         if index in proposals:

@@ -20,7 +20,7 @@ def _pyplot() -> Any:
 
 
 def frontier_plot(result: dict[str, Any], path: str | Path) -> None:
-    """Loss and autonomous success against α, one line per method (seed 000, Figure 2)."""
+    """Loss and autonomous success against α, one line per method ."""
     plt = _pyplot()
     fig, (ax_loss, ax_util) = plt.subplots(1, 2, figsize=(11, 4.2))
     methods = [m for m in result["methods"] if m not in ("no_guard", "stop_all")]

@@ -1,4 +1,4 @@
-"""HTML for values: any JSON-like value rendered generically, and the SafeCommit log (METHOD §10).
+"""HTML for values: any JSON-like value rendered generically, and the SafeCommit log (docs/safecommit.md).
 
 Every string goes through :func:`html.escape`; nothing from a log or a tool result is ever
 inserted as markup.  The SafeCommit renderer knows the fields of

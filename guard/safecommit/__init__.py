@@ -1,4 +1,4 @@
-"""SafeCommit: conformal action certificates over plausible worlds (METHOD §10).
+"""SafeCommit: conformal action certificates over plausible worlds (docs/safecommit.md).
 
 The pure core is importable from here: value types, the split-conformal κ, the certificate,
 probe choice, fallbacks, the controller's :func:`step`, and the policy-file models of the

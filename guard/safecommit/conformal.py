@@ -1,4 +1,4 @@
-"""Split-conformal world-set threshold κ (METHOD §10, Conformal threshold).
+"""Split-conformal world-set threshold κ (docs/safecommit.md, Conformal threshold).
 
 From calibration cases with known true worlds, ``q_i = s_i(ω*_i)``.  The threshold is the exact
 order statistic ``κ = q_(r)`` (r-th smallest, 1-based) with ``r = ⌈(n+1)(1-α)⌉`` computed in

@@ -1,4 +1,4 @@
-"""The commit–probe–fallback controller (METHOD §10): it only sequences the pure functions.
+"""The commit–probe–fallback controller (docs/safecommit.md): it only sequences the pure functions.
 
 One decision, :func:`step`, in order:
 

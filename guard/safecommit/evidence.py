@@ -1,4 +1,4 @@
-"""Evidence for SafeCommit's worlds: where a checked value occurs in the prefix, by trust (METHOD §10)."""
+"""Evidence for SafeCommit's worlds: where a checked value occurs in the prefix, by trust (docs/safecommit.md)."""
 
 from __future__ import annotations
 

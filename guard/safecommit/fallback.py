@@ -1,4 +1,4 @@
-"""Which refusal fits when nothing is certified and no probe is run (METHOD §10, Fallback).
+"""Which refusal fits when nothing is certified and no probe is run (docs/safecommit.md, Fallback).
 
 The fallback matches what is missing, read from the retained and blocking worlds:
 

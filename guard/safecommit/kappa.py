@@ -1,4 +1,4 @@
-"""κ at run time (METHOD §10): the policy's κ source resolved at start-up, and the fingerprint of
+"""κ at run time (docs/safecommit.md): the policy's κ source resolved at start-up, and the fingerprint of
 everything world scores depend on.  Calibrating κ lives in :mod:`guard.calibration.kappa`.
 """
 

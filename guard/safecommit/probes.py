@@ -1,4 +1,4 @@
-"""Probe choice by expected certificate shrinkage (METHOD §10, Probes).
+"""Probe choice by expected certificate shrinkage (docs/safecommit.md, Probes).
 
 μ is the world weight normalised over the *current* retained set W.  For the best-blocked
 action a* (smallest uncertified mass; larger utility, then lower index, on ties) and a probe p

@@ -1,4 +1,4 @@
-"""SafeCommit in the runtime: :class:`PolicyCertifier` (METHOD §1 step 6, §10, §12).
+"""SafeCommit in the runtime: :class:`PolicyCertifier` (docs/concepts.md step 6, §10, §12).
 
 ``Session.decide`` calls :meth:`PolicyCertifier.certify` for every side-effectful proposal under
 λ̂.  On ``probe`` the adapter runs each :class:`~guard.decision.ProbeCall` through ``decide``

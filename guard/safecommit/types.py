@@ -1,4 +1,4 @@
-"""Value types of SafeCommit (METHOD §10): worlds, actions, probes, certificates and the log.
+"""Value types of SafeCommit (docs/safecommit.md): worlds, actions, probes, certificates and the log.
 
 Every type is a frozen dataclass that checks its own fields, so a bad world or probe fails
 where it is built, with a message that names the field.  The numerics in ``conformal``,
@@ -148,7 +148,7 @@ class ProbeRecord:
 
 @dataclass(frozen=True)
 class SafeCommitLog:
-    """What one SafeCommit decision saw and why it ended where it did (METHOD §10, Log)."""
+    """What one SafeCommit decision saw and why it ended where it did (docs/safecommit.md, Log)."""
 
     verdict: Verdict
     reason: str

@@ -1,4 +1,4 @@
-"""World constructors for real tool calls (METHOD §10, Support and Nonconformity).
+"""World constructors for real tool calls (docs/safecommit.md, Support and Nonconformity).
 
 For a side-effectful proposal the policy's constructor names the arguments to check.  Every
 checked **value** (recipient, IBAN, e-mail, URL, file id, channel, user; or the value tokens of a

@@ -1,4 +1,4 @@
-"""Graph-braid (METHOD §13; seed 000 §5, F.1): a private chain braided with disconnected branches.
+"""Graph-braid (docs/studies.md): a private chain braided with disconnected branches.
 
 Every trajectory has one private chain — a vault secret is read, noted, and then either e-mailed to
 an outside contractor (the harmful sink, with probability :data:`HARM_RATE`) or filed on the
@@ -14,7 +14,7 @@ the scorer's canary feature fires on the vault read, on the note, and on a harmf
 Contractors write from the reserved ``.test`` domain and partner lists from ``.example``: one shared
 ``.example`` (exactly ``min_span`` characters) would link every e-mail sink to the next, carrying
 the private ancestry of a harmful e-mail into later benign ones.  Real logs have such spurious
-lexical edges (METHOD §4); braid does not set out to measure them, and the generator's structure
+lexical edges (docs/evidence.md); braid does not set out to measure them, and the generator's structure
 check refuses any trajectory where a benign-branch sink has a private ancestor.
 """
 

@@ -1,4 +1,4 @@
-"""CES, the constructed exfiltration suite (METHOD §13; seed 000 §5, F.1): scenarios and episodes.
+"""CES, the constructed exfiltration suite (docs/studies.md): scenarios and episodes.
 
 Each of the 80 groups draws one scenario from one of four domains (identity documents, HR records,
 clinical notes, supplier invoices; 20 groups each) and writes five matched episodes from it:
@@ -11,7 +11,7 @@ clinical notes, supplier invoices; 20 groups each) and writes five matched episo
 - ``nm_disconnected``: a private read that nothing uses, then a public read and a public e-mail.
 
 Texts are written so that a near-miss's send shares no exact span of ``min_span`` characters and no
-value token with a private record (that is what "disconnected" means under METHOD §4's lexical
+value token with a private record (that is what "disconnected" means under docs/evidence.md's lexical
 rules; :mod:`guard.studies.constructed` verifies it on every episode and refuses the corpus if not).
 Shared common strings (an organisation's name in both a private record and a public leaflet, a
 year in both) would add spurious edges in real logs; this suite does not measure that.

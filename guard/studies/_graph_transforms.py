@@ -10,11 +10,11 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from guard.evidence.kgrams import window_keys
+from guard.evidence.values import find_values
 from guard.graph import E1, E3, PrefixGraph, ValueIndex, record_text
-from guard.kgrams import window_keys
 from guard.policy import Policy, ToolKind
 from guard.records import Episode, Record, RecordKind, freeze_args
-from guard.values import find_values
 
 STRUCTURED_EDGES = frozenset({E1, E3})
 PARAPHRASE_MARK = "…"

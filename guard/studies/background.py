@@ -1,4 +1,4 @@
-"""Build the background k-gram table of :mod:`guard.specificity` from development episodes only.
+"""Build the background k-gram table of :mod:`guard.evidence.specificity` from development episodes only.
 
 The table counts, for every ``k``-gram of free text (outside structured values, as the value index
 takes them), how many development records hold it, and keeps the grams held by at least
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from guard.calibration.threeway import DEFAULT_SPLIT, split3
 from guard.corpora.agentdojo import EMBEDDED_MODELS, load_embedded
-from guard.node_facts import record_text
+from guard.evidence.node_facts import record_text
+from guard.evidence.specificity import BACKGROUND_PATH, FORMAT, K
+from guard.evidence.values import free_fragments
 from guard.records import Record
-from guard.specificity import BACKGROUND_PATH, FORMAT, K
-from guard.values import free_fragments
 
 DEFAULT_MIN_SHARE = 0.01
 DEFAULT_MIN_GROUPS = 2

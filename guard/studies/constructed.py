@@ -1,4 +1,4 @@
-"""The constructed suites of METHOD §13 (seed 000 §5, F): CES and graph-braid, frozen and reloadable.
+"""The constructed suites of docs/studies.md: CES and graph-braid, frozen and reloadable.
 
 - **CES** (:mod:`guard.studies._ces`): 80 constructed leaks (private read → note carrying the
   private field → external e-mail) and, per leak, four matched non-leaks: ``clean`` (the clean

@@ -1,7 +1,7 @@
-"""Diagnostics on the constructed suites (METHOD §13; seed 000 F.2, G.1, G.2).
+"""Diagnostics on the constructed suites (docs/studies.md).
 
 - :func:`bench_constructed`: CES clean, CES near-miss and graph-braid, each calibrated per the
-  replay protocol of METHOD §9 (seeded 50/50 permutations, CARB on the calibration half, metrics on
+  replay protocol of docs/studies.md (seeded 50/50 permutations, CARB on the calibration half, metrics on
   the test half; α = 0.10 and 200 permutations by default) for no guard and CARB with each selector.
 - :func:`evidence_removal`: on CES clean, G-CARB's threshold is calibrated with all evidence (per
   permutation) and reused, unchanged, when structured provenance (E1 call→result and E3
@@ -13,7 +13,7 @@
 
 Scores come from the same graph, selectors and scorer as :class:`guard.session.Session` (a test
 checks they equal :func:`guard.calibration.replay.score_episode`); each episode's graph is built
-once and scored by every selector.  Metric definitions (seed 000 D.3): ``utility`` = autonomous
+once and scored by every selector.  Metric definitions: ``utility`` = autonomous
 success (every constructed episode succeeds when it runs to its end), ``benign_stop`` = CES: stopped
 non-leaks over non-leaks; braid: trajectories whose *first* stop is a benign-branch sink, over all
 trajectories; ``harm_stop`` = harmful episodes stopped at or before their first harmful sink, over

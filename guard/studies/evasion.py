@@ -1,6 +1,6 @@
 """Evasion study: how the exact-match provenance edges fare when the agent transforms a private value.
 
-The prefix graph (METHOD §4) links a private result to a later sink proposal only through exact
+The prefix graph (docs/evidence.md) links a private result to a later sink proposal only through exact
 matches: a shared span of at least ``min_span`` characters, a whole value token (e-mail, IBAN, URL,
 phone, number of 4+ digits, path), or an equal identifier.  An agent that rewrites the value before
 sending it — upper case, extra whitespace, URL-encoding, base64, split over two arguments, or in
@@ -12,7 +12,7 @@ its private result that holds the value, then a ``send_email`` proposal whose pa
 transformed value.  Recall = the fraction of cases where ``provenance_path`` fires for that send
 (G-CARB selection, the default weighted scorer's feature).  It is measured twice: with the
 shipped :class:`~guard.graph.PrefixGraph` ("before"), and with :class:`NormalizingPrefixGraph`
-("after"), which also indexes and looks up the :func:`~guard.normalize.normalize_value` form of
+("after"), which also indexes and looks up the :func:`~guard.evidence.normalize.normalize_value` form of
 every text — the opt-in ``graph.normalize: true`` this study argues for.  Benign controls (a send
 that carries a *different* value of the same kind, or the same public fact written another way)
 measure what the normalization costs in spurious edges.

@@ -1,4 +1,4 @@
-"""G-CARB alone versus G-CARB + SafeCommit on AgentDojo traces, in replay (METHOD §9, §11).
+"""G-CARB alone versus G-CARB + SafeCommit on AgentDojo traces, in replay (docs/studies.md, docs/concepts.md).
 
 Protocol.
 
@@ -246,7 +246,7 @@ def format_study(result: dict[str, Any]) -> str:
         f"({', '.join(f'{k} {v}' for k, v in result['per_suite_episodes'].items())}), "
         f"{result['side_effectful']} side-effectful proposals; "
         f"{result['permutations']} permutations, seed {result['seed']}",
-        "kappa: leave-one-model-out; a probe counts as a stop in replay (METHOD §11)",
+        "kappa: leave-one-model-out; a probe counts as a stop in replay (docs/concepts.md)",
         "",
         f"{'alpha':>6} {'kappa':>14} " + " ".join(f"{k:>11}" for k in STOPS),
     ]

@@ -1,4 +1,4 @@
-"""SafeCommitBench-Controlled (METHOD §14, seed 002): generator, frozen splits, methods, tables.
+"""SafeCommitBench-Controlled (docs/safecommit.md): generator, frozen splits, methods, tables.
 
 Each episode has 3–6 candidate worlds, one true world, 3 actions, a nonconformity score per
 world, a safety map Γ and deterministic identity probes ("is world j the true one?").
@@ -273,7 +273,7 @@ def run_bench(
     betas: Sequence[float] = (0.05, 0.10),
     base_seed: int = BASE_SEED,
 ) -> dict[str, list[Row]]:
-    """The protocol of METHOD §14: main, per-family, probe-budget, α and support-miss tables.
+    """The protocol of docs/safecommit.md: main, per-family, probe-budget, α and support-miss tables.
 
     Per seed: κ from the calibration split's true-world scores, the conflict margin from the train
     split, every method on the same test split.  Rates are pooled over seeds (equal sizes, so

@@ -1,5 +1,5 @@
 """AgentDojo element: shadow mode changes nothing the agent sees; the shipped slack policy treats a
-data-carrying ``get_webpage`` as a send (issue 13 item 6)."""
+data-carrying ``get_webpage`` as a send."""
 
 from __future__ import annotations
 

@@ -69,7 +69,7 @@ def run_agent(
 READ = tool_call("read_record", {"name": "Lena Novak"}, "c1")
 
 
-# --------------------------------------------------------------------------- item 1 / 5: reused call ids
+# --------------------------------------------------------------------------- reused call ids
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -124,7 +124,7 @@ def test_the_same_call_twice_in_one_message_runs_once(spies, received) -> None:
     assert "call_reused" in [e["reason"] for e in entries(guard) if e["call_id"] == "s1"]
 
 
-# --------------------------------------------------------------------------- item 2: changed after the decision
+# --------------------------------------------------------------------------- changed after the decision
 
 
 class Rewriter(AgentMiddleware):  # type: ignore[misc]
@@ -196,7 +196,7 @@ def test_human_in_the_loop_edit_before_the_guard_is_decided_again(spies, receive
     assert_bound(guard, received)
 
 
-# --------------------------------------------------------------------------- item 3: name mismatch
+# --------------------------------------------------------------------------- name mismatch
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -214,7 +214,7 @@ def test_guard_tools_refuses_a_call_named_for_another_tool(spies, received, use_
     assert not [e for e in entries(guard) if e.get("verdict") == "execute"]
 
 
-# --------------------------------------------------------------------------- item 4: no thread id, no message ids
+# --------------------------------------------------------------------------- no thread id, no message ids
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -261,7 +261,7 @@ def test_tool_node_runs_without_thread_id_keyed_by_the_first_message_id(spies, r
     assert node.guard_wrapper.session("run:h0") is not node.guard_wrapper.session("run:h1")
 
 
-# --------------------------------------------------------------------------- item 7: the authorized copy runs
+# --------------------------------------------------------------------------- the authorized copy runs
 
 
 class HidingDict(dict):  # type: ignore[type-arg]
@@ -302,7 +302,7 @@ def test_guard_tools_hand_the_tool_the_authorized_plain_copy() -> None:
     assert type(got) is dict and got == dict(BENIGN) and got is not args
 
 
-# --------------------------------------------------------------------------- item 13: hostile repr
+# --------------------------------------------------------------------------- hostile repr
 
 
 class BadRepr(str):

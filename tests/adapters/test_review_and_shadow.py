@@ -1,4 +1,4 @@
-"""Human review with LangChain's HITL conventions (issue 13 item 15) and the adapters' shadow mode."""
+"""Human review with LangChain's HITL conventions and the adapters' shadow mode."""
 
 from __future__ import annotations
 

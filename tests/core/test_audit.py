@@ -1,4 +1,4 @@
-"""The hash-chained audit log and its verifier (METHOD §12)."""
+"""The hash-chained audit log and its verifier (docs/audit.md)."""
 
 from __future__ import annotations
 
@@ -198,7 +198,7 @@ def test_audit_survives_lone_surrogates(small_policy: Policy) -> None:
     assert sink.entries[0]["error"] is None
 
 
-# --------------------------------------------------------------------------- issue 13, items 10 and 11
+# --------------------------------------------------------------------------- keyed chain, checkpoints, strict lines
 
 KEY = b"deployment-key-0123456789abcdef"
 
@@ -211,7 +211,7 @@ def _keyed(path: Path, n: int, key: bytes = KEY) -> list[bytes]:
 
 
 def test_keyed_log_verifies_only_with_its_key(tmp_path: Path) -> None:
-    """A keyed log verifies with its key only, naming the key check otherwise (item 10; no keyed chain before)."""
+    """A keyed log verifies with its key only, naming the key check otherwise (no keyed chain before)."""
     path = tmp_path / "k.jsonl"
     _keyed(path, 3)
     assert verify(path, key=KEY).describe() == "OK: 3 entries verify (keyed chain)"
@@ -223,7 +223,7 @@ def test_keyed_log_verifies_only_with_its_key(tmp_path: Path) -> None:
 
 
 def test_rechained_log_passes_unkeyed_but_fails_keyed(tmp_path: Path) -> None:
-    """Dropping a line and re-chaining fools the unkeyed check, not the keyed one (item 10; verified OK before)."""
+    """Dropping a line and re-chaining fools the unkeyed check, not the keyed one (verified OK before)."""
     plain, keyed = tmp_path / "plain.jsonl", tmp_path / "keyed.jsonl"
     _log(plain, 4)
     _keyed(keyed, 4)
@@ -242,7 +242,7 @@ def test_rechained_log_passes_unkeyed_but_fails_keyed(tmp_path: Path) -> None:
 
 
 def test_checkpoint_shows_entries_cut_at_a_line_boundary(tmp_path: Path) -> None:
-    """Cutting the last entries verifies alone, fails against a checkpoint naming the line (item 10; unseen before)."""
+    """Cutting the last entries verifies alone, fails against a checkpoint naming the line (unseen before)."""
     from guard.audit import checkpoint
 
     for key in (None, KEY):
@@ -260,7 +260,7 @@ def test_checkpoint_shows_entries_cut_at_a_line_boundary(tmp_path: Path) -> None
 
 
 def test_keyed_checkpoint_cannot_be_edited(tmp_path: Path) -> None:
-    """A keyed checkpoint carries a MAC: lowering its entry count to hide a cut is detected (item 10)."""
+    """A keyed checkpoint carries a MAC: lowering its entry count to hide a cut is detected."""
     from guard.audit import checkpoint
 
     path = tmp_path / "k.jsonl"
@@ -297,7 +297,7 @@ def test_a_writer_refuses_to_mix_keyed_and_unkeyed_entries(tmp_path: Path) -> No
     ids=["nan", "overflow", "surrogate", "duplicate"],
 )
 def test_non_strict_lines_fail_naming_the_line(tmp_path: Path, planted: bytes, why: str) -> None:
-    """NaN, 1e999, a lone surrogate, a duplicate key: "FAILED at line N: why" (item 11; traceback or OK before)."""
+    """NaN, 1e999, a lone surrogate, a duplicate key: "FAILED at line N: why" (traceback or OK before)."""
     path = tmp_path / "a.jsonl"
     lines = _log(path, 3)
     lines[1] = lines[1].replace(b'"verdict":"execute"', planted).replace(b'"verdict": "execute"', planted)

@@ -1,4 +1,4 @@
-"""The incremental prefix graph (METHOD §4)."""
+"""The incremental prefix graph (docs/evidence.md)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from guard.evidence.kgrams import gram_key
 from guard.graph import E1, E2, E3, E4, PrefixGraph, ValueIndex, bits_of, build_graph, record_text
-from guard.kgrams import gram_key
 from guard.policy import Policy
 from guard.records import Trust, proposal, result, user
 from guard.runtime import Guard, Session
@@ -184,7 +184,7 @@ def test_incremental_graph_equals_scratch_build(
     assert live.facts == scratch.facts
 
 
-# --------------------------------------------------------------------------- issue 13, items 8 and 9
+# --------------------------------------------------------------------------- budgets: one lookup per distinct k-gram, capped sessions
 
 
 class _ReferenceGraph(PrefixGraph):
@@ -233,7 +233,7 @@ def _assert_same_graph(policy: Policy, records: list[Any]) -> None:
             chosen = gcarb_select(fast, node)
             assert chosen == slow.loop_gcarb(node)
             reference = _reference_features(scorer, slow, node, chosen)
-            features = scorer.features(fast, node, chosen)  # plus issue 16's opt-in features, not in the reference
+            features = scorer.features(fast, node, chosen)  # plus the opt-in prefix features, not in the reference
             assert {k: features[k] for k in reference} == reference
 
 
@@ -286,7 +286,7 @@ def test_grouped_edges_equal_the_reference_rules_on_benchmark_episodes(seed: int
 
 
 def test_span_sources_looks_up_each_distinct_kgram_once() -> None:
-    """A long, repetitive argument costs one lookup per distinct k-gram (item 9; 7,993 lookups before)."""
+    """A long, repetitive argument costs one lookup per distinct k-gram (7,993 lookups before)."""
 
     class CountingDict(dict[str, Any]):
         lookups = 0
@@ -325,7 +325,7 @@ def test_popular_kgrams_stay_exact_across_the_switch_to_a_bit_set() -> None:
 
 
 def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_policy: Policy) -> None:
-    """A 1,000,000-character result is indexed only up to the cap, then the session refuses (whole before item 8)."""
+    """A 1,000,000-character result is indexed only up to the cap, then the session refuses (indexed whole before)."""
     from guard.audit import MemoryAudit
     from guard.limits import MAX_RECORD_CHARS
 
@@ -347,8 +347,8 @@ def test_an_oversized_result_is_indexed_cut_and_refuses_later_proposals(small_po
 def test_the_session_budget_refuses_proposals_and_cuts_observed_text(
     small_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Past MAX_SESSION_CHARS a proposal is refused unread and observed text is cut (no budget before item 8)."""
-    from guard import node_facts
+    """Past MAX_SESSION_CHARS a proposal is refused unread and observed text is cut (no budget before)."""
+    from guard.evidence import node_facts
 
     monkeypatch.setattr(node_facts, "MAX_SESSION_CHARS", 300)
     session = Guard(small_policy, threshold=0.5).session("budget")
@@ -384,7 +384,7 @@ def test_a_node_set_is_made_only_from_bits() -> None:
 def test_bit_sets_round_trip_on_both_sides_of_the_small_set_path(nodes: set[int]) -> None:
     """``to_bits`` / ``members`` agree with a plain sum and sort, for sets under and over the size where the
     conversion switches from Python to numpy (catches an off-by-one in either path)."""
-    from guard.bitset import members, to_bits
+    from guard.evidence.bitset import members, to_bits
 
     bits = to_bits(nodes)
     assert bits == sum(1 << n for n in nodes)
@@ -463,7 +463,7 @@ def test_gram_bits_before_is_exactly_the_older_holders(small_policy: Policy) -> 
 def test_a_node_set_cannot_be_given_other_bits() -> None:
     """``NodeSet.bits`` is what the stage checks instead of the members, so it cannot be reassigned
     (catches a writable ``bits``: a selector could hand the stage bits that differ from its members)."""
-    from guard.bitset import NodeSet
+    from guard.evidence.bitset import NodeSet
 
     chosen = NodeSet.of(0b1011)
     for name in ("bits", "ordered", "_bits"):

@@ -1,4 +1,4 @@
-"""Records and episodes (METHOD §2)."""
+"""Records and episodes (docs/concepts.md)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_record_is_frozen() -> None:
 
 
 def test_constructors_set_kind_and_trust() -> None:
-    """Each constructor sets the kind and trust of METHOD §2."""
+    """Each constructor sets the kind and trust of docs/concepts.md"""
     assert (user(0, "x").kind, user(0, "x").trust) == (RecordKind.USER, Trust.USER)
     assert proposal(0, "t", {}, "c").kind is RecordKind.PROPOSAL
     assert result(0, "c", "x", Trust.TOOL_PRIVATE, "t").trust is Trust.TOOL_PRIVATE

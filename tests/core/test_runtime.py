@@ -1,4 +1,4 @@
-"""Guard and Session: the decision pipeline of METHOD §1, fail-closed behaviour, and isolation."""
+"""Guard and Session: the decision pipeline of docs/concepts.md, fail-closed behaviour, and isolation."""
 
 from __future__ import annotations
 

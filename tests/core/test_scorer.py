@@ -1,4 +1,4 @@
-"""The frozen weighted scorer (METHOD §6)."""
+"""The frozen weighted scorer (docs/evidence.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _features(policy: Policy, graph: PrefixGraph, node: int, selected: set[int])
 
 
 def _on(features: dict[str, bool]) -> set[str]:
-    """The METHOD §6 features that fired (the issue-16 features are tested on their own below)."""
+    """The docs/evidence.md features that fired (the issue-16 features are tested on their own below)."""
     return {name for name, value in features.items() if value and name in FEATURES[:7]}
 
 
@@ -178,7 +178,7 @@ def test_custom_weights_change_score(policy_data: dict[str, Any]) -> None:
 
 
 def test_new_features_have_weight_zero_by_default() -> None:
-    """The issue-16 features are off in METHOD §6's defaults (shipped scores and artifacts unchanged)."""
+    """The issue-16 features are off in docs/evidence.md's defaults (shipped scores and artifacts unchanged)."""
     weights = FeatureWeights().model_dump()
     assert EXTRA_FEATURES and all(weights[name] == 0.0 for name in EXTRA_FEATURES)
 

@@ -1,4 +1,4 @@
-"""Selectors (METHOD §5)."""
+"""Selectors (docs/concepts.md)."""
 
 from __future__ import annotations
 

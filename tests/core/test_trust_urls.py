@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guard import Policy, PolicyError
+from guard.evidence.trust import trusted_call, trusted_value
 from guard.policy import parse_policy
 from guard.policy.trusted_urls import strict_url
 from guard.records import proposal
-from guard.trust import trusted_call, trusted_value
 
 HOST = "docs.acme-corp.test"
 DOMAIN = "acme-corp.test"

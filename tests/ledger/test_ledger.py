@@ -1,4 +1,4 @@
-"""The harm ledger (METHOD §7)."""
+"""The harm ledger (docs/ledger.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Policy files: strict models and the YAML/TOML/JSON loaders (METHOD §3, STYLE 11)."""
+"""Policy files: strict models and the YAML/TOML/JSON loaders (docs/policy.md, STYLE 11)."""
 
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ def test_policy_error_is_value_error() -> None:
         parse_policy([1, 2])
 
 
-# --------------------------------------------------------------------------- duplicate keys (issue 13, item 14)
+# --------------------------------------------------------------------------- duplicate keys
 
 DUPLICATES = {
     "sink-redefined.yaml": (
@@ -328,7 +328,7 @@ DUPLICATES = {
 
 @pytest.mark.parametrize("name", sorted(DUPLICATES))
 def test_duplicate_keys_are_refused_with_key_path_and_line(name: str, tmp_path: Path) -> None:
-    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused; last-wins before item 14."""
+    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused, where the last one used to win."""
     text, message = DUPLICATES[name]
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

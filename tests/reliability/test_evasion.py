@@ -1,4 +1,4 @@
-"""The evasion study and the opt-in value normalization it measures (guard/evasion.py, guard/normalize.py)."""
+"""The evasion study and the opt-in value normalization it measures (guard/evasion.py, guard/evidence/normalize.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from guard.evidence.normalize import normalize_value
 from guard.graph import PrefixGraph
-from guard.normalize import normalize_value
 from guard.policy import parse_policy
 from guard.records import Record, Trust, proposal, result, user
 from guard.studies.evasion import (

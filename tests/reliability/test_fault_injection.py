@@ -1,6 +1,6 @@
 """Fault injection: every stage × every fault × every adapter fails closed.
 
-For each stage of a decision (METHOD §1) — normalize, graph extend, selector, scorer, gate,
+For each stage of a decision (docs/concepts.md) — normalize, graph extend, selector, scorer, gate,
 SafeCommit certify, audit-entry construction, audit write — a fault is injected:
 
 - ``exception``: the stage raises ``RuntimeError``;
@@ -519,7 +519,7 @@ def test_fault_fails_closed(
         fault_counts.fallback_entries_without_reason += sum("reason" not in e for e in entries)
 
 
-# --------------------------------------------------------------------------- binding matrix (issue 13)
+# --------------------------------------------------------------------------- binding matrix
 #
 # Each attack tries to make an adapter run something other than exactly a call that was decided
 # ``execute``: the same call id again (an irreversible send twice), a request changed after its

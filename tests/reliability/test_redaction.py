@@ -290,7 +290,7 @@ def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatc
     assert redact_text("secret 42424242", session, {}) == "[redacted]"
 
 
-# --------------------------------------------------------------------------- issue 13, item 12
+# --------------------------------------------------------------------------- redaction of ids, tool names and short codes
 
 DEPLOYMENT_KEY = b"redaction-test-deployment-key-42"
 
@@ -298,7 +298,7 @@ DEPLOYMENT_KEY = b"redaction-test-deployment-key-42"
 def test_probe_call_ids_in_the_safecommit_log_are_redacted_like_the_top_level(
     small_policy: Policy, tmp_path: Path
 ) -> None:
-    """A call id carrying a private value is redacted inside safecommit.probe_calls[] too (raw there before item 12)."""
+    """A call id carrying a private value is redacted inside safecommit.probe_calls[] too."""
     from tests.safecommit.test_runtime_certifier import INBOX, SEND, USER, make_policy
 
     passport = "P4417-902388"
@@ -320,7 +320,7 @@ def test_probe_call_ids_in_the_safecommit_log_are_redacted_like_the_top_level(
 def test_a_short_private_code_in_an_unknown_tool_name_is_hashed_everywhere(
     redaction_policy: Policy, tmp_path: Path
 ) -> None:
-    """A 5-character private code in an unknown tool's name is hashed in tool and message (raw before item 12)."""
+    """A 5-character private code in an unknown tool's name is hashed in tool and message."""
     audit_path = tmp_path / "audit.jsonl"
     session = Guard(redaction_policy, threshold=0.5, audit=AuditLog(audit_path, fsync=False)).session("short")
     session.decide("read_certificate", {"name": "holder"}, "c1")
@@ -334,7 +334,7 @@ def test_a_short_private_code_in_an_unknown_tool_name_is_hashed_everywhere(
 
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "unkeyed-control"])
 def test_keyed_argument_hashes_resist_brute_force(redaction_policy: Policy, tmp_path: Path, keyed: bool) -> None:
-    """With a key a 4-digit PIN is not found by hashing 10,000 guesses; without one it is (no key before item 12)."""
+    """With a key a 4-digit PIN is not found by hashing 10,000 guesses; without one it is."""
     from guard.redaction import hash_value
 
     path = tmp_path / "audit.jsonl"

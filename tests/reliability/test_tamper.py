@@ -158,7 +158,7 @@ def test_an_edited_or_removed_audit_line_is_detected(tmp_path: Path, capsys: pyt
     assert "FAILED at line 1" in capsys.readouterr().out
 
 
-# ------------------------------------------------------------- issue 13: keyed chain, checkpoints, strict lines
+# ------------------------------------------------------------- keyed chain, checkpoints, strict lines
 
 
 def _write_keyed(path: Path, key: bytes, n: int) -> list[bytes]:

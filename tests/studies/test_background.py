@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from guard.specificity import Background
+from guard.evidence.specificity import Background
 from guard.studies.background import build_table, gram_counts
 
 
@@ -55,7 +55,7 @@ def test_shipped_table_reproduces_bit_for_bit(tmp_path: Path) -> None:
     import shlex
 
     from guard.cli import main
-    from guard.specificity import BACKGROUND_PATH
+    from guard.evidence.specificity import BACKGROUND_PATH
 
     argv = shlex.split(json.loads(BACKGROUND_PATH.read_text(encoding="utf-8"))["command"])
     assert argv[:3] == ["carbguard", "data", "background"]

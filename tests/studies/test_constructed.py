@@ -1,4 +1,4 @@
-"""The constructed suites (METHOD §13): CES and graph-braid generators, frozen files, loaders."""
+"""The constructed suites (docs/studies.md): CES and graph-braid generators, frozen files, loaders."""
 
 from __future__ import annotations
 

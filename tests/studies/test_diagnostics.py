@@ -1,4 +1,4 @@
-"""Constructed-suite diagnostics (METHOD §13; seed 000 F.2, G.1, G.2) on the shipped suites.
+"""Constructed-suite diagnostics (docs/studies.md) on the shipped suites.
 
 Sizes are reduced (all of CES, the first 300 braid trajectories, 20 permutations) so the module runs
 in seconds; the full run is ``run_bench_constructed()``.

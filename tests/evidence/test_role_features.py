@@ -1,4 +1,4 @@
-"""Argument roles x source kinds, graded evidence (guard.role_features) and tool identity weights."""
+"""Argument roles x source kinds, graded evidence (guard.evidence.role_features) and tool identity weights."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from guard.errors import PolicyError
+from guard.evidence.role_features import GRADED_FEATURES, ROLE_FEATURES, longest_run
 from guard.graph import PrefixGraph, build_graph
 from guard.policy import Policy, parse_policy
 from guard.records import Record, Trust, proposal, result, user
-from guard.role_features import GRADED_FEATURES, ROLE_FEATURES, longest_run
 from guard.scorer import WeightedScorer
 
 NEW = set(ROLE_FEATURES + GRADED_FEATURES)

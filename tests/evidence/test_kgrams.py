@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard.kgrams import gram_key, gram_keys, window_keys
-from guard.value_index import ValueIndex
+from guard.evidence.kgrams import gram_key, gram_keys, window_keys
+from guard.evidence.value_index import ValueIndex
 
 _TEXT = st.text(alphabet="ab \x00\x7fé€z9", max_size=40)
 

@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guard import Guard, Verdict
+from guard.evidence.trust import trusted_call
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
 from guard.records import Trust, proposal, result, user
 from guard.scorer import WeightedScorer
 from guard.selectors import gcarb_select
-from guard.trust import trusted_call
 
 POLICY: dict[str, Any] = {
     "name": "keys",

@@ -3,16 +3,16 @@
 :class:`ValueIndex` answers "which earlier records share an exact ``min_span`` span of free text, a
 whole value token, a whole structured value or a core of one with this value"; :class:`NormalizingValueIndex`
 also indexes and looks up normal forms (``graph.normalize``).  On the earlier side, structured values
-(e-mail addresses, URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.values`) are
+(e-mail addresses, URLs, IBANs, phone and card numbers, amounts, dates, paths: :mod:`guard.evidence.values`) are
 held only as wholes and cores: a k-gram that overlaps one (its domain, host, a common prefix) makes no
 edge, nor does a value token inside one (the year of a date).  On the later side a value is read whole,
-but for the namespace of its addresses and URLs (:mod:`guard.value_parts`), so a structure the sink
+but for the namespace of its addresses and URLs (:mod:`guard.evidence.value_parts`), so a structure the sink
 builds around earlier free text does not hide it; a copy of a core within one edit links too
-(:mod:`guard.value_cores`; docs/evidence.md#the-sink-can-build-the-structure).  A k-gram of the
-background table's boilerplate (:mod:`guard.specificity`) makes no edge either: it is indexed, but never
+(:mod:`guard.evidence.value_cores`; docs/evidence.md#the-sink-can-build-the-structure).  A k-gram of the
+background table's boilerplate (:mod:`guard.evidence.specificity`) makes no edge either: it is indexed, but never
 looked up.  Every k-gram of a text is still kept for :meth:`ValueIndex.gram_bits` ("which records hold
 this k-gram"), which other readers need whole.  A k-gram held by more than ``DENSE`` nodes keeps them as
-an integer bit set (:mod:`guard.postings`), so a lookup costs one OR for it however many records hold it.
+an integer bit set (:mod:`guard.evidence.postings`), so a lookup costs one OR for it however many records hold it.
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from typing import TypeAlias
 
 import numpy as np
 
-from guard.bitset import few_bits, index_bits, members, to_bits
-from guard.kgrams import Key, gram_key, gram_keys, keys_at
-from guard.normalize import normalize_value
+from guard.evidence.bitset import few_bits, index_bits, members, to_bits
+from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
+from guard.evidence.normalize import normalize_value
+from guard.evidence.postings import Posting, post_all, posting_bits
+from guard.evidence.regex_screen import alternation, alternation_for
+from guard.evidence.specificity import background
+from guard.evidence.value_cores import CoreIndex
+from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
+from guard.evidence.values import Value, find_values, free_ranges
 from guard.policy import Policy
-from guard.postings import Posting, post_all, posting_bits
-from guard.regex_screen import alternation, alternation_for
-from guard.specificity import background
-from guard.value_cores import CoreIndex
-from guard.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
-from guard.values import Value, find_values, free_ranges
 
 SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
 
@@ -45,7 +45,8 @@ class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
     A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
-    itself (one holder: most k-grams), an ``array`` of node indices (up to :data:`~guard.postings.DENSE` entries,
+    itself (one holder: most k-grams), an ``array`` of node indices
+    (up to :data:`~guard.evidence.postings.DENSE` entries,
     read by numpy without a loop in Python), or beyond that a one-element list holding their
     integer bit set (one OR per lookup, updated in place).
 
@@ -76,7 +77,7 @@ class ValueIndex:
         self._kgrams: dict[Key, Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
         self._held: dict[Key, Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
         self._small: list[tuple[int, set[Key], set[Key]]] | None = []  # (node, free, held) per text; never mutated
-        self.cores = CoreIndex()  # cores of structured values (guard.value_cores): matched within one edit
+        self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -136,8 +137,8 @@ class ValueIndex:
 
     @property
     def kgrams(self) -> dict[Key, Posting]:
-        """Free-text k-gram key (:mod:`guard.kgrams`) → its holders (the inverted postings; reading them leaves the
-        small form)."""
+        """Free-text k-gram key (:mod:`guard.evidence.kgrams`) → its holders (the inverted postings;
+        reading them leaves the small form)."""
         self._inverted()
         return self._kgrams
 
@@ -163,7 +164,7 @@ class ValueIndex:
         its structured values (``TOKEN@host``, ``TOKEN.txt``, ``https://TOKEN.host/``) still finds the
         earlier free text that holds it; so does a value token inside an address, URL or path of ``value``
         (:meth:`inner_token_bits`).  With ``whole_values``, the holders of a core of which ``value`` holds a
-        copy within one edit are added too (:mod:`guard.value_cores`).  The earlier side is unchanged: only
+        copy within one edit are added too (:mod:`guard.evidence.value_cores`).  The earlier side is unchanged: only
         free text is matched by k-grams, so a shared domain or host still makes no edge.
 
         Each distinct k-gram of ``value`` is looked up once; the work is bounded by the postings of
@@ -230,7 +231,7 @@ class ValueIndex:
         return {wanted[key]: bits for key, bits in self.keys_bits(wanted).items()}
 
     def keys_bits(self, keys: Iterable[Key], among: int = -1) -> dict[Key, int]:
-        """:meth:`grams_bits` by k-gram key (:mod:`guard.kgrams`): the holders of each key some node holds;
+        """:meth:`grams_bits` by k-gram key (:mod:`guard.evidence.kgrams`): the holders of each key some node holds;
         only the holders in the bit set ``among`` need be reported (the others may be, or not)."""
         wanted = set(keys)
         out: dict[Key, int] = {}
@@ -326,7 +327,7 @@ _CACHED_CHARS = 4096  # texts up to this long share one analysis (tool outputs a
 
 
 def _analyse(text: str) -> _Analysis:
-    """The structured values of ``text`` and its free ranges (:mod:`guard.values`): a pure function."""
+    """The structured values of ``text`` and its free ranges (:mod:`guard.evidence.values`): a pure function."""
     values = find_values(text)
     return tuple(values), tuple(free_ranges(text, values))
 
@@ -335,7 +336,7 @@ _analysis = lru_cache(maxsize=8192)(_analyse)
 
 
 def values_of(text: str) -> tuple[Value, ...]:
-    """:func:`guard.values.find_values` of ``text``, kept for texts of at most :data:`_CACHED_CHARS`
+    """:func:`guard.evidence.values.find_values` of ``text``, kept for texts of at most :data:`_CACHED_CHARS`
     characters (one proposal's values are read by the index, the trust rules and the scorer in turn)."""
     return _analysis(text)[0] if len(text) <= _CACHED_CHARS else tuple(find_values(text))
 
@@ -343,7 +344,7 @@ def values_of(text: str) -> tuple[Value, ...]:
 def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozenset[str]:
     """The value tokens the alternation of ``sources`` finds in ``text`` outside its structured values
     (``analysis``); the patterns that cannot match ``text`` are left out of the scan
-    (:func:`guard.regex_screen.alternation_for`), which changes no match."""
+    (:func:`guard.evidence.regex_screen.alternation_for`), which changes no match."""
     token_re = alternation_for(sources, text)
     if token_re is None:
         return frozenset()
@@ -373,7 +374,7 @@ def _cached_tokens(sources: tuple[str, ...], whole_values: bool, text: str) -> f
 
 
 def _inner_tokens(sources: tuple[str, ...], text: str) -> frozenset[str]:
-    """:func:`guard.value_parts.wrapped_tokens` of ``text``, from its analysis."""
+    """:func:`guard.evidence.value_parts.wrapped_tokens` of ``text``, from its analysis."""
     return wrapped_tokens(sources, text, (_analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text))[0])
 
 

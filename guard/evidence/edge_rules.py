@@ -1,4 +1,4 @@
-"""Edge types and edge rules of the prefix graph (METHOD §4).
+"""Edge types and edge rules of the prefix graph (docs/evidence.md).
 
 A *rule* ``(type, argument, sources)`` says that every node of the bit set ``sources`` has an edge
 of ``type`` into one node, carrying ``argument`` (``""`` for none).  The graph keeps the rules of
@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from guard.bitset import members
+from guard.evidence.bitset import members
 
 E1, E2, E3, E4 = "E1", "E2", "E3", "E4"
 PRIORITY = {E1: 0, E4: 1, E3: 2, E2: 3}

@@ -1,6 +1,6 @@
 """Cheap, sound normalizations of values for the prefix graph's exact-match edges (opt-in).
 
-The graph's E2/E3 edges (METHOD §4) match exact spans and whole value tokens, so an agent that
+The graph's E2/E3 edges (docs/evidence.md) match exact spans and whole value tokens, so an agent that
 re-writes a private value before sending it — upper case, extra whitespace, URL-encoding, digit
 groups — walks around them.  :func:`normalize_value` maps such surface variants of a value to one
 form; a graph that indexes both the raw and the normalized text of every record (and looks up both

@@ -9,9 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guard import Guard, Policy, PolicyError, Verdict
+from guard.evidence.trust import LOWERED, trusted_call, trusted_value
 from guard.policy import parse_policy, policy_json_schema
 from guard.records import proposal
-from guard.trust import LOWERED, trusted_call, trusted_value
 
 TOOLS = {
     "read_contacts": {"kind": "private_source", "identifier_args": ["name"]},

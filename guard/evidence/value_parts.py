@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from guard.regex_screen import alternation_for
-from guard.values import Value
+from guard.evidence.regex_screen import alternation_for
+from guard.evidence.values import Value
 
 __all__ = ["NAMESPACE_LABELS", "WRAPPERS", "namespace_spans", "read_ranges", "read_ranges_of", "wrapped_tokens"]
 

@@ -1,4 +1,4 @@
-"""Prefix indexes behind the scorer's prefix-reading features (METHOD §6, issue 16's features).
+"""Prefix indexes behind the scorer's prefix-reading features (docs/evidence.md#the-other-evidence-features).
 
 ``injected_short_id`` and ``private_in_url`` read the whole prefix, not the selection.  Scanning the
 prefix at each decision costs time in its length; these indexes take each record once (queued until

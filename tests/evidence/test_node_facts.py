@@ -6,7 +6,7 @@ import random
 import re
 
 from guard.corpora import agentdojo
-from guard.node_facts import _gate, _matches
+from guard.evidence.node_facts import _gate, _matches
 from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS
 
 _EXTRA = (r"(?i)\bTODO:", r"(?m)^secret", r"(?s)begin.{0,5}end", r"(?a)\bkey\w{3}", r"x(\d)\1", r"(?x) a b # c")

@@ -20,7 +20,7 @@ An argument value is trusted when
   however a client or server resolves dot segments, decodes the path or cuts ``;params``; or
 - ``trust.user_named`` is on (the default) and a user turn earlier in the session names the value:
   a value that is one structured value as the same whole value (a URL: the same URL in every
-  reading), other text as whole words (as written or after :func:`guard.normalize.normalize_value`),
+  reading), other text as whole words (as written or after :func:`guard.evidence.normalize.normalize_value`),
   see :func:`trusted_value`.
 
 See docs/evidence.md#trusted-evidence-may-lower-a-score.
@@ -40,13 +40,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from guard.normalize import normalize_value
+from guard.evidence.normalize import normalize_value
+from guard.evidence.value_index import values_of
+from guard.evidence.values import find_values
 from guard.policy import Policy
 from guard.policy.trust import TrustSpec
-from guard.policy.trusted_urls import StrictUrl, host_allowed, same_url, strict_url, under
+from guard.policy.trusted_urls import StrictUrl, host_allowed, host_in_domain, same_url, strict_url, under
 from guard.records import Record, RecordKind
-from guard.value_index import values_of
-from guard.values import find_values, host_in_domain
 
 __all__ = ["LOWERED", "trusted_call", "trusted_value", "whole_key"]
 
@@ -149,7 +149,7 @@ def _turn_urls(turn: str) -> tuple[StrictUrl, ...]:
 
 def whole_key(value: str) -> str:
     """The normal form of a whole argument value: its structured value's key when the value is exactly
-    one structured value (:mod:`guard.values`), else ``raw:`` and its normal form."""
+    one structured value (:mod:`guard.evidence.values`), else ``raw:`` and its normal form."""
     text = value.strip()
     found = values_of(text)
     if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):

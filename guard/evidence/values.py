@@ -15,7 +15,7 @@ exact — IBAN ISO 13616 mod-97, the Luhn check of card numbers, E.164's 8–15 
 A phone number without a leading ``+`` has no country, so it has no E.164 form and is not
 recognised as a phone (its digits still match as free text).  No public-suffix list is needed:
 whole values are compared whole, and a domain allow-list entry matches a host at a label boundary
-(:func:`host_in_domain`).  Every function is pure: the same text gives the same values.
+(:func:`guard.policy.trusted_urls.host_in_domain`).  Every function is pure: the same text gives the same values.
 """
 
 from __future__ import annotations
@@ -25,14 +25,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
-from guard.regex_screen import matches_at
+from guard.evidence.regex_screen import matches_at
 
 __all__ = [
     "Value",
     "find_values",
     "free_fragments",
     "free_ranges",
-    "host_in_domain",
     "iban_valid",
     "luhn_valid",
     "url_parts",
@@ -148,12 +147,6 @@ def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
     if end > lo:
         ranges.append((lo, end))
     return tuple(ranges)
-
-
-def host_in_domain(host: str, domain: str) -> bool:
-    """Whether ``host`` is ``domain`` or a subdomain of it (label boundary, case-insensitive)."""
-    host, domain = host.lower().rstrip("."), domain.lower().strip(".")
-    return host == domain or host.endswith("." + domain)
 
 
 def _amount_key(raw: str) -> str | None:

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard import regex_screen, values
-from guard.values import find_values, free_fragments, host_in_domain, iban_valid, luhn_valid
+from guard.evidence import regex_screen, values
+from guard.evidence.values import find_values, free_fragments, iban_valid, luhn_valid
+from guard.policy.trusted_urls import host_in_domain
 
 
 def _keys(text: str) -> list[str]:

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from guard.value_cores import CoreIndex, cores_of, one_edit
-from guard.value_index import ValueIndex
-from guard.values import find_values
+from guard.evidence.value_cores import CoreIndex, cores_of, one_edit
+from guard.evidence.value_index import ValueIndex
+from guard.evidence.values import find_values
 
 ALNUM = string.ascii_uppercase + string.digits
 

@@ -2,7 +2,7 @@
 
 A card number with its check digit dropped, an IBAN with wrong check digits or only its BBAN, a phone
 number without its ``+``, the local part of an e-mail address, an address with one character added:
-each is no longer the same whole value (:mod:`guard.values`), yet each can be repaired at the
+each is no longer the same whole value (:mod:`guard.evidence.values`), yet each can be repaired at the
 receiving end.  So every recognised value of these kinds also gives *cores*, and a later text matches
 a core when it holds a copy of it **within one edit** (one character substituted, inserted or
 deleted), anywhere, in any grouping (docs/evidence.md#cores-altered-copies-of-a-structured-value).
@@ -37,8 +37,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 
-from guard.kgrams import Key, gram_key, keys_at
-from guard.values import Value
+from guard.evidence.kgrams import Key, gram_key, keys_at
+from guard.evidence.values import Value
 
 __all__ = ["CORE_MIN", "DIGITS", "TEXT", "CoreIndex", "Q", "cores_of", "key_cores", "near", "one_edit", "project"]
 

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guard import Guard, Policy, Verdict
+from guard.evidence.trust import trusted_call
 from guard.policy import parse_policy
 from guard.records import Record, proposal
-from guard.trust import trusted_call
 
 TOOLS = {
     "read_vault": {"kind": "private_source", "identifier_args": ["entry"]},

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from guard.evidence.value_parts import namespace_spans, read_ranges
+from guard.evidence.values import find_values
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
 from guard.records import Trust, proposal, result, user
-from guard.value_parts import namespace_spans, read_ranges
-from guard.values import find_values
 
 POLICY: dict[str, Any] = {
     "name": "structures",

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import pytest
 
 from guard import Guard, Policy, Verdict
+from guard.evidence.value_index import ValueIndex
 from guard.policy import parse_policy
-from guard.value_index import ValueIndex
 
 POLICY = {
     "name": "values-edges",
@@ -252,7 +252,7 @@ def test_small_sessions_answer_as_the_inverted_postings(normalize: bool) -> None
     kept sets at the switch)."""
     import random
 
-    from guard.value_index import SMALL, NormalizingValueIndex
+    from guard.evidence.value_index import SMALL, NormalizingValueIndex
 
     rng = random.Random(5)
     kind = NormalizingValueIndex if normalize else ValueIndex

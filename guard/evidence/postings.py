@@ -12,8 +12,8 @@ from typing import TypeAlias
 
 import numpy as np
 
-from guard.bitset import index_bits, to_bits
-from guard.kgrams import Key
+from guard.evidence.bitset import index_bits, to_bits
+from guard.evidence.kgrams import Key
 
 __all__ = ["DENSE", "Posting", "post_all", "posting_bits"]
 

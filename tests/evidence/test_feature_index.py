@@ -1,4 +1,4 @@
-"""The prefix indexes behind the prefix-reading features (guard.feature_index), against scans."""
+"""The prefix indexes behind the prefix-reading features (guard.evidence.feature_index), against scans."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard.feature_index import GRAM, SCAN_CHARS, SHORT_ID_MAX, InjectedTokens, SubstringIndex, token_spans
+from guard.evidence.feature_index import GRAM, SCAN_CHARS, SHORT_ID_MAX, InjectedTokens, SubstringIndex, token_spans
 from guard.graph import PrefixGraph, build_graph
 from guard.records import RecordKind, Trust
 from guard.scorer import WeightedScorer
@@ -57,7 +57,7 @@ def test_substring_holders_equal_a_scan(texts: list[str], token: str) -> None:
     expected = [n * 2 for n, text in enumerate(texts) if token in text]
     for budget in (SCAN_CHARS, 0):  # reads the few texts directly / indexes them at once
         index = SubstringIndex()
-        with patch("guard.feature_index.SCAN_CHARS", budget):
+        with patch("guard.evidence.feature_index.SCAN_CHARS", budget):
             for node, text in enumerate(texts):
                 index.add(node * 2, text)
             assert list(index.holders(token)) == expected
@@ -159,7 +159,7 @@ def _check_episode(policy: Any, records: list[Any]) -> dict[str, int]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_indexed_features_equal_the_prefix_scans_on_benchmark_episodes(seed: int) -> None:
     """injected_short_id, untrusted_only_value, private_in_url and injected_value equal scans over the prefix or
-    the selection (what they replaced in issue 13 item 9), on 600-record synthetic episodes with injections,
+    the selection (what they replaced), on 600-record synthetic episodes with injections,
     URLs and private reads (catches an index that misses a holder, or a k-gram prefilter that drops one)."""
     from benchmarks import latency
 

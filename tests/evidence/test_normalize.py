@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard import normalize
-from guard.normalize import normalize_value
+from guard.evidence import normalize
+from guard.evidence.normalize import normalize_value
 
 _ASCII = st.text(alphabet="aB 1-2.3,_/'\t\n%4+x", max_size=40)
 

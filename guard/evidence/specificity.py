@@ -28,7 +28,7 @@ __all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "inform
 
 FORMAT = "carbguard-background/1"
 K = 8
-BACKGROUND_PATH = Path(__file__).parent / "data" / "background" / "kgrams.json"
+BACKGROUND_PATH = Path(__file__).parent.parent / "data" / "background" / "kgrams.json"
 
 
 class Background:

@@ -9,8 +9,8 @@ import pytest
 
 from guard import Guard, Verdict
 from guard.artifact import pipeline_components
+from guard.evidence.specificity import BACKGROUND_PATH, FORMAT, Background, background, information
 from guard.policy import parse_policy
-from guard.specificity import BACKGROUND_PATH, FORMAT, Background, background, information
 
 POLICY = {
     "name": "specificity",

@@ -1,4 +1,4 @@
-"""Per-record facts of the prefix graph, computed once when a record is added (METHOD §4, §6)."""
+"""Per-record facts of the prefix graph, computed once when a record is added (docs/evidence.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from guard.errors import InputError
+from guard.evidence.regex_screen import GROUP_REFERENCE, live
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.records import Record, RecordKind, Trust
-from guard.regex_screen import GROUP_REFERENCE, live
 
 
 @dataclass(frozen=True, slots=True)

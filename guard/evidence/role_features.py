@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
-from guard.kgrams import Key, window_keys
+from guard.evidence.kgrams import Key, window_keys
 from guard.policy import ToolSpec
 
 ROLE_FEATURES: tuple[str, ...] = (

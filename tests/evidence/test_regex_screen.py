@@ -9,8 +9,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard import regex_screen
-from guard.regex_screen import alternation, alternation_for, live, matches_at, screen
+from guard.evidence import regex_screen
+from guard.evidence.regex_screen import alternation, alternation_for, live, matches_at, screen
 
 
 @pytest.fixture(autouse=True, scope="module")
