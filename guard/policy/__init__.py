@@ -285,7 +285,7 @@ class Policy(_Strict):
     safecommit: SafeCommitSpec | None = Field(default=None, description="SafeCommit settings (docs/safecommit.md).")
     ledger: LedgerSpec | None = Field(
         default=None,
-        description="The deployment's declared harm ledger (docs/ledger.md, docs/calibrate.md): rules per category over executed "
+        description="The deployment's declared harm ledger (docs/ledger.md): rules per category over executed "
         "proposals. Calibration only; the gate never reads it and it is not part of the pipeline fingerprint.",
     )
     mcp: McpSpec = Field(

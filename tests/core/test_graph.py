@@ -184,7 +184,7 @@ def test_incremental_graph_equals_scratch_build(
     assert live.facts == scratch.facts
 
 
-# --------------------------------------------------------------------------- budgets: one lookup per distinct k-gram, capped sessions
+# --------------------------------------------------------------------------- budgets: distinct k-grams, capped sessions
 
 
 class _ReferenceGraph(PrefixGraph):

@@ -328,7 +328,7 @@ DUPLICATES = {
 
 @pytest.mark.parametrize("name", sorted(DUPLICATES))
 def test_duplicate_keys_are_refused_with_key_path_and_line(name: str, tmp_path: Path) -> None:
-    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused, where the last one used to win."""
+    """A key defined twice (a sink redefined as `other`, a second on_unknown) is refused (the last one used to win)."""
     text, message = DUPLICATES[name]
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

@@ -290,7 +290,7 @@ def test_a_failing_redaction_drops_the_text(redaction_policy: Policy, monkeypatc
     assert redact_text("secret 42424242", session, {}) == "[redacted]"
 
 
-# --------------------------------------------------------------------------- redaction of ids, tool names and short codes
+# --------------------------------------------------------------------------- redaction of ids, names and codes
 
 DEPLOYMENT_KEY = b"redaction-test-deployment-key-42"
 
