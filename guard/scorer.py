@@ -12,39 +12,20 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from urllib.parse import unquote
 
+from guard import features as table
 from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
-from guard.evidence.role_features import GRADED_FEATURES, ROLE_FEATURES, role_features
-from guard.evidence.trust import LOWERED, trusted_call
+from guard.evidence.role_features import role_features
+from guard.evidence.trust import trusted_call
+from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
 
-FEATURES: tuple[str, ...] = (
-    "provenance_path",
-    "private_in_context",
-    "canary",
-    "injection_text",
-    "untrusted_payload",
-    "irreversible_sink",
-    "injected_value",
-    "injected_short_id",
-    "untrusted_only_value",
-    "private_in_url",
-    "severity_high",
-    "severity_max",
-    *ROLE_FEATURES,
-    *GRADED_FEATURES,
-)
-#: Features with weight 0 in docs/evidence.md's defaults unless a policy or a fit sets them, by group.
-EXTRA_FEATURES: tuple[str, ...] = FEATURES[7:12]
-#: The data-flow features: trusted evidence may leave them out of a call's score (:meth:`WeightedScorer.lowered`).
-DATAFLOW: frozenset[str] = LOWERED | frozenset(ROLE_FEATURES + GRADED_FEATURES)
-FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
-    "prefix": EXTRA_FEATURES,
-    "roles": ROLE_FEATURES,
-    "graded": GRADED_FEATURES,
-}
+#: The feature order, the opt-in prefix group and the data-flow features come from the feature table.
+EXTRA_FEATURES: tuple[str, ...] = table.OPT_IN_FEATURES
+
+__all__ = ["DATAFLOW", "EXTRA_FEATURES", "FEATURES", "FEATURE_GROUPS", "WeightedScorer"]
 
 _URL = re.compile(r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+")
 _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
@@ -70,13 +51,13 @@ class WeightedScorer:
         private = graph.flagged_bits("private") & chosen
         prefix, payload_canary = self._prefix_features(graph, node, spec, is_sink)
         return {
-            "provenance_path": is_sink and bool(graph.ancestor_bits(node) & private),
-            "private_in_context": bool(private),
-            "canary": bool(graph.flagged_bits("canary") & chosen) or payload_canary,
-            "injection_text": bool(graph.flagged_bits("injection") & chosen),
-            "untrusted_payload": self._untrusted_payload(graph, node, chosen),
-            "irreversible_sink": is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
-            "injected_value": self._injected_value(graph, node, chosen),
+            table.PROVENANCE_PATH.name: is_sink and bool(graph.ancestor_bits(node) & private),
+            table.PRIVATE_IN_CONTEXT.name: bool(private),
+            table.CANARY.name: bool(graph.flagged_bits("canary") & chosen) or payload_canary,
+            table.INJECTION_TEXT.name: bool(graph.flagged_bits("injection") & chosen),
+            table.UNTRUSTED_PAYLOAD.name: self._untrusted_payload(graph, node, chosen),
+            table.IRREVERSIBLE_SINK.name: is_sink and spec is not None and spec.effect is Effect.IRREVERSIBLE,
+            table.INJECTED_VALUE.name: self._injected_value(graph, node, chosen),
             **prefix,
         }
 
@@ -89,11 +70,11 @@ class WeightedScorer:
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
             return dict(memo[2]), memo[3]
         values = {
-            "injected_short_id": (is_sink or _acts(spec)) and self._injected_short_id(graph, node),
-            "untrusted_only_value": is_sink and self._untrusted_only_value(graph, node),
-            "private_in_url": self._private_in_url(graph, node),
-            "severity_high": spec is not None and spec.severity >= 2,
-            "severity_max": spec is not None and spec.severity >= 3,
+            table.INJECTED_SHORT_ID.name: (is_sink or _acts(spec)) and self._injected_short_id(graph, node),
+            table.UNTRUSTED_ONLY_VALUE.name: is_sink and self._untrusted_only_value(graph, node),
+            table.PRIVATE_IN_URL.name: self._private_in_url(graph, node),
+            table.SEVERITY_HIGH.name: spec is not None and spec.severity >= 2,
+            table.SEVERITY_MAX.name: spec is not None and spec.severity >= 3,
             **self._role_features(graph, node, spec, is_sink),
         }
         payload_canary = self._payload_canary(graph, node)

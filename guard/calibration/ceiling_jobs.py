@@ -21,7 +21,7 @@ from guard.calibration import ceiling as ceil
 from guard.calibration import crc, fit, threeway
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
-from guard.scorer import FEATURES
+from guard.features import FEATURES
 
 
 def columns_of(features: Sequence[str] | None) -> tuple[str, ...]:

@@ -24,9 +24,9 @@ import numpy.typing as npt
 
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
+from guard.features import FEATURES
 from guard.ledger import CATEGORIES
 from guard.policy import FeatureWeights, Policy
-from guard.scorer import FEATURES
 
 FloatArray = npt.NDArray[np.float64]
 

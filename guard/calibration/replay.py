@@ -17,12 +17,13 @@ import numpy as np
 from guard.calls import CallState
 from guard.decision import Decision
 from guard.episode_json import TRUST_SOURCE
+from guard.features import FEATURES
 from guard.ledger import CATEGORIES, Ledger, LedgerLabels, LedgerTrace
 from guard.policy import Policy, SelectorName
 from guard.protocols import Selector
 from guard.records import Episode, Record, RecordKind, is_content
 from guard.runtime import Guard, Session
-from guard.scorer import FEATURES, WeightedScorer
+from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 from guard.stages import PassThroughCertifier
 

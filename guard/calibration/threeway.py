@@ -23,7 +23,8 @@ from guard.calibration import crc, fit
 from guard.calibration.evaluate import Row, outcomes, ungated
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
-from guard.scorer import EXTRA_FEATURES, FEATURE_GROUPS, FEATURES
+from guard.features import DEFAULT_WEIGHTS, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES
+from guard.features import OPT_IN_FEATURES as EXTRA_FEATURES
 
 DEFAULT_SPLIT: tuple[float, float, float] = (0.30, 0.35, 0.35)
 IntMatrix = npt.NDArray[np.int64]
@@ -124,8 +125,9 @@ def ablation_variants() -> dict[str, fit.FitSpec]:
         out[f"fit_without_{group}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in names))
     for name in EXTRA_FEATURES:
         out[f"fit_without_{name}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f != name))
-    out["fit_before_new_evidence"] = fit.FitSpec(features=FEATURES[:12], tools=False)
-    method6 = tuple(f for f in FEATURES[:12] if f not in EXTRA_FEATURES)
+    before_roles = tuple(f for f in FEATURES if f not in ROLE_FEATURES + GRADED_FEATURES)
+    out["fit_before_new_evidence"] = fit.FitSpec(features=before_roles, tools=False)
+    method6 = tuple(DEFAULT_WEIGHTS)
     out["fit_method6_features_only"] = fit.FitSpec(features=method6, tools=False)
     return out
 

@@ -50,7 +50,7 @@ def _ceiling(args: argparse.Namespace) -> int:
 
 
 def _features(args: argparse.Namespace) -> list[str] | None:
-    from guard.scorer import FEATURE_GROUPS, FEATURES
+    from guard.features import FEATURE_GROUPS, FEATURES
 
     if args.features and args.without:
         raise GuardError("--features and --without are alternatives; give one")

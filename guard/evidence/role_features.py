@@ -30,25 +30,23 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
+from guard import features as table
 from guard.evidence.kgrams import Key, window_keys
+from guard.features import GRADED_FEATURES, ROLE_FEATURES
 from guard.policy import ToolSpec
 
-ROLE_FEATURES: tuple[str, ...] = (
-    "recipient_from_untrusted",
-    "recipient_from_private",
-    "payload_from_untrusted",
-    "payload_from_private",
-)
-GRADED_FEATURES: tuple[str, ...] = (
-    "payload_private_half",
-    "payload_private_most",
-    "payload_untrusted_half",
-    "payload_untrusted_most",
-    "long_private_span",
-    "long_untrusted_span",
-    "private_values_2",
-    "private_relayed",
-)
+#: Which feature a (role, source kind) edge, a long run and a payload share of each kind turn on.
+_FROM = {
+    ("recipient", "untrusted"): table.RECIPIENT_FROM_UNTRUSTED.name,
+    ("recipient", "private"): table.RECIPIENT_FROM_PRIVATE.name,
+    ("payload", "untrusted"): table.PAYLOAD_FROM_UNTRUSTED.name,
+    ("payload", "private"): table.PAYLOAD_FROM_PRIVATE.name,
+}
+_LONG = {"private": table.LONG_PRIVATE_SPAN.name, "untrusted": table.LONG_UNTRUSTED_SPAN.name}
+_SHARE = {
+    "private": (table.PAYLOAD_PRIVATE_HALF.name, table.PAYLOAD_PRIVATE_MOST.name),
+    "untrusted": (table.PAYLOAD_UNTRUSTED_HALF.name, table.PAYLOAD_UNTRUSTED_MOST.name),
+}
 #: thresholds, fixed before any data was looked at: half, four fifths, 32 characters, two values.
 HALF, MOST, LONG_SPAN, VALUES = 0.5, 0.8, 32, 2
 
@@ -85,13 +83,13 @@ def role_features(
             continue
         role = "recipient" if arg in idents else "payload" if arg in payloads else None
         if role is not None:
-            out[f"{role}_from_untrusted"] |= bool(bits & untrusted)
-            out[f"{role}_from_private"] |= bool(bits & private)
-        out["private_relayed"] |= bool(bits & relay) and arg in idents | payloads
+            out[_FROM[role, "untrusted"]] |= bool(bits & untrusted)
+            out[_FROM[role, "private"]] |= bool(bits & private)
+        out[table.PRIVATE_RELAYED.name] |= bool(bits & relay) and arg in idents | payloads
     named = [(name, value) for name, value in values if name in idents | payloads]
     traced = {name for name, bits in sources.items() if bits & (private | untrusted)}
     _coverage(out, graph, node, named, payloads, traced, min_span, (private, untrusted, users))
-    out["private_values_2"] = _private_values(named, token_holders, private, users, node) >= VALUES
+    out[table.PRIVATE_VALUES_2.name] = _private_values(named, token_holders, private, users, node) >= VALUES
     return out
 
 
@@ -133,15 +131,16 @@ def _coverage(
                 masks["untrusted"] |= window << i
         for kind, covered in masks.items():
             if longest_run(covered) >= LONG_SPAN:
-                out[f"long_{kind}_span"] = True
+                out[_LONG[kind]] = True
             if name in payloads:
                 total[kind] += covered.bit_count()
         if name in payloads:
             length += len(value)
     for kind, covered_chars in total.items():
         share = covered_chars / length if length else 0.0
-        out[f"payload_{kind}_half"] = share >= HALF
-        out[f"payload_{kind}_most"] = share >= MOST
+        half, most = _SHARE[kind]
+        out[half] = share >= HALF
+        out[most] = share >= MOST
 
 
 def longest_run(bits: int) -> int:

@@ -4,7 +4,7 @@ A call whose every argument value is trusted carries nothing the user did not as
 the user or the deployment chose.  Every value counts, not only those of ``payload_args`` and
 ``identifier_args``: the prefix graph makes edges from every argument, so a private value in an
 argument the policy did not list (a subject, a cc, a nested key) is evidence too.  For such a call
-the scorer leaves out the data-flow features (:data:`LOWERED`): the evidence that a value came from a
+the scorer leaves out the data-flow features (:data:`guard.features.DATAFLOW`): the evidence that a value came from a
 private or untrusted record is answered by the stronger evidence that the user or the deployment
 named it.  Features of the action itself (severity, an irreversible sink, injection text in the
 context, a canary in the payload) still count, since trust in the arguments says nothing about
@@ -48,20 +48,7 @@ from guard.policy.trust import TrustSpec
 from guard.policy.trusted_urls import StrictUrl, host_allowed, host_in_domain, same_url, strict_url, under
 from guard.records import Record, RecordKind
 
-__all__ = ["LOWERED", "trusted_call", "trusted_value", "whole_key"]
-
-#: The data-flow features a fully trusted call leaves out of its score.
-LOWERED: frozenset[str] = frozenset(
-    {
-        "provenance_path",
-        "private_in_context",
-        "untrusted_payload",
-        "injected_value",
-        "injected_short_id",
-        "untrusted_only_value",
-        "private_in_url",
-    }
-)
+__all__ = ["trusted_call", "trusted_value", "whole_key"]
 
 
 def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool:

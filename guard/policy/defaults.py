@@ -7,9 +7,8 @@ see an attack (a zero weight, no patterns, no untrusted source); ``load_policy``
 
 Where the defaults come from:
 
-* **Weights** — docs/evidence.md's defaults; ``injected_value`` (not in docs/evidence.md, weight 0 there) is set a
-  priori equal to ``provenance_path``: both are direct evidence that a sink's payload came from
-  where it must not.  The shipped AgentDojo policies use the same value (they state every weight).
+* **Weights** — the feature table's defaults (:mod:`guard.features`).  The shipped AgentDojo policies
+  state every weight.
 * **Injection patterns** — phrasings of published prompt-injection attacks, not of one benchmark:
   goal hijacking ("ignore the previous instructions", Perez & Ribeiro 2022, *Ignore Previous
   Prompt*), instructions addressed to the model and concealment from the user (Greshake et al.
@@ -28,15 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-DEFAULT_WEIGHTS: dict[str, float] = {
-    "provenance_path": 0.52,
-    "private_in_context": 0.10,
-    "canary": 0.15,
-    "injection_text": 0.15,
-    "untrusted_payload": 0.20,
-    "irreversible_sink": 0.08,
-    "injected_value": 0.52,
-}
+from guard.features import CANARY, DEFAULT_WEIGHTS, OPT_IN_FEATURES, needing
 
 DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (
     # goal hijacking: "ignore / disregard / forget (all) (the) previous instructions"
@@ -68,17 +59,6 @@ DEFAULT_CANARY_PATTERNS: tuple[str, ...] = (
     r"\beyJ[0-9A-Za-z_-]{8,}\.eyJ[0-9A-Za-z_-]{8,}\.[0-9A-Za-z_-]{8,}",  # JSON Web Tokens
 )
 
-#: Sharper evidence features that are off unless a policy or a fitted artifact sets their
-#: weight; a zero weight there is the documented default, not a switched-off protection, so no warning.
-#: Must equal ``guard.scorer.EXTRA_FEATURES`` (a test checks).
-OPT_IN_FEATURES: tuple[str, ...] = (
-    "injected_short_id",
-    "untrusted_only_value",
-    "private_in_url",
-    "severity_high",
-    "severity_max",
-)
-
 
 def policy_warnings(policy: Any) -> tuple[str, ...]:
     """What ``policy`` (a :class:`guard.policy.Policy`, which imports this module) leaves off, one line each."""
@@ -88,22 +68,33 @@ def policy_warnings(policy: Any) -> tuple[str, ...]:
         if value == 0 and name in DEFAULT_WEIGHTS:  # the others are opt-in: off unless set
             out.append(f"scorer.weights.{name} is 0: the {name} feature never adds to a score")
     if not policy.scorer.injection_patterns:
-        out.append("scorer.injection_patterns is empty: injection_text and injected_value never fire")
+        out.append(f"scorer.injection_patterns is empty: {_and(needing('injection_patterns'))} never fire")
     if not policy.scorer.canary_patterns:
-        out.append("scorer.canary_patterns is empty: the canary feature never fires and no secret is redacted")
+        out.append(f"scorer.canary_patterns is empty: the {CANARY.name} feature never fires and no secret is redacted")
     kinds = {spec.source_kind.value for spec in policy.tools.values()}
     if "untrusted_source" not in kinds:
         out.append(
             "no tool is an untrusted_source (kind or also_source): third-party text is trusted, so "
-            "untrusted_payload and injected_value never fire"
+            f"{_and(needing('untrusted_source'))} never fire"
         )
     for name, spec in policy.tools.items():
         if spec.kind.value == "sink" and not spec.payload_args and not spec.identifier_args:
             out.append(
-                f"tools.{name} is a sink without payload_args or identifier_args: untrusted_payload, injected_value "
-                "and payload canaries cannot fire for it"
+                f"tools.{name} is a sink without payload_args or identifier_args: "
+                f"{_and((*needing('payload_args'), 'payload canaries'))} cannot fire for it"
             )
     return tuple(out)
 
 
-__all__ = ["DEFAULT_CANARY_PATTERNS", "DEFAULT_INJECTION_PATTERNS", "DEFAULT_WEIGHTS", "policy_warnings"]
+def _and(names: tuple[str, ...]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+__all__ = [
+    "DEFAULT_CANARY_PATTERNS",
+    "DEFAULT_INJECTION_PATTERNS",
+    "DEFAULT_WEIGHTS",
+    "OPT_IN_FEATURES",
+    "policy_warnings",
+]

@@ -19,6 +19,7 @@ import networkx as nx
 
 from guard.audit import MemoryAudit
 from guard.decision import Verdict
+from guard.features import PROVENANCE_PATH
 from guard.graph import PrefixGraph
 from guard.jsonio import decode_float
 from guard.policy import Policy, ToolKind
@@ -271,7 +272,7 @@ def _audit_view(session: str, entries: Sequence[Mapping[str, Any]], weights: Map
 
 def _with_audit_path(decision: DecisionView, edges: Iterable[EdgeView]) -> DecisionView:
     """The private-source → sink path as far as the log shows it: the selection, when the path fired."""
-    fired = any(f.name == "provenance_path" and f.value for f in decision.features)
+    fired = any(f.name == PROVENANCE_PATH.name and f.value for f in decision.features)
     if not fired or decision.node is None:
         return decision
     nodes = {*decision.selected, decision.node}

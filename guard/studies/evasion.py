@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from guard.features import PROVENANCE_PATH
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
 from guard.records import Record, Trust, proposal, result, user
@@ -174,7 +175,7 @@ def provenance_fires(graph_cls: Callable[[Policy], PrefixGraph], policy: Policy,
         graph.add(record)
     node = records[-1].index
     features = WeightedScorer(policy).features(graph, node, gcarb_select(graph, node))
-    return bool(features["provenance_path"])
+    return bool(features[PROVENANCE_PATH.name])
 
 
 # --------------------------------------------------------------------------- the study

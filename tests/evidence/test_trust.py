@@ -9,7 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guard import Guard, Policy, PolicyError, Verdict
-from guard.evidence.trust import LOWERED, trusted_call, trusted_value
+from guard.evidence.trust import trusted_call, trusted_value
+from guard.features import DATAFLOW
 from guard.policy import parse_policy, policy_json_schema
 from guard.records import proposal
 
@@ -141,7 +142,7 @@ def test_trust_section_is_strict_and_in_the_schema() -> None:
 
 def test_lowered_features_are_data_flow_only() -> None:
     """Catches action features (severity, irreversibility, injection, canary) dropped for trusted calls."""
-    assert not LOWERED & {"irreversible_sink", "severity_high", "severity_max", "injection_text", "canary"}
+    assert not DATAFLOW & {"irreversible_sink", "severity_high", "severity_max", "injection_text", "canary"}
 
 
 # ----------------------------------------------------------------------------- monotone in untrusted evidence

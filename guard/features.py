@@ -1,0 +1,301 @@
+"""The scorer's feature table: one row per binary feature, and everything derived from it.
+
+A row names the feature, its group, its default weight, what it means, which evidence computes it,
+whether trusted evidence may leave it out of a call's score (a data-flow feature), and which
+policy settings it needs to fire.  The scorer's feature order, the groups, the policy's weight
+fields and their defaults, the ablation variants, the trust-lowered set, the load-time warnings
+and the reference tables of the docs are all read from here; no other module spells a feature
+name.  Adding a feature is one row here plus the function that computes it (docs/evidence.md).
+
+This module imports nothing from the package, so the policy (below the evidence layer) can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "DATAFLOW",
+    "DEFAULT_GROUP",
+    "DEFAULT_WEIGHTS",
+    "EARLIER_OPT_IN",
+    "FEATURES",
+    "FEATURE_GROUPS",
+    "GRADED_FEATURES",
+    "OPT_IN_FEATURES",
+    "ROLE_FEATURES",
+    "TABLE",
+    "Feature",
+    "needing",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """One row of the table.
+
+    ``group`` is ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix), ``roles``
+    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`).  ``evidence`` names the function
+    that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
+    score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
+    fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
+    """
+
+    name: str
+    group: str
+    weight: float
+    description: str
+    evidence: str
+    dataflow: bool = False
+    needs: frozenset[str] = frozenset()
+
+
+def _needs(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+PROVENANCE_PATH = Feature(
+    "provenance_path",
+    "default",
+    0.52,
+    "A sink proposal has a retained path from a private record in the selection.",
+    "guard.scorer.WeightedScorer.features (selection and graph ancestors)",
+    dataflow=True,
+)
+PRIVATE_IN_CONTEXT = Feature(
+    "private_in_context",
+    "default",
+    0.10,
+    "The selection holds a private record.",
+    "guard.scorer.WeightedScorer.features (selection)",
+    dataflow=True,
+)
+CANARY = Feature(
+    "canary",
+    "default",
+    0.15,
+    "A canary pattern matches a selected record or a payload argument of the proposal.",
+    "guard.evidence.node_facts (records) and guard.scorer (payload arguments)",
+    needs=_needs("canary_patterns"),
+)
+INJECTION_TEXT = Feature(
+    "injection_text",
+    "default",
+    0.15,
+    "An injection pattern matches a selected record.",
+    "guard.evidence.node_facts (the injection flag of a record)",
+    needs=_needs("injection_patterns"),
+)
+UNTRUSTED_PAYLOAD = Feature(
+    "untrusted_payload",
+    "default",
+    0.20,
+    "A payload/identifier argument carries a value from an untrusted record the user did not name.",
+    "guard.scorer.WeightedScorer._untrusted_payload (edge rules)",
+    dataflow=True,
+    needs=_needs("untrusted_source", "payload_args"),
+)
+IRREVERSIBLE_SINK = Feature(
+    "irreversible_sink",
+    "default",
+    0.08,
+    "The proposal is an irreversible sink.",
+    "guard.scorer.WeightedScorer.features (tool metadata)",
+)
+INJECTED_VALUE = Feature(
+    "injected_value",
+    "default",
+    0.52,
+    "A payload value of the proposal stands inside injection-like text of an untrusted record in the selection. "
+    "Not in docs/evidence.md (weight 0 there); the default equals provenance_path, set a priori.",
+    "guard.scorer.WeightedScorer._injected_value",
+    dataflow=True,
+    needs=_needs("injection_patterns", "untrusted_source", "payload_args"),
+)
+INJECTED_SHORT_ID = Feature(
+    "injected_short_id",
+    "prefix",
+    0.0,
+    "A 1-12 character payload/identifier value of a sink or side-effectful call stands as a whole token inside "
+    "injection-like text of an earlier untrusted record.",
+    "guard.scorer.WeightedScorer._injected_short_id (guard.evidence.feature_index)",
+    dataflow=True,
+)
+UNTRUSTED_ONLY_VALUE = Feature(
+    "untrusted_only_value",
+    "prefix",
+    0.0,
+    "A sink argument is reused from untrusted records only (no user turn, private or trusted record is also its "
+    "source).",
+    "guard.scorer.WeightedScorer._untrusted_only_value (edge rules)",
+    dataflow=True,
+)
+PRIVATE_IN_URL = Feature(
+    "private_in_url",
+    "prefix",
+    0.0,
+    "A URL path or query in any argument carries a token of an earlier private record that no user turn contains.",
+    "guard.scorer.WeightedScorer._private_in_url (guard.evidence.feature_index)",
+    dataflow=True,
+)
+SEVERITY_HIGH = Feature(
+    "severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tool metadata)"
+)
+SEVERITY_MAX = Feature(
+    "severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tool metadata)"
+)
+
+_ROLES = "guard.evidence.role_features.role_features"
+RECIPIENT_FROM_UNTRUSTED = Feature(
+    "recipient_from_untrusted",
+    "roles",
+    0.0,
+    "An identifier argument reuses a value of an earlier untrusted record.",
+    _ROLES,
+    dataflow=True,
+)
+RECIPIENT_FROM_PRIVATE = Feature(
+    "recipient_from_private",
+    "roles",
+    0.0,
+    "An identifier argument reuses a value of an earlier private record.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_FROM_UNTRUSTED = Feature(
+    "payload_from_untrusted",
+    "roles",
+    0.0,
+    "A payload argument reuses a value of an earlier untrusted record.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_FROM_PRIVATE = Feature(
+    "payload_from_private",
+    "roles",
+    0.0,
+    "A payload argument reuses a value of an earlier private record.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_PRIVATE_HALF = Feature(
+    "payload_private_half",
+    "graded",
+    0.0,
+    "At least half of the payload characters are traced to private records.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_PRIVATE_MOST = Feature(
+    "payload_private_most",
+    "graded",
+    0.0,
+    "At least 4/5 of the payload characters are traced to private records.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_UNTRUSTED_HALF = Feature(
+    "payload_untrusted_half",
+    "graded",
+    0.0,
+    "At least half of the payload characters are traced to untrusted records.",
+    _ROLES,
+    dataflow=True,
+)
+PAYLOAD_UNTRUSTED_MOST = Feature(
+    "payload_untrusted_most",
+    "graded",
+    0.0,
+    "At least 4/5 of the payload characters are traced to untrusted records.",
+    _ROLES,
+    dataflow=True,
+)
+LONG_PRIVATE_SPAN = Feature(
+    "long_private_span",
+    "graded",
+    0.0,
+    "An argument holds a run of >= 32 characters traced to private records.",
+    _ROLES,
+    dataflow=True,
+)
+LONG_UNTRUSTED_SPAN = Feature(
+    "long_untrusted_span",
+    "graded",
+    0.0,
+    "An argument holds a run of >= 32 characters traced to untrusted records.",
+    _ROLES,
+    dataflow=True,
+)
+PRIVATE_VALUES_2 = Feature(
+    "private_values_2",
+    "graded",
+    0.0,
+    "The arguments carry at least two distinct value tokens of private records.",
+    _ROLES,
+    dataflow=True,
+)
+PRIVATE_RELAYED = Feature(
+    "private_relayed",
+    "graded",
+    0.0,
+    "An argument reuses a record that descends from a private one (two hops or more).",
+    _ROLES,
+    dataflow=True,
+)
+
+#: The table, in the scorer's feature order.
+TABLE: tuple[Feature, ...] = (
+    PROVENANCE_PATH,
+    PRIVATE_IN_CONTEXT,
+    CANARY,
+    INJECTION_TEXT,
+    UNTRUSTED_PAYLOAD,
+    IRREVERSIBLE_SINK,
+    INJECTED_VALUE,
+    INJECTED_SHORT_ID,
+    UNTRUSTED_ONLY_VALUE,
+    PRIVATE_IN_URL,
+    SEVERITY_HIGH,
+    SEVERITY_MAX,
+    RECIPIENT_FROM_UNTRUSTED,
+    RECIPIENT_FROM_PRIVATE,
+    PAYLOAD_FROM_UNTRUSTED,
+    PAYLOAD_FROM_PRIVATE,
+    PAYLOAD_PRIVATE_HALF,
+    PAYLOAD_PRIVATE_MOST,
+    PAYLOAD_UNTRUSTED_HALF,
+    PAYLOAD_UNTRUSTED_MOST,
+    LONG_PRIVATE_SPAN,
+    LONG_UNTRUSTED_SPAN,
+    PRIVATE_VALUES_2,
+    PRIVATE_RELAYED,
+)
+
+#: The group of features that are on by default (their weights are the policy's defaults).
+DEFAULT_GROUP = "default"
+
+
+def _group(name: str) -> tuple[str, ...]:
+    return tuple(row.name for row in TABLE if row.group == name)
+
+
+#: Feature names in the scorer's order (the columns of a replay's feature matrix and of a fit).
+FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE)
+#: The default weights: every feature of the default group (the others weigh 0 unless set).
+DEFAULT_WEIGHTS: dict[str, float] = {row.name: row.weight for row in TABLE if row.group == DEFAULT_GROUP}
+#: Opt-in groups, by name; what ``calibrate --ceiling --without`` and the ablation leave out.
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {name: _group(name) for name in ("prefix", "roles", "graded")}
+#: Sharper evidence that is off unless a policy or a fitted artifact sets its weight (no warning at 0).
+OPT_IN_FEATURES: tuple[str, ...] = FEATURE_GROUPS["prefix"]
+ROLE_FEATURES: tuple[str, ...] = FEATURE_GROUPS["roles"]
+GRADED_FEATURES: tuple[str, ...] = FEATURE_GROUPS["graded"]
+#: Opt-in features that predate the roles and graded groups: weighing only these keeps a pipeline's
+#: earlier fingerprint (:mod:`guard.artifact`).
+EARLIER_OPT_IN: tuple[str, ...] = OPT_IN_FEATURES
+#: The data-flow features: a fully trusted call leaves them out of its score.
+DATAFLOW: frozenset[str] = frozenset(row.name for row in TABLE if row.dataflow)
+
+
+def needing(setting: str, group: str = DEFAULT_GROUP) -> tuple[str, ...]:
+    """The features of ``group`` that never fire without the policy setting ``setting``."""
+    return tuple(row.name for row in TABLE if row.group == group and setting in row.needs)
