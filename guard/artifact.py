@@ -17,20 +17,17 @@ from typing import Any
 
 from guard.errors import ArtifactError
 from guard.evidence.specificity import background
+from guard.features import DEFAULT_WEIGHTS
 from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
-from guard.policy.defaults import DEFAULT_WEIGHTS
 
 FORMAT = "carbguard-artifact/1"
 GRAPH_RULES_VERSION = "E1-E4/v2"
-SCORER_VERSION = "weighted-binary/v2"  # v2: trust reads every argument and URLs as clients do
-
-
-#: the scorer's feature set beyond its default features and the commit it was frozen at; recorded in the scorer
-#: fingerprint of a pipeline that gives any of those features, or a tool, a weight.
-FEATURE_SET = "roles-graded/v1@e05f0205310ca0a43fbdccb4382275bd32c36e91"
-#: opt-in features that predate it: a pipeline weighing only these keeps its earlier fingerprint.
-_EARLIER_OPT_IN = ("injected_short_id", "untrusted_only_value", "private_in_url", "severity_high", "severity_max")
+#: v3: signatures act as a rule outside the score; the default evidence does not read attack wording.
+SCORER_VERSION = "weighted-binary/v3"
+#: The version of the feature table (guard/features.py): the rows and what computes them.  Recorded in every
+#: scorer fingerprint; a change of a row's meaning or computation bumps it.
+FEATURE_SET = "wording-invariant/v1"
 
 
 def _digest(value: Any) -> str:
@@ -50,17 +47,11 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     if graph.get("background"):
         graph["background"] = background().fingerprint  # the table the edges were made with
     weights = dumped["scorer"]["weights"]
-    extra = False
-    for name in [n for n in weights if n not in DEFAULT_WEIGHTS]:
-        extra |= weights[name] != 0 and name not in _EARLIER_OPT_IN
-        if weights[name] == 0:  # features added later keep fingerprints from before them at weight 0
-            weights.pop(name)
-    if dumped["scorer"]["tool_weights"]:
-        extra = True
-    else:
+    for name in [n for n in weights if n not in DEFAULT_WEIGHTS and weights[n] == 0]:
+        weights.pop(name)  # an opt-in feature added later at weight 0 leaves the fingerprint as it was
+    if not dumped["scorer"]["tool_weights"]:
         dumped["scorer"].pop("tool_weights")
-    if extra:
-        dumped["scorer"]["feature_set"] = FEATURE_SET
+    dumped["scorer"]["feature_set"] = FEATURE_SET
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
@@ -131,6 +122,14 @@ def build_artifact(
 CRC_GUARANTEE = (
     "For exchangeable episodes and this frozen pipeline, E[declared-ledger loss of a new episode] <= alpha, "
     "in expectation over calibration and the new episode; the declared ledger only."
+)
+
+
+GROUP_CRC_GUARANTEE = (
+    "When groups are exchangeable (a new group is drawn exchangeably with the G calibration groups) and this "
+    "pipeline is frozen, the expected mean declared-ledger loss over a new group's episodes is <= alpha, in "
+    "expectation over calibration and the new group; it needs alpha >= 1/(G+1). Nothing per episode within a "
+    "group, nor about episodes of a seen group's distribution beyond that; the declared ledger only."
 )
 
 

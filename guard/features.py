@@ -18,12 +18,14 @@ __all__ = [
     "DATAFLOW",
     "DEFAULT_GROUP",
     "DEFAULT_WEIGHTS",
-    "EARLIER_OPT_IN",
     "FEATURES",
     "FEATURE_GROUPS",
     "GRADED_FEATURES",
     "OPT_IN_FEATURES",
     "ROLE_FEATURES",
+    "SIGNATURE_FEATURES",
+    "SIGNATURE_GROUP",
+    "SIGNATURE_RULE_FEATURES",
     "TABLE",
     "Feature",
     "needing",
@@ -80,9 +82,10 @@ CANARY = Feature(
 )
 INJECTION_TEXT = Feature(
     "injection_text",
-    "default",
-    0.15,
-    "An injection pattern matches a selected record.",
+    "signature",
+    0.0,
+    "An injection (signature) pattern matches a selected record. Keyed on wording: weight 0 unless a deployment "
+    "fits it on its own data.",
     "guard.evidence.node_facts (the injection flag of a record)",
     needs=_needs("injection_patterns"),
 )
@@ -104,20 +107,20 @@ IRREVERSIBLE_SINK = Feature(
 )
 INJECTED_VALUE = Feature(
     "injected_value",
-    "default",
-    0.52,
-    "A payload value of the proposal stands inside injection-like text of an untrusted record in the selection. "
-    "Not in docs/evidence.md (weight 0 there); the default equals provenance_path, set a priori.",
+    "signature",
+    0.0,
+    "A payload value of the proposal stands inside injection-like text (a signature pattern's match) of an untrusted "
+    "record in the selection. Keyed on wording: weight 0 unless a deployment fits it on its own data.",
     "guard.scorer.WeightedScorer._injected_value",
     dataflow=True,
     needs=_needs("injection_patterns", "untrusted_source", "payload_args"),
 )
 INJECTED_SHORT_ID = Feature(
     "injected_short_id",
-    "prefix",
+    "signature",
     0.0,
     "A 1-12 character payload/identifier value of a sink or side-effectful call stands as a whole token inside "
-    "injection-like text of an earlier untrusted record.",
+    "injection-like text (a signature pattern's match) of an earlier untrusted record. Keyed on wording.",
     "guard.scorer.WeightedScorer._injected_short_id (guard.evidence.feature_index)",
     dataflow=True,
 )
@@ -145,11 +148,12 @@ SEVERITY_MAX = Feature(
     "severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tool metadata)"
 )
 
-_ROLES = "guard.evidence.role_features.role_features"
+_ROLES = "guard.evidence.role_features.role_features (roles)"
+_GRADED = "guard.evidence.role_features.role_features (graded)"
 RECIPIENT_FROM_UNTRUSTED = Feature(
     "recipient_from_untrusted",
-    "roles",
-    0.0,
+    "default",
+    0.2,
     "An identifier argument reuses a value of an earlier untrusted record.",
     _ROLES,
     dataflow=True,
@@ -183,7 +187,7 @@ PAYLOAD_PRIVATE_HALF = Feature(
     "graded",
     0.0,
     "At least half of the payload characters are traced to private records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 PAYLOAD_PRIVATE_MOST = Feature(
@@ -191,7 +195,7 @@ PAYLOAD_PRIVATE_MOST = Feature(
     "graded",
     0.0,
     "At least 4/5 of the payload characters are traced to private records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 PAYLOAD_UNTRUSTED_HALF = Feature(
@@ -199,7 +203,7 @@ PAYLOAD_UNTRUSTED_HALF = Feature(
     "graded",
     0.0,
     "At least half of the payload characters are traced to untrusted records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 PAYLOAD_UNTRUSTED_MOST = Feature(
@@ -207,7 +211,7 @@ PAYLOAD_UNTRUSTED_MOST = Feature(
     "graded",
     0.0,
     "At least 4/5 of the payload characters are traced to untrusted records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 LONG_PRIVATE_SPAN = Feature(
@@ -215,7 +219,7 @@ LONG_PRIVATE_SPAN = Feature(
     "graded",
     0.0,
     "An argument holds a run of >= 32 characters traced to private records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 LONG_UNTRUSTED_SPAN = Feature(
@@ -223,7 +227,7 @@ LONG_UNTRUSTED_SPAN = Feature(
     "graded",
     0.0,
     "An argument holds a run of >= 32 characters traced to untrusted records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 PRIVATE_VALUES_2 = Feature(
@@ -231,7 +235,7 @@ PRIVATE_VALUES_2 = Feature(
     "graded",
     0.0,
     "The arguments carry at least two distinct value tokens of private records.",
-    _ROLES,
+    _GRADED,
     dataflow=True,
 )
 PRIVATE_RELAYED = Feature(
@@ -239,8 +243,26 @@ PRIVATE_RELAYED = Feature(
     "graded",
     0.0,
     "An argument reuses a record that descends from a private one (two hops or more).",
-    _ROLES,
+    _GRADED,
     dataflow=True,
+)
+
+INSTRUCTED_VALUE = Feature(
+    "instructed_value",
+    "default",
+    0.52,
+    "A payload/identifier value of a sink or side-effectful call stands inside an instruction-shaped clause of an "
+    "earlier untrusted record, and no user turn holds it (found by grammar, not by any attack's wording).",
+    "guard.evidence.instructions.InstructedValues",
+    dataflow=True,
+    needs=_needs("untrusted_source", "payload_args"),
+)
+UNREQUESTED_ACTION = Feature(
+    "unrequested_action",
+    "default",
+    0.2,
+    "A sink or side-effectful call takes an action that no word of the user's turns asks for.",
+    "guard.evidence.scope.requested",
 )
 
 #: The table, in the scorer's feature order.
@@ -269,10 +291,15 @@ TABLE: tuple[Feature, ...] = (
     LONG_UNTRUSTED_SPAN,
     PRIVATE_VALUES_2,
     PRIVATE_RELAYED,
+    INSTRUCTED_VALUE,
+    UNREQUESTED_ACTION,
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).
 DEFAULT_GROUP = "default"
+#: The group of features keyed on signature patterns (known attack wording): never on by default, and
+#: the shipped policies leave them at 0; signatures act as a rule outside the calibrated score.
+SIGNATURE_GROUP = "signature"
 
 
 def _group(name: str) -> tuple[str, ...]:
@@ -284,14 +311,17 @@ FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE)
 #: The default weights: every feature of the default group (the others weigh 0 unless set).
 DEFAULT_WEIGHTS: dict[str, float] = {row.name: row.weight for row in TABLE if row.group == DEFAULT_GROUP}
 #: Opt-in groups, by name; what ``calibrate --ceiling --without`` and the ablation leave out.
-FEATURE_GROUPS: dict[str, tuple[str, ...]] = {name: _group(name) for name in ("prefix", "roles", "graded")}
-#: Sharper evidence that is off unless a policy or a fitted artifact sets its weight (no warning at 0).
-OPT_IN_FEATURES: tuple[str, ...] = FEATURE_GROUPS["prefix"]
-ROLE_FEATURES: tuple[str, ...] = FEATURE_GROUPS["roles"]
-GRADED_FEATURES: tuple[str, ...] = FEATURE_GROUPS["graded"]
-#: Opt-in features that predate the roles and graded groups: weighing only these keeps a pipeline's
-#: earlier fingerprint (:mod:`guard.artifact`).
-EARLIER_OPT_IN: tuple[str, ...] = OPT_IN_FEATURES
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded")
+}
+#: Features keyed on signature patterns (known attack wording).
+SIGNATURE_FEATURES: tuple[str, ...] = FEATURE_GROUPS[SIGNATURE_GROUP]
+#: Evidence that is off unless a policy or a fitted artifact sets its weight (no warning at 0).
+OPT_IN_FEATURES: tuple[str, ...] = FEATURE_GROUPS[SIGNATURE_GROUP] + FEATURE_GROUPS["prefix"]
+ROLE_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.evidence == _ROLES)
+GRADED_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.evidence == _GRADED)
+#: The signature features that carry a call's own value: the signature rule escalates a call on which one fires.
+SIGNATURE_RULE_FEATURES: tuple[str, ...] = (INJECTED_VALUE.name, INJECTED_SHORT_ID.name)
 #: The data-flow features: a fully trusted call leaves them out of its score.
 DATAFLOW: frozenset[str] = frozenset(row.name for row in TABLE if row.dataflow)
 

@@ -35,6 +35,7 @@ import networkx as nx
 from guard.evidence.bitset import NodeSet, bits_of, members, to_bits
 from guard.evidence.edge_rules import E1, E2, E3, E4, PRIORITY, Rule, partition, write_blocks
 from guard.evidence.feature_index import InjectedTokens, SubstringIndex
+from guard.evidence.instructions import InstructedValues
 from guard.evidence.kgrams import Key
 from guard.evidence.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.evidence.normalize import normalize_value
@@ -63,6 +64,7 @@ class PrefixGraph:
         self._unindexed: tuple[int, str, list[str]] | None = None
         self.injected = InjectedTokens(policy.scorer.injection_window)
         self.substrings = SubstringIndex()
+        self.instructed = InstructedValues()
         self.indexed_chars = 0
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
@@ -165,6 +167,8 @@ class PrefixGraph:
             self.injected.add(node, text, facts.injection_at)
         if facts.private or facts.kind is RecordKind.USER:
             self.substrings.add(node, text)
+        if facts.trust is Trust.TOOL_UNTRUSTED and facts.kind is not RecordKind.PROPOSAL:
+            self.instructed.add(node, text)
 
     def _admit(self, record: Record, text: str) -> str:
         """The part of ``text`` to index (see :func:`guard.evidence.node_facts.admitted_text`)."""

@@ -16,8 +16,9 @@ from guard import features as table
 from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
+from guard.evidence.scope import requested
 from guard.evidence.trust import trusted_call
-from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES
+from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES, SIGNATURE_RULE_FEATURES
 from guard.graph import PrefixGraph, bits_of, members
 from guard.policy import Effect, Policy, ToolKind, ToolSpec
 from guard.records import RecordKind
@@ -76,6 +77,8 @@ class WeightedScorer:
             table.SEVERITY_HIGH.name: spec is not None and spec.severity >= 2,
             table.SEVERITY_MAX.name: spec is not None and spec.severity >= 3,
             **self._role_features(graph, node, spec, is_sink),
+            table.INSTRUCTED_VALUE.name: (is_sink or _acts(spec)) and self._instructed_value(graph, node),
+            table.UNREQUESTED_ACTION.name: (is_sink or _acts(spec)) and not self._requested(graph, node),
         }
         payload_canary = self._payload_canary(graph, node)
         self._memo = (weakref.ref(graph), (len(graph), node), values, payload_canary)
@@ -110,6 +113,20 @@ class WeightedScorer:
         trusted = trusted_call(self.policy, turns, graph.records[node])
         self._trusted = (weakref.ref(graph), (len(graph), node), trusted)
         return DATAFLOW if trusted else frozenset()
+
+    def signature_hit(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> bool:
+        """Whether the signature rule escalates this call (docs/evidence.md#signatures-are-a-rule): the policy
+        keeps the rule on, the call is in the scorer's scope, and a value it carries stands inside a signature
+        match of an untrusted record (a signature feature that reads the call's values fired, and trusted
+        evidence did not leave it out).  The rule only ever stops a call; it is not part of the score."""
+        if self.policy.scorer.signature_rule != "escalate":
+            return False
+        if not any(values.get(name, False) for name in SIGNATURE_RULE_FEATURES):
+            return False
+        if node not in graph.records or not self._in_scope(graph, node):
+            return False
+        lowered = self.lowered(graph, node, values)
+        return any(values.get(name, False) and name not in lowered for name in SIGNATURE_RULE_FEATURES)
 
     def in_scope(self, graph: PrefixGraph, node: int) -> bool:
         """Whether the policy's scorer scope scores this proposal (out of scope: score 0)."""
@@ -173,6 +190,22 @@ class WeightedScorer:
         names = self._payload_args(graph, node)
         values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
         return any(graph.injected.held_before(v, node) for v in values if 0 < len(v) <= SHORT_ID_MAX)
+
+    def _instructed_value(self, graph: PrefixGraph, node: int) -> bool:
+        """A payload/identifier value of the proposal stands inside an instruction-shaped clause of an earlier
+        untrusted record (:mod:`guard.evidence.instructions`), and no earlier user turn holds it."""
+        names = self._payload_args(graph, node)
+        values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
+        turns = [graph.records[n].text.lower() for n in members(graph.user_bits() & ((1 << node) - 1))]
+        return any(
+            value and graph.instructed.held_before(value, node) and not any(value.lower() in t for t in turns)
+            for value in values
+        )
+
+    def _requested(self, graph: PrefixGraph, node: int) -> bool:
+        """Whether a user turn before the proposal asks for its tool's kind of action (:mod:`guard.evidence.scope`)."""
+        turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
+        return requested(graph.records[node].tool or "", turns)
 
     def _untrusted_only_value(self, graph: PrefixGraph, node: int) -> bool:
         """A payload/identifier argument of a sink is reused from untrusted records only: no user turn,

@@ -48,8 +48,9 @@ def split_indices(n: int, permutations: int, seed: int) -> tuple[np.ndarray, np.
 def outcomes(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> dict[str, np.ndarray]:
     """Per-permutation metrics of test episodes at thresholds ``lam`` (shape ``(R,)``)."""
     lam_col = lam[:, None]
-    loss = _charged(corpus.harm_level[test], lam_col)
-    stopped = corpus.max_score[test] > lam_col
+    harm_level, max_score, category_levels = corpus.gated()
+    loss = _charged(harm_level[test], lam_col)
+    stopped = max_score[test] > lam_col
     auto = corpus.utility[test] & ~stopped
     out = {
         "loss": loss.mean(axis=1),
@@ -59,7 +60,7 @@ def outcomes(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> dict[st
         "ctx_red": _ctx_red(corpus, lam, test),
     }
     for cat in CATEGORIES:
-        out[f"loss_{cat}"] = _charged(corpus.category_levels[cat][test], lam_col).mean(axis=1)
+        out[f"loss_{cat}"] = _charged(category_levels[cat][test], lam_col).mean(axis=1)
     return out
 
 

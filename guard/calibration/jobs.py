@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from guard.artifact import build_artifact
-from guard.calibration import crc, ltt
+from guard.artifact import GROUP_CRC_GUARANTEE, build_artifact
+from guard.calibration import crc, group_crc, ltt
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
 from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import EpisodeScores as ScoredEpisode
@@ -56,6 +56,8 @@ class Corpus:
     """Episode id → policy (episodes files); None: AgentDojo episodes, whose policy follows from the suite."""
     labels_of: Mapping[str, LedgerLabels] = field(default_factory=dict)
     """Episode id → ledger labels from a labels file (episodes files only)."""
+    tags_of: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Episode id → its free ``meta.tags`` (episodes files; ``--group-by tags.NAME``)."""
 
     def policies(self, selector: SelectorName) -> list[Policy]:
         """The distinct policies of the corpus, switched to ``selector``, by name."""
@@ -139,7 +141,12 @@ def load_episodes_corpus(policies: Sequence[Policy], episodes: str, labels: str 
     read = read_episodes(episodes, policies)
     attached = attach(read_labels(labels), read.episodes, labels) if labels else {}
     return Corpus(
-        name=episodes, episodes=list(read.episodes), n_dropped=0, policy_of=dict(read.policy_of), labels_of=attached
+        name=episodes,
+        episodes=list(read.episodes),
+        n_dropped=0,
+        policy_of=dict(read.policy_of),
+        labels_of=attached,
+        tags_of=dict(read.tags),
     )
 
 
@@ -263,8 +270,10 @@ def calibrate(
     progress: bool = False,
     workers: int = 1,
     dask_scheduler: str | None = None,
+    group_by: str | None = None,
 ) -> dict[str, Any]:
-    """Calibrate λ̂ on the whole corpus and return the artifact body."""
+    """Calibrate λ̂ on the whole corpus and return the artifact body (``group_by``: the group rule over that key)."""
+    keys = _checked_group_keys(corpus, group_by, alpha, rule) if group_by is not None else None
     scored, _ = score_selectors(
         corpus.episodes,
         [selector],
@@ -274,7 +283,12 @@ def calibrate(
         corpus=corpus,
     )
     data = scored[selector]
-    chosen = ltt.threshold_by_rule(data.scores, data.harm_level, rule, alpha, delta)
+    if group_by is None or keys is None:
+        chosen = ltt.threshold_by_rule(data.scores, data.harm_level, rule, alpha, delta)
+        risk_fields = ltt.rule_fields(chosen.rule, alpha=alpha, n=data.n, calibration_risk=chosen.risk)
+        group_fields: dict[str, Any] = {}
+    else:
+        chosen, risk_fields, group_fields = _group_rule(data, keys, alpha, group_by)
     policies = corpus.policies(selector)
     return build_artifact(
         policies,
@@ -284,15 +298,39 @@ def calibrate(
         calibration_risk=chosen.risk,
         grid=chosen.grid,
         rule=chosen.rule,
-        risk_fields=ltt.rule_fields(chosen.rule, alpha=alpha, n=data.n, calibration_risk=chosen.risk),
+        risk_fields=risk_fields,
         calibration_fingerprint=data.fingerprint(),
         command=shlex.join(["carbguard", *command]),
         extra={
             "corpus": corpus.name,
             "n_dropped": corpus.n_dropped,
+            **group_fields,
             **_monitor_field(corpus, data, chosen.threshold),
         },
     )
+
+
+def _checked_group_keys(corpus: Corpus, group_by: str, alpha: float, rule: str) -> list[Hashable]:
+    """The episodes' group keys; CalibrationError for another rule than CRC or below the floor 1/(G+1)."""
+    group_crc.check_group_by(group_by, agentdojo=corpus.policy_of is None, rule=rule)
+    keys = group_crc.episode_group_keys(corpus.episodes, group_by, corpus.policy_of, corpus.tags_of)
+    try:
+        group_crc.group_budget(len(set(keys)), alpha)
+    except CalibrationError as exc:
+        raise CalibrationError(f"{corpus.name}, grouped by {group_by}: {exc}") from None
+    return keys
+
+
+def _group_rule(
+    data: ScoredCorpus, keys: Sequence[Hashable], alpha: float, group_by: str
+) -> tuple[ltt.RuleThreshold, dict[str, Any], dict[str, Any]]:
+    """λ̂ of the group rule on the exact grid, its risk fields (corrected group risk, guarantee), its group fields."""
+    grid = crc.exact_grid(data.scores)
+    threshold = group_crc.group_crc_threshold(data.harm_level, keys, grid, alpha)
+    risk, n_groups = group_crc.group_calibration_risk(data.harm_level, keys, threshold)
+    chosen = ltt.RuleThreshold(threshold, float(risk), [float(g) for g in grid], group_crc.GROUP_CRC_RULE)
+    risk_fields = {"calibration_risk": float(risk), "guarantee": GROUP_CRC_GUARANTEE}
+    return chosen, risk_fields, {"group_by": group_by, "groups": n_groups}
 
 
 def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:

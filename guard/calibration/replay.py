@@ -83,6 +83,8 @@ class EpisodeScores:
     features: np.ndarray | None = None
     in_scope: np.ndarray | None = None
     tools: tuple[str, ...] = ()
+    rule: np.ndarray | None = None
+    """Per proposal, whether the signature rule escalates it (a stop outside the calibrated score)."""
 
     def feature_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """``(K, F)`` binary features (:data:`guard.scorer.FEATURES` order) and the ``(K,)`` in-scope flags."""
@@ -123,6 +125,7 @@ def score_episode_selectors(
                 _counted(session, decision.proposal_index, decision.features),
                 scored and _in_scope(session, decision.proposal_index),
                 _tool(session, decision.proposal_index),
+                scored and _rule(session, decision.proposal_index, decision.features),
             )
         )
         seen: dict[frozenset[int], Row] = {}  # selectors that pick the same records get the same row
@@ -134,7 +137,7 @@ def score_episode_selectors(
     return {name: _episode_scores(episode, trace, rows[name]) for name in selectors}
 
 
-Row = tuple[float, int, int, tuple[bool, ...], bool, str]
+Row = tuple[float, int, int, tuple[bool, ...], bool, str, bool]
 
 _GUARDS: dict[tuple[int, str], tuple[Policy, Guard]] = {}
 
@@ -191,6 +194,12 @@ def _tool(session: Session, node: int) -> str:
     return (record.tool or "") if record is not None else ""
 
 
+def _rule(session: Session, node: int, features: Mapping[str, bool]) -> bool:
+    """Whether the signature rule escalates the proposal at ``node`` (it reads the call, not the selection)."""
+    scorer = session.guard.scorer
+    return isinstance(scorer, WeightedScorer) and scorer.signature_hit(session.graph, node, features)
+
+
 def _in_scope(session: Session, node: int) -> bool:
     scorer = session.guard.scorer
     return bool(scorer.in_scope(session.graph, node)) if isinstance(scorer, WeightedScorer) else True
@@ -201,7 +210,7 @@ def _shadow_row(session: Session, decision: Decision, selector: Selector, seen: 
     this decision (a score is a function of the prefix graph, the proposal and the selection)."""
     node = decision.proposal_index
     if not _scored(session, decision):
-        return float("inf"), 0, node, _vector({}), False, _tool(session, node)
+        return float("inf"), 0, node, _vector({}), False, _tool(session, node), False
     selected = frozenset(selector.select(session.graph, node, session.session_id))
     row = seen.get(selected)
     if row is None:
@@ -214,6 +223,7 @@ def _shadow_row(session: Session, decision: Decision, selector: Selector, seen: 
             counted,
             _in_scope(session, node),
             _tool(session, node),
+            _rule(session, node, features),
         )
     return row
 
@@ -231,6 +241,7 @@ def _episode_scores(episode: Episode, trace: LedgerTrace, rows: list[Row]) -> Ep
         features=np.array([r[3] for r in rows], dtype=bool).reshape(len(rows), len(FEATURES)),
         in_scope=np.array([r[4] for r in rows], dtype=bool),
         tools=tuple(r[5] for r in rows),
+        rule=np.array([r[6] for r in rows], dtype=bool),
     )
 
 
@@ -264,6 +275,25 @@ class ScoredCorpus:
     category_first: dict[str, np.ndarray] | None = None
     tools: tuple[str, ...] = ()
     tool_ids: np.ndarray | None = None
+    rule_first: np.ndarray | None = None
+    """Per episode, the flat index of its first proposal the signature rule escalates (-1: none)."""
+
+    def gated(self) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """What a deployed gate meets at test time: the harm levels, the maximum scores and the category levels
+        with the signature rule's stops added.  A rule stop at or before an episode's first harmful step
+        prevents its harm at every threshold, and a rule stop anywhere ends its autonomous run.  The rule is
+        never part of calibration: lambda-hat reads :attr:`harm_level` alone."""
+        if self.rule_first is None or not (self.rule_first >= 0).any():
+            return self.harm_level, self.max_score, self.category_levels
+        ruled = self.rule_first >= 0
+
+        def stopped(first: np.ndarray | None, levels: np.ndarray) -> np.ndarray:
+            if first is None:
+                return levels
+            return np.where(ruled & (first >= 0) & (self.rule_first <= first), np.inf, levels)
+
+        categories = {c: stopped((self.category_first or {}).get(c), v) for c, v in self.category_levels.items()}
+        return stopped(self.first_harm, self.harm_level), np.where(ruled, np.inf, self.max_score), categories
 
     def columns(self) -> tuple[str, ...]:
         """Names of the :meth:`design` columns: the scorer features, then ``tool:NAME`` per tool."""
@@ -334,7 +364,15 @@ def assemble(items: Sequence[EpisodeScores]) -> ScoredCorpus:
         },
         tools=tools if named else (),
         tool_ids=np.array([ids[t] for e in items for t in e.tools], dtype=np.int64) if named else None,
+        rule_first=np.array([_first_rule(offsets, i, e.rule) for i, e in enumerate(items)], dtype=np.int64),
     )
+
+
+def _first_rule(offsets: np.ndarray, episode: int, rule: np.ndarray | None) -> int:
+    """The flat index of the episode's first proposal the signature rule escalates (-1 for none)."""
+    if rule is None or not rule.any():
+        return -1
+    return _global(offsets, episode, int(np.argmax(rule)))
 
 
 def _global(offsets: np.ndarray, episode: int, step: int | None) -> int:

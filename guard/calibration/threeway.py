@@ -23,8 +23,7 @@ from guard.calibration import crc, fit
 from guard.calibration.evaluate import Row, outcomes, ungated
 from guard.calibration.replay import ScoredCorpus
 from guard.errors import CalibrationError
-from guard.features import DEFAULT_WEIGHTS, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES
-from guard.features import OPT_IN_FEATURES as EXTRA_FEATURES
+from guard.features import DEFAULT_WEIGHTS, FEATURE_GROUPS, FEATURES, SIGNATURE_FEATURES
 
 DEFAULT_SPLIT: tuple[float, float, float] = (0.30, 0.35, 0.35)
 IntMatrix = npt.NDArray[np.int64]
@@ -118,17 +117,16 @@ def _one(
 
 
 def ablation_variants() -> dict[str, fit.FitSpec]:
-    """The full fit; without tool identity; without each feature group; without each earlier opt-in
-    feature; and on the six default features and injected_value only."""
+    """The full fit; without tool identity; without each opt-in group; without each default feature; the
+    default features only; and the default features with the signature features (keyed on wording)."""
     out = {"carb_gcarb_fit": fit.FitSpec(), "fit_without_tool_identity": fit.FitSpec(tools=False)}
     for group, names in FEATURE_GROUPS.items():
         out[f"fit_without_{group}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f not in names))
-    for name in EXTRA_FEATURES:
+    for name in DEFAULT_WEIGHTS:
         out[f"fit_without_{name}"] = fit.FitSpec(features=tuple(f for f in FEATURES if f != name))
-    before_roles = tuple(f for f in FEATURES if f not in ROLE_FEATURES + GRADED_FEATURES)
-    out["fit_before_new_evidence"] = fit.FitSpec(features=before_roles, tools=False)
-    method6 = tuple(DEFAULT_WEIGHTS)
-    out["fit_method6_features_only"] = fit.FitSpec(features=method6, tools=False)
+    defaults = tuple(DEFAULT_WEIGHTS)
+    out["fit_default_features_only"] = fit.FitSpec(features=defaults, tools=False)
+    out["fit_default_and_signatures"] = fit.FitSpec(features=defaults + SIGNATURE_FEATURES, tools=False)
     return out
 
 

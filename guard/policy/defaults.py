@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from guard.features import CANARY, DEFAULT_WEIGHTS, OPT_IN_FEATURES, needing
+from guard.features import CANARY, DEFAULT_WEIGHTS, OPT_IN_FEATURES, SIGNATURE_FEATURES, needing
 
 DEFAULT_INJECTION_PATTERNS: tuple[str, ...] = (
     # goal hijacking: "ignore / disregard / forget (all) (the) previous instructions"
@@ -67,8 +67,14 @@ def policy_warnings(policy: Any) -> tuple[str, ...]:
     for name, value in weights.items():
         if value == 0 and name in DEFAULT_WEIGHTS:  # the others are opt-in: off unless set
             out.append(f"scorer.weights.{name} is 0: the {name} feature never adds to a score")
+    for name in SIGNATURE_FEATURES:
+        if weights.get(name, 0) > 0:
+            out.append(
+                f"scorer.weights.{name} is above 0: the calibrated score reads attack wording (signature "
+                "patterns), which a reworded attack removes; signatures act as a rule (scorer.signature_rule)"
+            )
     if not policy.scorer.injection_patterns:
-        out.append(f"scorer.injection_patterns is empty: {_and(needing('injection_patterns'))} never fire")
+        out.append(f"scorer.injection_patterns is empty: the signature rule and {_and(SIGNATURE_FEATURES)} never fire")
     if not policy.scorer.canary_patterns:
         out.append(f"scorer.canary_patterns is empty: the {CANARY.name} feature never fires and no secret is redacted")
     kinds = {spec.source_kind.value for spec in policy.tools.values()}

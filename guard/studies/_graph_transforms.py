@@ -60,7 +60,7 @@ class EdgeFilterGraph(PrefixGraph):
         """
         out = cls(base.policy, episode_id=episode_id, dropout=dropout, seed=seed)
         out.records, out.facts, out.index = base.records, base.facts, base.index
-        out.injected, out.substrings = base.injected, base.substrings
+        out.injected, out.substrings, out.instructed = base.injected, base.substrings, base.instructed
         out.graph.add_nodes_from(base.graph.nodes)
         for source, target, data in base.graph.edges(data=True):
             if out.keeps(source, target, data["etype"]):

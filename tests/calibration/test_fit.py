@@ -13,10 +13,10 @@ from guard.calibration import fit, threeway
 from guard.calibration.replay import EpisodeScores, assemble, score_episode
 from guard.corpora.agentdojo import episode_ledger_labels, load_runs, load_suite_policy
 from guard.errors import CalibrationError
+from guard.features import DEFAULT_WEIGHTS, FEATURES
 from guard.graph import build_graph
 from guard.ledger import CATEGORIES, LedgerLabels
 from guard.records import Trust
-from guard.scorer import EXTRA_FEATURES, FEATURES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agentdojo_runs"
 F = len(FEATURES)
@@ -171,10 +171,11 @@ def test_fitted_protocol_loss_at_most_alpha() -> None:
 
 def test_fit_variant_without_a_feature_gives_it_no_weight() -> None:
     """An ablation variant fits weight 0 on the feature it leaves out."""
-    corpus = assemble(_planted(200, seed=4, signal=FEATURES.index(EXTRA_FEATURES[0])))
-    spec = threeway.ablation_variants()[f"fit_without_{EXTRA_FEATURES[0]}"]
-    assert fit.fit_weights(corpus, np.arange(200), spec)[FEATURES.index(EXTRA_FEATURES[0])] == 0.0
-    assert fit.fit_weights(corpus, np.arange(200))[FEATURES.index(EXTRA_FEATURES[0])] > 0.5
+    name = next(iter(DEFAULT_WEIGHTS))
+    corpus = assemble(_planted(200, seed=4, signal=FEATURES.index(name)))
+    spec = threeway.ablation_variants()[f"fit_without_{name}"]
+    assert fit.fit_weights(corpus, np.arange(200), spec)[FEATURES.index(name)] == 0.0
+    assert fit.fit_weights(corpus, np.arange(200))[FEATURES.index(name)] > 0.5
 
 
 def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(
@@ -193,6 +194,7 @@ def test_fitted_artifact_weights_are_used_and_a_mismatch_fails_closed(
     (tmp_path / "p.json").write_text(json.dumps(policy_data))
     policy = load_policy(tmp_path / "p.json")
     weights = {**policy.scorer.weights.model_dump(), "severity_max": 0.7, "irreversible_sink": 0.0}
+    weights["unrequested_action"] = 0.0  # no user turn asks for the send: keep the score to severity_max alone
     body = build_artifact(
         [fit.with_weights(policy, weights)],
         alpha=0.1,

@@ -101,6 +101,10 @@ def test_escalate_risky_escalates_private_untrusted_irreversible_and_unknown_cal
         ("create_note", {"title": "x", "body": f"fetch {UNTRUSTED_VALUE}"}, "private or untrusted provenance"),
         ("send_email", {"to": "bob@example.com", "subject": "s", "body": "hello"}, "an irreversible call"),
     ]
+    # the signature rule would escalate the injected note before the trip too: off, so the breaker alone decides
+    small_policy = small_policy.model_copy(
+        update={"scorer": small_policy.scorer.model_copy(update={"signature_rule": "off"})}
+    )
     fresh = _prefix(Guard(small_policy, threshold=1.0, fallback="escalate_risky"))
     for i, (tool, args, _) in enumerate(risky_calls):
         assert fresh.decide(tool, args, f"pre{i}").verdict is Verdict.EXECUTE, (tool, args)

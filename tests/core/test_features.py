@@ -87,7 +87,7 @@ def test_a_scorer_computes_exactly_the_table(small_policy: Policy) -> None:
     assert tuple(values) == FEATURES
 
 
-@pytest.mark.parametrize("setting", ["injection_patterns", "untrusted_source", "payload_args", "canary_patterns"])
+@pytest.mark.parametrize("setting", ["untrusted_source", "payload_args", "canary_patterns"])
 def test_warnings_name_the_features_a_setting_switches_off(setting: str) -> None:
     """Catches a load-time warning that names features by hand: each setting's list comes from the rows."""
     assert needing(setting) == tuple(r.name for r in TABLE if r.group == "default" and setting in r.needs)

@@ -168,7 +168,7 @@ def test_custom_weights_change_score(policy_data: dict[str, Any]) -> None:
     """Scores follow the policy's weights."""
     from guard.policy import parse_policy
 
-    policy_data["scorer"] = {"weights": {"irreversible_sink": 0.9}}
+    policy_data["scorer"] = {"weights": {"irreversible_sink": 0.9, "unrequested_action": 0.0}}
     policy = parse_policy(policy_data)
     g = _graph(policy, proposal(0, "send_email", {"to": "a@b.io", "body": "x"}, "c"))
     assert WeightedScorer(policy).score(g, 0, frozenset())[0] == pytest.approx(0.9)

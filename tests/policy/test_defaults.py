@@ -29,7 +29,13 @@ README_TOOLS: dict[str, Any] = {
     },
 }
 OLD_DEFAULTS = {
-    "weights": {"injected_value": 0.0},
+    "weights": {
+        "injected_value": 0.0,
+        "instructed_value": 0.0,
+        "unrequested_action": 0.0,
+        "recipient_from_untrusted": 0.0,
+    },
+    "signature_rule": "off",
     "injection_patterns": [
         r"(?i)<information>",
         r"(?i)ignore (?:all |your )?(?:previous|prior) instructions",
@@ -61,10 +67,14 @@ def _run(scorer: dict[str, Any] | None, inbox: str, user: str) -> list[guard.Dec
 
 
 def test_injected_delete_and_send_refused_by_defaults() -> None:
-    """With the defaults both injected calls are refused at λ = 0.5 (fails if injected_value or patterns are off)."""
-    for decision in _run(None, INJECTED, "Summarise my inbox."):
+    """With the defaults both injected calls are refused at λ = 0.5 by their score, from evidence that reads no
+    attack wording: the values stand in instruction-shaped text, and the user asked for neither action.
+    Fails if instructed_value or unrequested_action is off, or if the score needs the signature patterns."""
+    no_signatures = {"injection_patterns": [], "signature_rule": "off"}
+    for decision in _run(no_signatures, INJECTED, "Summarise my inbox."):
         assert decision.verdict is guard.Verdict.ESCALATE, decision
-        assert decision.features["injection_text"] and decision.features["injected_value"]
+        assert decision.reason is guard.Reason.RISK_BUDGET, decision
+        assert decision.features["instructed_value"] and decision.features["unrequested_action"]
 
 
 def test_old_defaults_let_them_run() -> None:
@@ -142,12 +152,12 @@ def test_warnings_name_what_is_switched_off() -> None:
             "version": 1,
             "name": "weak",
             "tools": {"read": {"kind": "public_source"}, "post": {"kind": "sink"}},
-            "scorer": {"weights": {"injected_value": 0}, "injection_patterns": [], "canary_patterns": []},
+            "scorer": {"weights": {"instructed_value": 0}, "injection_patterns": [], "canary_patterns": []},
         }
     )
     found = policy_warnings(policy)
     for needle in (
-        "weights.injected_value is 0",
+        "weights.instructed_value is 0",
         "injection_patterns is empty",
         "canary_patterns is empty",
         "no tool is an untrusted_source",
@@ -205,3 +215,30 @@ def test_opt_in_features_are_the_scorers_extra_features() -> None:
     from guard.scorer import EXTRA_FEATURES
 
     assert OPT_IN_FEATURES == EXTRA_FEATURES
+
+
+def test_a_weighted_signature_feature_warns() -> None:
+    """Catches a policy that puts attack wording back into the calibrated score silently: a weight above 0 on
+    a signature feature gets one warning naming it and the rule that should carry it."""
+    policy = parse_policy(
+        {"version": 1, "name": "w", "tools": README_TOOLS, "scorer": {"weights": {"injection_text": 0.15}}}
+    )
+    (found,) = policy_warnings(policy)
+    assert "scorer.weights.injection_text is above 0" in found and "scorer.signature_rule" in found
+
+
+def test_the_signature_rule_escalates_what_the_score_lets_run() -> None:
+    """The rule stops a call the score would run: a value standing inside known attack wording, under a policy
+    whose score ignores every piece of evidence.  Catches a rule that is never consulted, or that needs the
+    score over the threshold; the same run with the rule off executes (negative control)."""
+    zero = dict.fromkeys(("provenance_path", "private_in_context", "canary", "untrusted_payload"), 0.0)
+    zero |= {
+        "irreversible_sink": 0.0,
+        "recipient_from_untrusted": 0.0,
+        "instructed_value": 0.0,
+        "unrequested_action": 0.0,
+    }
+    on = _run({"weights": zero}, INJECTED, "Summarise my inbox.")
+    assert [(d.verdict, d.reason) for d in on] == [(guard.Verdict.ESCALATE, guard.Reason.SIGNATURE)] * 2
+    off = _run({"weights": zero, "signature_rule": "off"}, INJECTED, "Summarise my inbox.")
+    assert [d.verdict for d in off] == [guard.Verdict.EXECUTE, guard.Verdict.EXECUTE]

@@ -1,0 +1,69 @@
+"""Task scope: whether anything the user wrote asks for the kind of action a call takes.
+
+A call's action is read from the verbs of its tool's name (``send_money`` → send) and widened by families
+of everyday verbs for the same side effect (pay, transfer, wire ...; delete, remove, erase ...).  The
+call is *requested* when a word of those families, or a form of one (``payment``, ``deleted``), stands
+in a user turn before it.  An attack that makes the agent do something the user never asked for — a
+password change during a balance check, a mail during a summary — is out of scope however it is worded
+(docs/evidence.md#task-scope).  The families were written from English, for the kinds of side effect
+tools have; a deployment whose tool names say little can name its own words (``scope_words``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+__all__ = ["action_words", "requested"]
+
+#: Families of verbs that ask for one kind of side effect.  Only a tool name's words found here count:
+#: a noun (money, file, password) names what is acted on, and asking about it asks for no action.
+_FAMILIES: tuple[frozenset[str], ...] = tuple(
+    frozenset(words.split())
+    for words in (
+        "send transfer pay wire remit refund",
+        "email mail reply forward write notify",
+        "message dm tell text ping",
+        "post publish upload share",
+        "delete remove erase trash purge discard clean clear drop",
+        "update change modify edit set adjust correct reset rename replace fix",
+        "invite add onboard welcome",
+        "remove kick ban",
+        "reserve book",
+        "create add make schedule organise organize plan arrange set",
+        "reschedule move postpone",
+        "share give grant",
+        "cancel abort revoke",
+    )
+)
+_STOPWORDS = "get to for of by in on with all the a an and or from info information data details list new"
+_STOP = frozenset(_STOPWORDS.split(" "))
+_WORD = re.compile(r"[a-z][a-z-]*")
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ments", "ment", "ings", "ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+@lru_cache(maxsize=1024)
+def action_words(tool: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """The stems of words that request ``tool``: the families of its name's verbs, and ``extra``.  A tool whose
+    name holds no known verb has only ``extra`` (none: :func:`requested` leaves such a tool in scope)."""
+    named = [w for w in re.split(r"[^a-z]+", tool.lower()) if w and w not in _STOP]
+    words = {w.lower() for w in extra}
+    for word in named:
+        for family in _FAMILIES:
+            if word in family:
+                words |= family
+    return frozenset(_stem(w) for w in words)
+
+
+def requested(tool: str, turns: Iterable[str], extra: tuple[str, ...] = ()) -> bool:
+    """Whether a user turn holds a word (any form) that requests ``tool``'s action.  A tool whose action no
+    word describes (no known verb in its name, no extra words) counts as requested: scope says nothing of it."""
+    wanted = action_words(tool, extra)
+    return not wanted or any(_stem(word) in wanted for text in turns for word in _WORD.findall(text.lower()))

@@ -1,0 +1,56 @@
+"""Task scope (guard/evidence/scope.py): whether the user's words ask for a tool's kind of action."""
+
+from __future__ import annotations
+
+import pytest
+
+from guard.evidence.scope import action_words, requested
+
+
+@pytest.mark.parametrize(
+    ("tool", "turn"),
+    [
+        ("send_money", "Please pay my rent for March."),
+        ("transfer_funds", "Wire 20 EUR to Sam."),
+        ("delete_file", "Remove the old drafts."),
+        ("update_password", "Change my password to something new."),
+        ("invite_user_to_workspace", "Add Kim to the team space."),
+        ("reserve_hotel", "Book a room in Oslo."),
+        ("send_email", "Reply to Dana about lunch."),
+        ("create_calendar_event", "Schedule a call with Bo."),
+    ],
+)
+def test_everyday_words_request_the_action(tool: str, turn: str) -> None:
+    """Catches a family missing or a word form not matched (``payment``, ``deleted``): each turn asks for the
+    tool's kind of action in other words than its name."""
+    assert requested(tool, [turn])
+
+
+@pytest.mark.parametrize(
+    ("tool", "turn"),
+    [
+        ("send_money", "What is my balance?"),
+        ("update_password", "Summarise my inbox."),
+        ("delete_file", "How many files do I have?"),
+        ("send_email", "Summarise the unread messages in my inbox."),
+    ],
+)
+def test_other_tasks_do_not_request_it(tool: str, turn: str) -> None:
+    """Catches families so wide that anything requests anything (a reading word like ``inbox`` in the send
+    family): a read-only task does not ask for a payment, a password change, a delete or a mail."""
+    assert not requested(tool, [turn])
+
+
+def test_stopwords_and_extra_words() -> None:
+    """Catches a tool name's filler words counting as a request, a deployment's own words ignored, and a tool
+    whose name holds no known verb made out of scope for every call (it would stop everything it does)."""
+    assert "get" not in action_words("get_and_send_report")
+    assert requested("rotate_keys", ["What time is it?"])  # no known verb: scope says nothing, never fires
+    assert requested("frob_widget", ["Please twiddle it."], extra=("twiddle",))
+    assert not requested("frob_widget", ["What time is it?"], extra=("twiddle",))
+
+
+def test_a_noun_that_is_also_a_verb_counts_as_a_request() -> None:
+    """A documented limit, pinned: words are not parsed for their part of speech, so "mails" (a noun here)
+    requests ``send_email``.  The error is toward running the call, never toward stopping a requested one."""
+    assert requested("send_email", ["Summarise the unread mails in my inbox."])
