@@ -7,6 +7,8 @@ rewrites the text between them from the code (``tests/test_docs_site.py`` fails 
 - ``<!-- generated: policy-reference -->`` … ``<!-- /generated: policy-reference -->`` (``docs/policy.md``):
   the policy reference, walked from ``guard.policy.policy_json_schema()`` (every key, its type, default
   and description);
+- ``<!-- generated: feature-table -->`` … ``<!-- /generated: feature-table -->`` (``docs/evidence.md``): every
+  scorer feature, its group, default weight, meaning and computing function, from ``guard/features.py``;
 - ``<!-- generated: cli-reference -->`` … ``<!-- /generated: cli-reference -->`` (``docs/cli.md``): the
   command-line reference, walked from the argparse tree of ``guard.cli.build_parser()`` (every command,
   option and help text).
@@ -156,9 +158,20 @@ def cli_reference() -> str:
     return "\n".join(_walk(parser, "carbguard", parser.description or ""))
 
 
+def feature_table() -> str:
+    """Every scorer feature as a Markdown table, read from the feature table (``guard/features.py``)."""
+    from guard.features import TABLE
+
+    rows = ["| feature | group | default weight | fires when | computed by |", "| --- | --- | --- | --- | --- |"]
+    for row in TABLE:
+        evidence = _cell(row.evidence)
+        rows.append(f"| `{row.name}` | {row.group} | {row.weight:g} | {_cell(row.description)} | {evidence} |")
+    return "\n".join(rows)
+
+
 # --------------------------------------------------------------------------- committed blocks
 
-GENERATORS = {"policy-reference": policy_reference, "cli-reference": cli_reference}
+GENERATORS = {"policy-reference": policy_reference, "cli-reference": cli_reference, "feature-table": feature_table}
 
 
 class StaleMarkersError(ValueError):

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -168,6 +168,14 @@ def _tail(handle: Any, key: AuditKey | None) -> tuple[str, int]:
     if key is not None and last.get("key_id") != key.key_id:
         raise ValueError("the log was written with another key")
     return last["hash"], torn
+
+
+@runtime_checkable
+class KeyedSink(Protocol):
+    """A sink whose ``value_key`` keys argument hashes (:class:`AuditLog`, :class:`MemoryAudit`; None: unkeyed)."""
+
+    @property
+    def value_key(self) -> bytes | None: ...
 
 
 class MemoryAudit:

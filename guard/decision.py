@@ -54,6 +54,7 @@ class Reason(StrEnum):
     BAD_ARGUMENTS = "bad_arguments"
     CALL_REUSED = "call_reused"
     INTERNAL_ERROR = "internal_error"
+    SIGNATURE = "signature"
 
 
 @dataclass(frozen=True, slots=True)

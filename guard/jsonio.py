@@ -16,6 +16,13 @@
   be undefined (a rate or quantile of no values, the mean of no finite value): its NaN is written as
   ``null``, never as a text ``"nan"`` (which :func:`decode_float` refuses) or a bare ``NaN`` token
   (which :func:`loads_strict` refuses).
+- :func:`read_utf8` is the one reader of a UTF-8 text file: a missing or unreadable file, a folder,
+  a file over a size limit and bytes that are not UTF-8 each raise the caller's error naming the
+  path, what the file is and what is wrong.
+- :func:`write_atomic` is the one writer of a whole file: a temporary file in the same folder,
+  written, fsync'ed and renamed over the target (``os.replace``), so a failed write leaves the old
+  content and no temporary file.  Permission rule: the file gets what a plain ``open(path, "w")``
+  would give (``0o666`` less the umask); ``private=True`` gives ``0o600`` (owner only) whatever the umask.
 """
 
 from __future__ import annotations
@@ -24,10 +31,13 @@ import bisect
 import contextlib
 import json
 import math
+import os
 import re
 import reprlib
+import tempfile
 from collections.abc import Iterator
 from json.decoder import scanstring  # type: ignore[attr-defined]
+from pathlib import Path
 from typing import Any
 
 from guard.errors import CorpusError
@@ -222,6 +232,68 @@ def decode_float_or_null(value: Any, where: str, error: type[Exception] = Corpus
     return math.nan if value is None else decode_float(value, where, error)
 
 
+def read_utf8(
+    path: str | Path,
+    what: str,
+    error: type[Exception] = CorpusError,
+    *,
+    max_bytes: int | None = None,
+    translate_newlines: bool = True,
+) -> str:
+    """The text of the UTF-8 file at ``path``; ``error`` naming the path, ``what`` the file is and what is wrong.
+
+    ``what`` names the file for the reader (``"labels file"``): a missing or unreadable file or a
+    folder reads ``"{path}: cannot read labels file: <reason>"``, bad bytes
+    ``"{path}: labels file is not UTF-8 (<where>)"``.  ``max_bytes`` refuses a larger file before
+    decoding it.  ``translate_newlines`` turns ``"\\r\\n"`` and a lone ``"\\r"`` into ``"\\n"``, as
+    ``Path.read_text`` does; ``False`` keeps the text exactly as decoded.
+    """
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise error(f"{file}: cannot read {what}: {exc.strerror or exc}") from None
+    if max_bytes is not None and len(raw) > max_bytes:
+        raise error(f"{file}: {what} is {len(raw)} bytes; the limit is {max_bytes}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{file}: {what} is not UTF-8 ({exc})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if translate_newlines else text
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: str | Path, data: str | bytes, *, private: bool = False) -> Path:
+    """Write ``data`` (a text as UTF-8, or bytes) to ``path`` atomically; the path written.
+
+    The data goes to a temporary file in the target's folder (created if missing), is flushed and
+    fsync'ed, then renamed over the target: a reader sees the old file or the new one, never a part.
+    On any failure the temporary file is removed, an existing target is left as it was, and the
+    error (an ``OSError`` for the file system) propagates.  The file's permission is that of a
+    plain ``open(path, "w")`` (``0o666`` less the umask), or ``0o600`` with ``private=True``.
+    """
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            os.fchmod(stream.fileno(), 0o600 if private else 0o666 & ~_umask())  # mkstemp makes it 0600
+            stream.write(payload)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target
+
+
 __all__ = [
     "INF_TEXT",
     "JSON_WHITESPACE",
@@ -233,4 +305,6 @@ __all__ = [
     "has_lone_surrogate",
     "json_lines",
     "loads_strict",
+    "read_utf8",
+    "write_atomic",
 ]

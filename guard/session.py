@@ -29,6 +29,7 @@ from guard.recorder import EpisodeRecorder, RecordState, check_meta, end_session
 from guard.records import Record, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.review import ReviewSampler
+from guard.safecommit.state import CertifierState
 from guard.segments import Segments
 
 
@@ -56,7 +57,7 @@ class Session:
         self._reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
         self.segments = Segments(session_id)  # guard.segments: what runs after close() is a new segment
-        self.certifier_state: dict[str, Any] = {}  # the certifier's own state (guard.safecommit.runtime)
+        self.certifier_state = CertifierState()  # each certifier's own state (guard.safecommit.state)
         self.recording = RecordState()  # the recorder's own state (guard.recorder)
 
     # ------------------------------------------------------------------ queries (read-only views)

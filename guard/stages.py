@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from guard.audit import KeyedSink
 from guard.calls import CallState
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
@@ -29,6 +30,7 @@ from guard.redaction import (
     redact_text,
     safe_text,
 )
+from guard.scorer import WeightedScorer
 from guard.segments import Segments
 
 if TYPE_CHECKING:
@@ -97,6 +99,9 @@ def run_pipeline(session: Session, tool: Any, args: Any, call_id: Any) -> Decisi
         raise StageError(type(exc).__name__, redact_text(str(exc)[:MAX_ERROR_CHARS], session, args)) from exc
 
 
+_SIGNATURE = "a value of this call stands inside known attack wording (a signature): escalated by the signature rule"
+
+
 def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decision:
     guard = session.guard
     refusal, canon = normalize(session, tool, args, call_id)
@@ -126,6 +131,9 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
             reason=Reason.RISK_BUDGET,
             message=f"risk score {score:.3f} exceeds the calibrated threshold {threshold:.3f}",
         )
+    scorer = guard.scorer  # the signature rule: known attack wording escalates, outside the score
+    if isinstance(scorer, WeightedScorer) and scorer.signature_hit(session.graph, node, features):
+        return dataclasses.replace(base, verdict=Verdict.ESCALATE, reason=Reason.SIGNATURE, message=_SIGNATURE)
     # guard.breaker: after an alarm, a human decides actions (all of them, or the risky ones: the fallback)
     escalation = guard.breaker.escalation(guard.policy.tool(tool), lambda: risky_provenance(session, node, selected))
     if escalation is not None:
@@ -299,7 +307,7 @@ def audit_entry(session: Session, decision: Decision, args: Any, error: str | No
     """The audit entry of docs/audit.md: argument values hashed (keyed with the sink's key), every string redacted."""
     guard = session.guard
     raw_names = guard.policy.audit.raw_args
-    key = getattr(guard.audit, "value_key", None)  # an AuditLog's key; another sink may have none
+    key = guard.audit.value_key if isinstance(guard.audit, KeyedSink) else None  # another sink may have no key
     key = key if isinstance(key, bytes) else None
     known_tool = isinstance(decision.tool, str) and guard.policy.tool(decision.tool) is not None
     if decision.args is not None:  # decided: audit exactly the canonical copy that was scored

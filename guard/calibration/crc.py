@@ -1,4 +1,4 @@
-"""CARB threshold calibration (docs/calibrate.md-§9): conformal risk control as pure functions.
+"""CARB threshold calibration (docs/calibrate.md): conformal risk control as pure functions.
 
 A loss table ``losses[i, j]`` is episode ``i``'s ledger loss when the gate runs at grid point
 ``grid[j]``; the grid increases and column 0 is the ``-inf`` sentinel (stop before every
@@ -188,7 +188,7 @@ def _check_range(table: npt.NDArray[np.int64] | FloatArray, bound: int) -> None:
 
 
 def exact_grid(scores: Iterable[float] | npt.ArrayLike) -> FloatArray:
-    """Return the sorted distinct finite scores with ``-inf`` prepended (the exact grid of §8)."""
+    """Return the sorted distinct finite scores with ``-inf`` prepended (the exact grid of docs/calibrate.md)."""
     if isinstance(scores, np.ndarray):
         flat = scores.astype(np.float64).ravel()
     else:
@@ -225,7 +225,7 @@ def carb_thresholds_for_permutations(
     calibration ``M``, ``m = max_harmful_allowed(n_cal, alpha)`` -- exactly
     :func:`carb_threshold_from_harm_levels` on that row with this grid.  With ``grid`` the exact
     grid of the whole corpus (all scores, a symmetric function of the corpus, so valid for the
-    permutation protocol of §9) every lambda between ``lambda_hat[r]`` and the cut gives the same
+    permutation protocol of docs/studies.md) every lambda between ``lambda_hat[r]`` and the cut gives the same
     prefixes on every corpus episode.  Cost: one ``np.partition`` per row, chunked.
     """
     levels, grid_values = as_levels(harm_levels), as_grid(grid)

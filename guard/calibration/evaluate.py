@@ -6,14 +6,15 @@ Every method's λ̂ for every permutation comes from sorting per-episode arrays
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from guard.calibration import crc
+from guard.calibration import crc, group_crc
 from guard.calibration.replay import ScoredCorpus
+from guard.calibration.slack import slack_thresholds
 from guard.errors import CalibrationError
 from guard.ledger import CATEGORIES
 
@@ -118,11 +119,41 @@ def _ctx_red(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> np.ndar
     return ratio
 
 
-def carb_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float) -> np.ndarray:
-    """λ̂ of the CARB rule for each permutation, on each calibration half's exact grid."""
-    owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))
-    index = crc.index_episode_scores(corpus.scores, owner, corpus.n)
-    return crc.carb_thresholds_for_permutations_exact(corpus.harm_level, index, calib, alpha)
+@dataclass(frozen=True)
+class CarbRule:
+    """How the CARB methods calibrate: plain CRC, or the group rule over ``groups`` (one key per episode) where
+    α is at or above its floor 1/(G+1); then the utility ``slack`` (:mod:`guard.calibration.slack`)."""
+
+    groups: Sequence[Hashable] | None = None
+    slack: float = 0.0
+
+    def grouped(self, alpha: float) -> bool:
+        """Whether the group rule applies at ``alpha`` (groups given and α at or above the floor)."""
+        if self.groups is None:
+            return False
+        return crc.alpha_fraction(alpha) * (len(set(self.groups)) + 1) >= 1
+
+    def describe(self, alphas: Sequence[float]) -> dict[str, Any]:
+        """The rule per α, for the JSON result."""
+        return {
+            "per_alpha": {str(a): "group_crc" if self.grouped(a) else "crc" for a in alphas},
+            "groups": None if self.groups is None else len(set(self.groups)),
+            "utility_slack": self.slack,
+        }
+
+
+def carb_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float, rule: CarbRule | None = None) -> np.ndarray:
+    """λ̂ of the CARB rule for each permutation, on each calibration half's exact grid (``rule``: grouped, slack)."""
+    rule = rule or CarbRule()
+    if rule.grouped(alpha) and rule.groups is not None:
+        lam = group_crc.group_lambdas(corpus, calib, rule.groups, alpha)
+    else:
+        owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))
+        index = crc.index_episode_scores(corpus.scores, owner, corpus.n)
+        lam = crc.carb_thresholds_for_permutations_exact(corpus.harm_level, index, calib, alpha)
+    if rule.slack:
+        lam = slack_thresholds(lam, corpus.harm_level, corpus.max_score, corpus.utility, calib, rule.slack)
+    return lam
 
 
 def step_crc_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float) -> np.ndarray:
@@ -190,8 +221,9 @@ def run_protocol(
     permutations: int = 200,
     seed: int = 0,
     tick: Callable[[int], None] | None = None,
+    rule: CarbRule | None = None,
 ) -> list[Row]:
-    """Every method at every α over ``permutations`` seeded 50/50 splits."""
+    """Every method at every α over ``permutations`` seeded 50/50 splits (``rule``: how CARB calibrates)."""
     base = corpora[STEP_CRC_SELECTOR]
     calib, test = split_indices(base.n, permutations, seed)
     never, always = np.full(permutations, np.inf), np.full(permutations, -np.inf)
@@ -204,7 +236,7 @@ def run_protocol(
         rows.append(Row("step_crc", alpha, outcomes(base, lam, test), lam, True))
         for method, selector in METHOD_SELECTORS.items():
             if selector in corpora:
-                lam = carb_lambdas(corpora[selector], calib, alpha)
+                lam = carb_lambdas(corpora[selector], calib, alpha, rule)
                 rows.append(Row(method, alpha, outcomes(corpora[selector], lam, test), lam, True))
         if tick is not None:
             tick(done)

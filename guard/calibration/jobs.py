@@ -14,11 +14,13 @@ from typing import Any
 
 from guard.artifact import GROUP_CRC_GUARANTEE, build_artifact
 from guard.calibration import crc, group_crc, ltt
-from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, run_protocol
+from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, CarbRule, run_protocol
 from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import EpisodeScores as ScoredEpisode
 from guard.calibration.replay import ScoredCorpus
+from guard.calibration.slack import slack_threshold
 from guard.errors import CalibrationError, CorpusError
+from guard.jsonio import encode_float
 from guard.ledger import LedgerLabels
 from guard.policy import Policy, SelectorName
 from guard.progress import Progress
@@ -271,8 +273,10 @@ def calibrate(
     workers: int = 1,
     dask_scheduler: str | None = None,
     group_by: str | None = None,
+    slack: float = 0.0,
 ) -> dict[str, Any]:
-    """Calibrate λ̂ on the whole corpus and return the artifact body (``group_by``: the group rule over that key)."""
+    """Calibrate λ̂ on the whole corpus and return the artifact body (``group_by``: the group rule over that key;
+    ``slack``: lower λ̂ while the calibration episodes keep ``1 - slack`` of their harm-free successes)."""
     keys = _checked_group_keys(corpus, group_by, alpha, rule) if group_by is not None else None
     scored, _ = score_selectors(
         corpus.episodes,
@@ -290,11 +294,13 @@ def calibrate(
     else:
         chosen, risk_fields, group_fields = _group_rule(data, keys, alpha, group_by)
     policies = corpus.policies(selector)
+    threshold = slack_threshold(chosen.threshold, data.harm_level, data.max_score, data.utility, slack)
+    slack_fields = {"utility_slack": slack, "threshold_before_slack": encode_float(chosen.threshold)} if slack else {}
     return build_artifact(
         policies,
         alpha=alpha,
         n=data.n,
-        threshold=chosen.threshold,
+        threshold=threshold,
         calibration_risk=chosen.risk,
         grid=chosen.grid,
         rule=chosen.rule,
@@ -305,7 +311,8 @@ def calibrate(
             "corpus": corpus.name,
             "n_dropped": corpus.n_dropped,
             **group_fields,
-            **_monitor_field(corpus, data, chosen.threshold),
+            **slack_fields,
+            **_monitor_field(corpus, data, threshold),
         },
     )
 
@@ -348,8 +355,12 @@ def evaluate(
     workers: int = 1,
     dask_scheduler: str | None = None,
     also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
+    group_by: str | None = None,
+    slack: float = 0.0,
 ) -> dict[str, Any]:
-    """The protocol of docs/studies.md for every method; the JSON of the evaluation issue."""
+    """The protocol of docs/studies.md for every method; the JSON of the evaluation issue.  ``group_by`` and
+    ``slack``: the CARB methods calibrate as ``carbguard calibrate`` does with them (the group rule where
+    α is above its floor, plain CRC below it)."""
     for alpha in alphas:
         crc.alpha_fraction(alpha)
     if permutations < 1:
@@ -364,7 +375,13 @@ def evaluate(
     )
     start = time.perf_counter()
     with Progress(len(alphas), f"{corpus.name}: calibrating (all methods)", enabled=progress or None) as tick:
-        rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick)
+        groups = (
+            group_crc.episode_group_keys(corpus.episodes, group_by, corpus.policy_of, corpus.tags_of)
+            if group_by
+            else None
+        )
+        rule = CarbRule(groups=groups, slack=slack)
+        rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick, rule=rule)
     fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {
         **({"fitted": fitted} if fitted is not None else {}),
@@ -373,6 +390,7 @@ def evaluate(
         "n_dropped": corpus.n_dropped,
         "n_excluded_injection_goal_runs": corpus.excluded,
         "permutations": permutations,
+        "rule": rule.describe(alphas),
         "methods": ["no_guard", "stop_all", "step_crc", *METHOD_SELECTORS],
         "results": [row.to_json() for row in rows],
         "seconds": {"scoring": round(score_seconds, 3), "calibration": round(time.perf_counter() - start, 3)},

@@ -216,8 +216,11 @@ def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> lis
         tool = policy.tool(record.tool or "") if record.kind is RecordKind.PROPOSAL else None
         if tool is None or not tool.certified:  # the population SafeCommit certifies at run time
             continue
+        chosen = selector.select(graph, record.index, episode.episode_id)
+        gate_score, features = scorer.score(graph, record.index, chosen)
+        if scorer.signature_hit(graph, record.index, features):
+            continue  # the signature rule escalates it before SafeCommit, whatever the gate
         support = build_support(graph, record.index, policy, spec)
-        gate_score, _ = scorer.score(graph, record.index, selector.select(graph, record.index, episode.episode_id))
         cases.append(proposal_case(support, episode, labels, ledger, record.index, gate_score))
     return cases
 
@@ -299,7 +302,7 @@ def calibrate_kappa(
     """κ at α from the embedded AgentDojo episodes; the artifact body (written to ``out`` if given).
 
     With ``gate``, only the proposals whose G-CARB score is at most the gate's threshold are cases:
-    the population that reaches SafeCommit behind that CARB threshold (docs/safecommit.md composed with §8).
+    the population that reaches SafeCommit behind that CARB threshold (docs/safecommit.md, docs/calibrate.md).
     """
     episodes = calibration_episodes(model, exclude_models)
     if not episodes:

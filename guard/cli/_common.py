@@ -12,12 +12,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from guard.errors import GuardError
+from guard.jsonio import write_atomic
 
 _N = TypeVar("_N", int, float)
 
@@ -123,31 +123,13 @@ def check_output(out: str | Path, inputs: Iterable[str | Path | None], option: s
 def write_output(
     out: str | Path, data: str | bytes, inputs: Iterable[str | Path | None] = (), option: str = "-o"
 ) -> Path:
-    """Write ``data`` to ``out`` through a temporary file in its folder, renamed over it (``os.replace``).
+    """Write ``data`` to ``out`` with :func:`guard.jsonio.write_atomic` (its permission: the umask's default).
 
     Refuses (GuardError) an ``out`` that is one of ``inputs`` (:func:`check_output`); a failed write
     leaves an existing ``out`` as it was and no temporary file behind.
     """
     target = check_output(out, inputs, option)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        return write_atomic(target, data)
     except OSError as exc:
         raise GuardError(f"{target}: cannot write: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            mask = os.umask(0)
-            os.umask(mask)
-            os.fchmod(stream.fileno(), 0o666 & ~mask)  # mkstemp makes it 0600; outputs follow the umask
-            stream.write(payload)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise GuardError(f"{target}: cannot write: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target

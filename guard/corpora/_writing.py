@@ -3,43 +3,27 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from guard.episode_json import EPISODES_FORMAT
 from guard.errors import CorpusError
-from guard.jsonio import JSON_WHITESPACE, json_lines, loads_strict
+from guard.jsonio import JSON_WHITESPACE, json_lines, loads_strict, read_utf8, write_atomic
 
 
 def write_lines(path: str | Path, lines: Iterable[str]) -> None:
-    """Write ``lines`` (one per line) atomically: a failed write leaves no partial file."""
+    """Write ``lines`` (one per line) with :func:`guard.jsonio.write_atomic`: a failed write leaves no partial file."""
     target = Path(path)
     if target.is_dir():
         raise CorpusError(f"{target} is a folder; give a file path")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            for line in lines:
-                out.write(line + "\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(target, "".join(line + "\n" for line in lines))
 
 
 def read_json_items(path: str | Path) -> Iterator[tuple[str, Any]]:
     """``(where, value)`` of a JSON file (one value) or a JSON-lines file (one value a line)."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CorpusError(f"{file}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{file}: not UTF-8 ({exc})") from None
+    text = read_utf8(file, "input file", CorpusError)
     items = list(json_lines(text))
     if len(items) > 1 and not _one_value(text, file):
         for number, line in items:

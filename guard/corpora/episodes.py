@@ -16,7 +16,7 @@ from typing import Any
 
 from guard.episode_json import EPISODES_FORMAT, SOURCE_TRUST
 from guard.errors import CorpusError, GuardError
-from guard.jsonio import json_lines, loads_strict
+from guard.jsonio import json_lines, loads_strict, read_utf8
 from guard.policy import Policy
 from guard.records import Episode, EpisodeMeta, Record, content, final, proposal, result, user
 from guard.stages import result_trust
@@ -72,12 +72,7 @@ def read_episodes(path: str | Path, policies: Policy | Sequence[Policy]) -> Epis
     """Read a ``carbguard-episodes/1`` file under one policy or several (then each episode names its own)."""
     by_name = _policies(policies)
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CorpusError(f"{file}: cannot read episodes file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{file}: episodes file is not UTF-8 ({exc})") from None
+    text = read_utf8(file, "episodes file", CorpusError)
     episodes: list[Episode] = []
     policy_of: dict[str, Policy] = {}
     tags: dict[str, Mapping[str, Any]] = {}

@@ -11,7 +11,9 @@ structured values and k-grams mapped to the records that hold them.  On top sit 
 per-proposal readings the graph and the scorer use: ``node_facts`` (flags computed once per record),
 ``edge_rules`` (the typed edges of the prefix graph), ``feature_index`` (prefix-wide indexes behind
 the prefix-reading features), ``role_features`` (which argument carries what, from which kind of
-source) and ``trust`` (arguments the user named, or the policy's allow-lists name).  The feature
+source), ``instructions`` (instruction-shaped clauses of untrusted text, found by grammar, and the
+values they hand over), ``scope`` (whether the user's words ask for a call's kind of action) and
+``trust`` (arguments the user named, or the policy's allow-lists name).  The feature
 table itself (names, groups, default weights) is :mod:`guard.features`, below this package so that
 the policy can read it.  See docs/evidence.md for what each piece of evidence means.
 """

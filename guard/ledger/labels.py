@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from guard.errors import CorpusError
-from guard.jsonio import json_lines, loads_strict
+from guard.jsonio import json_lines, loads_strict, read_utf8
 from guard.ledger import CATEGORIES, LedgerLabels, executed_flags
 from guard.records import Episode
 
@@ -75,12 +75,7 @@ def label_line(label: EpisodeLabel) -> str:
 def read_labels(path: str | Path) -> dict[str, EpisodeLabel]:
     """Every label of a labels file by episode id; CorpusError naming file, line and field."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CorpusError(f"{file}: cannot read labels file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{file}: labels file is not UTF-8 ({exc})") from None
+    text = read_utf8(file, "labels file", CorpusError)
     labels: dict[str, EpisodeLabel] = {}
     for number, line in json_lines(text):
         label = parse_label(line, f"{file}:{number}", number)

@@ -1,7 +1,7 @@
 """Policy files: strict, frozen models, loaders for YAML/TOML/JSON, and JSON Schema export.
 
-A policy is per deployment.  It fixes the tool metadata (docs/policy.md), the graph rules (§4), the
-selector (§5), the scorer (§6), the verdict for input the guard does not understand, the
+A policy is per deployment.  It fixes the tool metadata (docs/policy.md), the graph rules (docs/evidence.md), the
+selector (docs/concepts.md), the scorer (docs/evidence.md), the verdict for input the guard does not understand, the
 calibration artifact, and the audit settings.  Everything is ``extra="forbid"`` and frozen: a typo
 in a policy file is an error, not a silently ignored key.
 """
@@ -166,7 +166,14 @@ class ScorerSpec(_Strict):
     )
     injection_patterns: tuple[str, ...] = Field(
         default=DEFAULT_INJECTION_PATTERNS,
-        description="Regexes of injection-like text in tool results (default: published prompt-injection phrasings).",
+        description="Signature patterns: regexes of known attack wording in tool results (default: published "
+        "prompt-injection phrasings). They drive the signature rule and the signature features, not the default score.",
+    )
+    signature_rule: Literal["escalate", "off"] = Field(
+        default="escalate",
+        description="escalate: a sink or side-effectful call carrying a value that stands inside a signature match of "
+        "an untrusted record is escalated whatever its score (the rule can only stop a call, is not calibrated, "
+        "and does not count for lambda-hat); off: signatures act only through the signature features.",
     )
     canary_patterns: tuple[str, ...] = Field(
         default=DEFAULT_CANARY_PATTERNS,

@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from guard.errors import PolicyError
-from guard.jsonio import loads_strict
+from guard.jsonio import loads_strict, read_utf8
 from guard.policy.suggest import did_you_mean
 
 KeyLines = dict[tuple[str, ...], int]
@@ -23,16 +23,7 @@ MAX_POLICY_BYTES = 2_000_000
 
 def read_policy_mapping(path: Path) -> tuple[Any, KeyLines]:
     """Parse ``path`` by its suffix; return the data and, for YAML, a key-path → line map."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read policy file: {exc.strerror or exc}") from None
-    if len(raw) > MAX_POLICY_BYTES:
-        raise PolicyError(f"{path}: policy file is {len(raw)} bytes; the limit is {MAX_POLICY_BYTES}")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: policy file is not UTF-8 ({exc})") from None
+    text = read_utf8(path, "policy file", PolicyError, max_bytes=MAX_POLICY_BYTES, translate_newlines=False)
     suffix = path.suffix.lower()
     try:
         if suffix in (".yaml", ".yml"):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import PolicyError
+from guard.jsonio import read_utf8
 from guard.policy import Policy
 
 
@@ -109,11 +110,10 @@ def from_openai_tools(data: Any, source: str = "<openai tools>") -> list[ToolSch
 def read_openai_tools(path: str | Path) -> list[ToolSchema]:
     """Schemas from a JSON file of OpenAI function tools."""
     file = Path(path)
+    text = read_utf8(file, "tool schemas file", PolicyError)
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise PolicyError(f"{file}: cannot read tool schemas: {exc.strerror or exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise PolicyError(f"{file}: not a JSON file of tool schemas: {exc}") from None
     return from_openai_tools(data, str(file))
 

@@ -1,4 +1,4 @@
-"""Safety map, signatures, safety-equivalence compression and the action certificate (§10).
+"""Safety map, signatures, safety-equivalence compression and the action certificate (docs/safecommit.md).
 
 Γ is a boolean matrix ``gamma[..., world, action]``: True where the action is safe in the world.
 An action is certified iff it is safe in every retained world; an empty retained set certifies

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import PolicyError
-from guard.jsonio import decode_float, loads_strict
+from guard.jsonio import decode_float, loads_strict, read_utf8
 from guard.policy import Policy
 from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
 from guard.safecommit.conformal import conformal_threshold
@@ -123,12 +123,7 @@ def _read_json(path: Path) -> Any:
 
 @lru_cache(maxsize=32)
 def _parsed(path: str, mtime_ns: int, size: int) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"{path}: cannot read SafeCommit calibration file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: SafeCommit calibration file is not UTF-8 ({exc})") from None
+    text = read_utf8(path, "SafeCommit calibration file", PolicyError)
     return loads_strict(text, path, PolicyError, infinity=True)  # scores are written by json.dumps (Infinity)
 
 

@@ -1,11 +1,11 @@
-"""SafeCommit in the runtime: :class:`PolicyCertifier` (docs/concepts.md step 6, §10, §12).
+"""SafeCommit in the runtime: :class:`PolicyCertifier` (docs/concepts.md step 6, docs/safecommit.md, docs/audit.md).
 
 ``Session.decide`` calls :meth:`PolicyCertifier.certify` for every side-effectful proposal under
 λ̂.  On ``probe`` the adapter runs each :class:`~guard.decision.ProbeCall` through ``decide``
 (probes are read-only tools, so they pass unless the gate refuses them), reports its result with
 ``observe_result(call.call_id, text)``, and decides the original call id again.  The first call
-builds the proposal's support (worlds, scores) once and keeps it in
-``session.certifier_state``; every later call for the same call id reuses it, so scores are
+builds the proposal's support (worlds, scores) once and keeps it in ``session.certifier_state``
+(:mod:`guard.safecommit.state`); every later call for the same call id reuses it, so scores are
 never recomputed.  One decision:
 
 1. collect the results of the probe calls issued so far (``observe_result`` on their call ids);
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, ProbeCall, Reason, Verdict
@@ -47,11 +46,11 @@ from guard.policy.safecommit import (
 from guard.records import Record, RecordKind
 from guard.safecommit.controller import step
 from guard.safecommit.kappa import resolve_kappa, scoring_fingerprint
+from guard.safecommit.state import STATE_KEY, BoundProbe, ProposalState, proposal_states
 from guard.safecommit.types import Action, ProbeSpec, SafeCommitResult
 from guard.safecommit.worlds import (
     PROPOSAL_SAFE,
     Support,
-    Target,
     action_safe_kinds,
     build_support,
 )
@@ -60,28 +59,8 @@ if TYPE_CHECKING:
     from guard.graph import PrefixGraph
     from guard.protocols import SessionState as Session
 
-STATE_KEY = "safecommit"
 _TEMPLATE = re.compile(r"\{(\w+)\}")
 _FALLBACK = {"defer": Verdict.DEFER, "escalate": Verdict.ESCALATE, "abstain": Verdict.ABSTAIN}
-
-
-@dataclass(frozen=True)
-class BoundProbe:
-    """A policy probe bound to one target of one proposal."""
-
-    spec: ProbeSpec
-    config: ProbeConfig
-    target: Target
-    args: Mapping[str, Any]
-
-
-@dataclass
-class ProposalState:
-    """What SafeCommit keeps per proposal between decisions (in ``session.certifier_state``)."""
-
-    support: Support
-    probes: tuple[BoundProbe, ...]
-    issued: list[tuple[str, ProbeCall]] = field(default_factory=list)
 
 
 def bind_probes(support: Support, spec: SafeCommitSpec, proposal_args: Mapping[str, Any]) -> tuple[BoundProbe, ...]:
@@ -192,7 +171,7 @@ class PolicyCertifier:
 
     def state_for(self, session: Session, record: Record, node: int) -> ProposalState:
         """The proposal's state, built on its first decision and reused afterwards."""
-        states: dict[str, ProposalState] = session.certifier_state.setdefault(STATE_KEY, {})
+        states = proposal_states(session.certifier_state)
         key = record.call_id or f"node-{node}"
         state = states.get(key)
         if state is None:

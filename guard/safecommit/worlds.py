@@ -188,7 +188,7 @@ def find_targets(record: Record, spec: SafeCommitSpec, policy: Policy) -> list[T
 
 
 def _key(arg: str, value: str, raw: bool) -> str:
-    """``arg=value`` when the policy logs the argument raw, else ``arg#<hash>`` (audit entries, §12)."""
+    """``arg=value`` when the policy logs the argument raw, else ``arg#<hash>`` (audit entries, docs/audit.md)."""
     if raw:
         return f"{arg}={value if len(value) <= _CLIP else value[:_CLIP] + '...'}"
     return f"{arg}#{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"

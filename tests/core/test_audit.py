@@ -151,7 +151,7 @@ def test_memory_audit_keeps_chain() -> None:
 
 
 def test_guard_writes_one_entry_per_decision(tmp_path: Path, small_policy: Policy) -> None:
-    """A guard with an audit path writes one verified entry with every §12 field per decision."""
+    """A guard with an audit path writes one verified entry with every field of docs/audit.md per decision."""
     path = tmp_path / "audit.jsonl"
     session = Guard(small_policy, threshold=0.5, audit=path).session("s1")
     session.decide("read_document", {"path": "a.md"}, "c1")

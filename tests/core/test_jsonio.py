@@ -1,10 +1,15 @@
-"""Strict JSON reading (guard/jsonio.py) and its use by the artifact, policy and κ readers."""
+"""Strict JSON reading (guard/jsonio.py) and its use by the artifact, policy and κ readers; the one UTF-8
+file reader (:func:`read_utf8`) and the one atomic writer (:func:`write_atomic`) and their callers."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -19,6 +24,8 @@ from guard.jsonio import (
     encode_float_or_null,
     json_lines,
     loads_strict,
+    read_utf8,
+    write_atomic,
 )
 from guard.policy import Policy, load_policy
 
@@ -194,3 +201,196 @@ def test_float_or_null_decoder_refuses_everything_but_null_numbers_and_inf(bad: 
     """Catches the null codec widening what :func:`decode_float` refuses (the text ``"nan"`` above all)."""
     with pytest.raises(CorpusError, match=r"^f: v must be a finite number"):
         decode_float_or_null(bad, "f: v")
+
+
+# --------------------------------------------------------------------------- read_utf8
+
+
+def test_read_utf8_maps_bad_bytes_to_the_callers_error_naming_path_and_file(tmp_path: Path) -> None:
+    """Catches a reader that lets ``UnicodeDecodeError`` escape unmapped (not a GuardError, no path), or whose
+    message drops the path, what the file is, or where the bad byte is."""
+    bad = tmp_path / "labels.jsonl"
+    bad.write_bytes(b'{"episode": "e1"}\n\xff\xfe')
+    with pytest.raises(CorpusError) as caught:
+        read_utf8(bad, "labels file")
+    assert str(caught.value).startswith(f"{bad}: labels file is not UTF-8 (")
+    assert "position 18" in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["missing", "folder"])
+def test_read_utf8_maps_a_missing_file_or_a_folder_to_an_error_naming_the_path(tmp_path: Path, kind: str) -> None:
+    """Catches a reader that lets ``FileNotFoundError`` / ``IsADirectoryError`` escape as a bare OSError, or
+    maps them to a message without the path, what the file is and why it cannot be read."""
+    path = tmp_path / "policy.yaml"
+    if kind == "folder":
+        path.mkdir()
+    reason = "No such file or directory" if kind == "missing" else "Is a directory"
+    with pytest.raises(PolicyError, match=f"^{path}: cannot read policy file: {reason}$"):
+        read_utf8(path, "policy file", PolicyError)
+
+
+def test_read_utf8_refuses_a_file_over_max_bytes_before_decoding(tmp_path: Path) -> None:
+    """Catches a size limit that is not enforced, is off by one, or is checked after decoding (a huge
+    file of bad bytes must be refused for its size, not decoded)."""
+    path = tmp_path / "p.json"
+    path.write_bytes(b"\xff" * 11)
+    with pytest.raises(PolicyError, match=f"^{path}: policy file is 11 bytes; the limit is 10$"):
+        read_utf8(path, "policy file", PolicyError, max_bytes=10)
+    path.write_text("0123456789")
+    assert read_utf8(path, "policy file", PolicyError, max_bytes=10) == "0123456789"
+
+
+def test_read_utf8_translates_newlines_as_read_text_does_unless_told_not_to(tmp_path: Path) -> None:
+    """Catches a shared reader that changed what its callers read: the episodes, labels and corpus readers
+    read with ``Path.read_text`` (\\r\\n and a lone \\r become \\n), the policy loader read bytes as they are."""
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"a\r\nb\rc\n\xc3\xa9")
+    assert read_utf8(path, "f") == path.read_text(encoding="utf-8") == "a\nb\nc\n\u00e9"
+    assert read_utf8(path, "f", translate_newlines=False) == "a\r\nb\rc\n\u00e9"
+
+
+def _labels(path: Path) -> Any:
+    from guard.ledger.labels import read_labels
+
+    return read_labels(path)
+
+
+def _episodes(path: Path) -> Any:
+    from guard.corpora.episodes import read_episodes
+
+    return read_episodes(path, load_policy(Path(__file__).resolve().parents[2] / "policies/agentdojo/banking.yaml"))
+
+
+def _corpus(path: Path) -> Any:
+    from guard.corpora._writing import read_json_items
+
+    return list(read_json_items(path))
+
+
+def _tools(path: Path) -> Any:
+    from guard.policy.tools import read_openai_tools
+
+    return read_openai_tools(path)
+
+
+def _policy(path: Path) -> Any:
+    from guard.policy.loader import read_policy_mapping
+
+    return read_policy_mapping(path)
+
+
+def _kappa(path: Path) -> Any:
+    from guard.safecommit.kappa import _read_json
+
+    return _read_json(path)
+
+
+READERS: dict[str, tuple[Callable[[Path], Any], type[Exception], str]] = {
+    "labels": (_labels, CorpusError, "labels file"),
+    "episodes": (_episodes, CorpusError, "episodes file"),
+    "corpus": (_corpus, CorpusError, "input file"),
+    "tools": (_tools, PolicyError, "tool schemas file"),
+    "policy": (_policy, PolicyError, "policy file"),
+    "kappa": (_kappa, PolicyError, "SafeCommit calibration file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(READERS))
+def test_every_file_reader_maps_bad_bytes_and_a_folder_through_the_one_reader(tmp_path: Path, name: str) -> None:
+    """Catches a caller that reads a UTF-8 file on its own again (``read_text`` with no mapping, or a
+    message of its own): bad bytes and a folder must raise the reader's error naming the path and the file."""
+    read, error, what = READERS[name]
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"a": "\xff"}\n')
+    with pytest.raises(error, match=f"^{bad}: {what} is not UTF-8 "):
+        read(bad)
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    with pytest.raises(error, match=f"^{folder}: cannot read {what}: Is a directory$"):
+        read(folder)
+
+
+# --------------------------------------------------------------------------- write_atomic
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.mark.parametrize("failing", ["os.fsync", "os.replace"])
+def test_write_atomic_failure_mid_write_leaves_the_old_content_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """Catches a writer that writes the target in place (a failure after the first bytes leaves it cut or
+    emptied) or leaves its temporary file behind when the write or the rename fails."""
+    target = tmp_path / "out.jsonl"
+    target.write_text("old content\n")
+
+    def boom(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(failing, boom)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomic(target, "new content that never lands\n")
+    monkeypatch.undo()
+    assert target.read_text() == "old content\n"
+    assert _leftovers(tmp_path) == []
+    assert write_atomic(target, "new\n") == target and target.read_bytes() == b"new\n"
+
+
+def test_write_atomic_syncs_the_data_before_the_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Catches a writer that renames before fsync (after a crash the new name could point at empty data)."""
+    order: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        order.append("fsync")
+        real_fsync(fd)
+
+    def replace(src: str, dst: str) -> None:
+        order.append("replace")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomic(tmp_path / "sub" / "f.txt", b"\x00bytes")
+    assert order == ["fsync", "replace"]
+    assert (tmp_path / "sub" / "f.txt").read_bytes() == b"\x00bytes"
+
+
+@pytest.mark.parametrize(
+    ("umask", "private", "mode"),
+    [(0o022, False, 0o644), (0o077, False, 0o600), (0o002, False, 0o664), (0o000, True, 0o600)],
+)
+def test_write_atomic_permission_is_the_umask_default_or_owner_only_when_private(
+    tmp_path: Path, umask: int, private: bool, mode: int
+) -> None:
+    """Catches the temporary file's own 0600 (mkstemp) leaking to a plain output, a writer that ignores
+    the umask, and ``private=True`` not giving 0600 whatever the umask (the permission rule of jsonio)."""
+    target = tmp_path / "f.txt"
+    target.write_text("old")
+    os.chmod(target, 0o666)  # the old file's mode does not carry over
+    old = os.umask(umask)
+    try:
+        write_atomic(target, "x", private=private)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(target.stat().st_mode) == mode
+
+
+def test_the_cli_and_corpus_writers_follow_the_one_permission_rule(tmp_path: Path) -> None:
+    """Catches a writer that does not go through :func:`write_atomic`: the corpus converter's files were
+    0600 (mkstemp's own mode) while the CLI's followed the umask; both must now follow the umask."""
+    from guard.cli._common import write_output
+    from guard.corpora._writing import write_lines
+
+    old = os.umask(0o022)
+    try:
+        write_lines(tmp_path / "episodes.jsonl", ["{}", "{}"])
+        write_output(tmp_path / "out.json", "{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "episodes.jsonl").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "out.json").stat().st_mode) == 0o644
+    assert (tmp_path / "episodes.jsonl").read_text() == "{}\n{}\n"
+    assert _leftovers(tmp_path) == []
