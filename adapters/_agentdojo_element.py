@@ -6,13 +6,14 @@ import copy
 import logging
 from ast import literal_eval
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from guard.adapters._agentdojo_compat import EMPTY_ENV, Mode, content_text, refusal_text, require, result_text
+from guard.adapters._lifecycle import check_tools, closed_on_error
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Refused, Tools, authorized, check_tools, closed_on_error, decided, drive
+from guard.adapters.flow import Call, Ran, Tools, guarded
 from guard.decision import Decision, Verdict
 from guard.decision import Mode as GuardMode
 from guard.errors import InputError, PolicyError
@@ -55,8 +56,9 @@ class GuardedRun:
 class GuardElement(BasePipelineElement):  # type: ignore[misc]
     """Decides every tool call before ``ToolsExecutor`` runs it (see the module docstring).
 
-    Every allowed call goes decide → :meth:`Session.authorize` → the executor runs the turn with
-    the authorized canonical arguments (the element rewrites the turn's calls to those copies).
+    Every call goes through the one flow (:func:`guard.adapters.flow.guarded`): decide → probes (run
+    in the suite's runtime) → :meth:`Session.authorize` → handed to the executor, which runs the turn
+    with the authorized canonical arguments (the element rewrites the turn's calls to those copies).
 
     Args:
         guard: the configured guard.
@@ -136,7 +138,7 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             return query, runtime, env, messages, extra_args
         calls = self._resolve(run, end, last["tool_calls"])
         run.position = end + 1
-        decided = self._bound(run, self._decide_turn(run, calls, runtime, env))
+        decided = self._decide_turn(run, calls, runtime, env)
         if self.mode == "shadow":
             return query, runtime, env, messages, extra_args
         if all(d.allowed for _, d in decided):
@@ -165,30 +167,22 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
     def _decide_turn(
         self, run: GuardedRun, calls: list[Any], runtime: FunctionsRuntime, env: Any
     ) -> list[tuple[Any, Decision]]:
-        """Decide the turn's calls in order (``abort`` stops at the first refusal)."""
-        decided = []
+        """Each call of the turn in order through the flow (``abort`` stops at the first refusal).
+
+        A call the flow lets go comes back as its authorized copy; one that could not be bound is
+        refused (its refusal recorded after the turn's decisions).
+        """
+        decided, unbound = [], []
         for call in calls:
-            decision = self._settle(run, call, runtime, env)
+            handed, decision, refusal = self._guard_call(run, call, runtime, env)
             run.decisions.append(decision)
-            decided.append((call, decision))
+            if refusal is not None:
+                unbound.append(refusal)
+            decided.append((handed, refusal or decision))
             if not decision.allowed and self.mode == "abort":
                 break
+        run.decisions.extend(unbound)
         return decided
-
-    def _bound(self, run: GuardedRun, decided: list[tuple[Any, Decision]]) -> list[tuple[Any, Decision]]:
-        """Each allowed call authorized and carrying the authorized arguments; a call that cannot be is refused."""
-        out = []
-        for call, decision in decided:
-            if decision.allowed or self.mode == "shadow":
-                tools = Tools(_with_args(call), report=run.skipped.append)
-                bound = authorized(run.session, Call(call.function, dict(call.args), call.id), decision, tools)
-                if isinstance(bound, Refused):
-                    decision = bound.decision
-                    run.decisions.append(decision)
-                else:
-                    call = bound
-            out.append((call, decision))
-        return out
 
     def _answer_refusals(
         self,
@@ -279,25 +273,34 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             out.append(call.model_copy(update={"id": call_id, "args": copy.deepcopy(args)}))
         return out
 
-    def _settle(self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any) -> Decision:
-        """decide → probes (run in the suite's runtime) → decide again, through the one flow."""
+    def _guard_call(
+        self, run: GuardedRun, call: Any, runtime: FunctionsRuntime, env: Any
+    ) -> tuple[Any, Decision, Decision | None]:
+        """One call through the flow: (the call to hand over, its decision, the refusal when it could not be bound)."""
         session = run.session
         main = Call(call.function, dict(call.args), call.id)
         decision = session.decide(main.tool, main.args, main.call_id)
         if decision.verdict is Verdict.PROBE and run.first_probe is None and self.mode != "shadow":
             run.first_probe = len(run.decisions)
 
-        def payload(probe: Call, args: dict[str, Any]) -> Any:
-            if probe.tool not in runtime.functions:
-                return None
-            return probe.tool, args
+        def payload(target: Call, args: dict[str, Any]) -> Any:
+            if target == main:  # the turn's call carrying the authorized arguments
+                return call.model_copy(update={"args": args})
+            return (target.tool, args) if target.tool in runtime.functions else None
 
-        def execute(probe: tuple[str, dict[str, Any]]) -> Any:
-            value, error = runtime.run_function(env, *probe)
+        def execute(payload: Any) -> Any:
+            if not isinstance(payload, tuple):  # the turn's call: handed to the executor, which runs it
+                return payload
+            value, error = runtime.run_function(env, *payload)
             return {"content": self.executor.output_formatter(value), "error": error}
 
-        tools = Tools(payload, result_text, run.skipped.append, self.max_probe_rounds)
-        return drive(decided(session, main, tools, decision), session, execute)
+        tools = Tools(payload, result_text, run.skipped.append, self.max_probe_rounds, observe_calls=False)
+        outcome = guarded(session, main, tools, execute, decision=decision)
+        if isinstance(outcome, Ran):
+            return outcome.output, outcome.decision or decision, None
+        if outcome.gate is None:  # the decision refused it
+            return call, outcome.decision, None
+        return call, outcome.gate, outcome.decision
 
     @staticmethod
     def _refusal(call: Any, decision: Decision) -> dict[str, Any]:
@@ -308,15 +311,6 @@ class GuardElement(BasePipelineElement):  # type: ignore[misc]
             "tool_call": call,
             "error": refusal_text(decision),
         }
-
-
-def _with_args(call: Any) -> Callable[[Call, dict[str, Any]], Any]:
-    """The flow's payload of a turn's call: a copy of the ``FunctionCall`` carrying the authorized arguments."""
-
-    def payload(target: Call, args: dict[str, Any]) -> Any:
-        return call.model_copy(update={"args": args})
-
-    return payload
 
 
 def _parameters(function: Any) -> Any:

@@ -11,18 +11,20 @@ import logging
 import threading
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_content import attachments, content_text, marker, render_block
+from guard.adapters._lifecycle import check_tools
 from guard.adapters._refusal import refusal_text as refusal_text
-from guard.adapters.flow import Action, Call, Decide, check_tools, observe
+from guard.adapters.flow import Call, observe
 from guard.decision import Decision, Mode
 from guard.errors import InputError
 from guard.records import safe_repr
 from guard.runtime import CallState, Session, decided_call
 
 HINT = "pip install 'carbguard[langchain]'"
+T = TypeVar("T")
 
 # The adapter imports without LangChain (so ``import guard.adapters.langchain`` works in a core-only
 # install); every entry point calls ``require`` first and raises ImportError with the install hint.
@@ -210,7 +212,7 @@ def message_key(message: BaseMessage) -> str:
     return f"id:{message.id}"
 
 
-def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, list[ToolMessage]]:
+def feed(tracker: Tracker, messages: Sequence[Any]) -> Deciding[list[ToolMessage]]:
     """Feed unseen messages in order; decide every tool call of a new AI message (reused ids too).
 
     Returns refusal ToolMessages for unparseable tool calls.  Raises :class:`UnboundCallError` when a
@@ -241,13 +243,13 @@ def feed(tracker: Tracker, messages: Sequence[Any]) -> Generator[Action, Any, li
                 session.observe_final(text_of(message))
             for call in message.tool_calls:
                 call_id = call.get("id") or ""
-                decision = yield Decide(Call(call["name"], call["args"], call_id))
+                decision = yield Call(call["name"], call["args"], call_id)
                 tracker.asked.setdefault(plain(call_id), []).append(Asked(call["name"], call["args"], decision))
             for bad in message.invalid_tool_calls:
                 # LangChain could not parse these arguments: the raw text goes to the gate, which
                 # refuses it (bad_arguments), so the refusal is audited like any other decision.
                 call_id = bad.get("id") or ""
-                decision = yield Decide(Call(bad.get("name") or "", bad.get("args"), call_id))
+                decision = yield Call(bad.get("name") or "", bad.get("args"), call_id)
                 tracker.asked.setdefault(plain(call_id), []).append(Asked(bad.get("name"), bad.get("args"), decision))
                 if call_id and session.guard.mode is not Mode.SHADOW:
                     text = (
@@ -283,8 +285,8 @@ def observe_human(tracker: Tracker, message: BaseMessage, why: str | None) -> No
         session.observe_content(body, "untrusted_source", f"human_message:{origin}")
 
 
-def bind_call(tracker: Tracker, tool: Any, args: Any, call_id: Any) -> Generator[Action, Any, tuple[Any, Decision]]:
-    """The call id and decision for exactly the call about to run; decide it when there is none.
+def bind_call(tracker: Tracker, tool: Any, args: Any, call_id: Any) -> tuple[Any, Decision | None]:
+    """The call id and decision for exactly the call about to run (None: the flow decides it under that id).
 
     The decision the feed made is used only when it was made on the same tool and canonical
     arguments.  A request changed after its decision (another middleware edited it) is decided
@@ -296,13 +298,13 @@ def bind_call(tracker: Tracker, tool: Any, args: Any, call_id: Any) -> Generator
     if found is not None:
         return call_id, found
     if type(call_id) is not str or session.call_state(call_id) is not CallState.PROPOSED:
-        return call_id, (yield Decide(Call(tool, args, call_id)))  # new, ran or answered: decided under its own id
+        return call_id, None  # new, ran or answered: decided under its own id
     cid = edited_call_id(call_id, tool, args)
     tracker.alias[call_id] = cid
     latest = session.decision(cid)
     if decided_call(latest, tool, args) and latest is not None:
         return cid, latest
-    return cid, (yield Decide(Call(tool, args, cid)))
+    return cid, None
 
 
 def state_messages(state: Any, key: str = "messages") -> Sequence[Any]:
@@ -330,12 +332,30 @@ def has_checkpointer(config: Mapping[str, Any]) -> bool:
     return (config.get("configurable") or {}).get(CONFIG_KEY_CHECKPOINTER) is not None
 
 
-def no_execute(payload: Any) -> Any:
-    raise AssertionError("the message feed never executes a tool")  # pragma: no cover
+Deciding: TypeAlias = Generator[Call, Decision, T]
+"""A decide-only generator (the feed, the turn review): it yields calls to decide and is sent their decisions."""
 
 
-async def no_execute_async(payload: Any) -> Any:
-    raise AssertionError("the message feed never executes a tool")  # pragma: no cover
+def decide_all(flow: Deciding[T], session: Session) -> T:
+    """Run ``flow`` to its end, answering every call with ``session.decide`` (which never raises)."""
+    try:
+        call = next(flow)
+        while True:
+            call = flow.send(session.decide(call.tool, call.args, call.call_id))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+
+
+async def adecide_all(flow: Deciding[T], session: Session) -> T:
+    """The async twin of :func:`decide_all` (``session.adecide``)."""
+    try:
+        call = next(flow)
+        while True:
+            call = flow.send(await session.adecide(call.tool, call.args, call.call_id))
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
 
 
 # The framework classes are re-exported so that the optional-import fallback lives in one place.
@@ -346,6 +366,7 @@ __all__ = [
     "Asked",
     "BaseMessage",
     "BaseTool",
+    "Deciding",
     "HumanMessage",
     "MiddlewareBase",
     "Reviewed",
@@ -353,14 +374,14 @@ __all__ = [
     "ToolMessage",
     "Tracker",
     "UnboundCallError",
+    "adecide_all",
     "bind_call",
     "check_agent_tools",
     "current_config",
+    "decide_all",
     "feed",
     "has_checkpointer",
     "message_key",
-    "no_execute",
-    "no_execute_async",
     "not_executed",
     "observe_human",
     "plain",

@@ -14,18 +14,18 @@ from guard.adapters._langchain_core import (
     MiddlewareBase,
     SessionKey,
     UnboundCallError,
+    adecide_all,
     check_agent_tools,
     current_config,
+    decide_all,
     has_checkpointer,
     log,
-    no_execute,
-    no_execute_async,
     require,
     state_messages,
     thread_session_key,
 )
 from guard.adapters._langchain_wrapper import GuardToolWrapper
-from guard.adapters.flow import adrive, closed_on_error, drive
+from guard.adapters._lifecycle import closed_on_error
 from guard.decision import Mode
 from guard.runtime import Guard, Session
 
@@ -103,7 +103,7 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
             return None
         if self._reviews(config):
             with tracker.lock, closed_on_error(tracker.session):  # the review interrupt pauses the run
-                drive(self.wrapper.review_turn(tracker, messages, config), tracker.session, no_execute)
+                decide_all(self.wrapper.review_turn(tracker, messages, config), tracker.session)
         return {"messages": refusals} if refusals else None
 
     async def aafter_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -118,7 +118,7 @@ class GuardMiddleware(MiddlewareBase):  # type: ignore[misc,unused-ignore]
             async with tracker.alock:
                 flow = self.wrapper.review_turn(tracker, messages, config)
                 with closed_on_error(tracker.session):
-                    await adrive(flow, tracker.session, no_execute_async)
+                    await adecide_all(flow, tracker.session)
         return {"messages": refusals} if refusals else None
 
     def _current(self, state: Any) -> Session | None:

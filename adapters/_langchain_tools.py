@@ -17,7 +17,7 @@ from guard.adapters._langchain_core import (
     require,
     tool_output,
 )
-from guard.adapters.flow import Call, Flow, Ran, Refused, Tools, adrive, drive, guarded_call
+from guard.adapters.flow import Call, Outcome, Ran, Refused, Tools, aguarded, guarded
 from guard.decision import Decision, Reason, Verdict
 from guard.errors import InputError, PolicyError
 from guard.records import safe_repr
@@ -54,13 +54,17 @@ class GuardedTool(BaseTool):
         args = dict(input) if isinstance(input, Mapping) else {"input": input}
         return {"name": self.inner.name, "args": args, "id": f"guard-{uuid.uuid4().hex}", "type": "tool_call"}, False
 
-    def _flow(self, call: dict[str, Any], as_call: bool) -> Flow[Ran | Refused]:
+    def _main(self, call: dict[str, Any]) -> Call | Refused:
+        """The call this tool is asked to run, or the refusal of a call addressed to another tool."""
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
         if type(name) is not str or name != self.inner.name:
             return Refused(_mismatch(self.inner.name, name, call_id))
-        main = Call(name, args, call_id)
+        return Call(name, args, call_id)
 
-        def payload(target: Call, bound: dict[str, Any]) -> Any:
+    def _tools(self, call: dict[str, Any], as_call: bool, main: Call) -> Tools[tuple[BaseTool, Any], Any]:
+        """The flow's view: ``main`` runs as this tool's input, a probe as a tool call to its sibling."""
+
+        def payload(target: Call, bound: dict[str, Any]) -> tuple[BaseTool, Any] | None:
             if target == main:
                 return self.inner, {**call, "args": bound} if as_call else bound
             tool = self.siblings.get(target.tool)
@@ -68,10 +72,9 @@ class GuardedTool(BaseTool):
                 return None
             return tool, {"name": target.tool, "args": bound, "id": target.call_id, "type": "tool_call"}
 
-        tools = Tools(payload, tool_output, max_probe_rounds=self.max_probe_rounds)
-        return (yield from guarded_call(self.session, main, tools))
+        return Tools(payload, tool_output, max_probe_rounds=self.max_probe_rounds)
 
-    def _finish(self, call: dict[str, Any], as_call: bool, outcome: Ran | Refused) -> Any:
+    def _finish(self, call: dict[str, Any], as_call: bool, outcome: Outcome[Any]) -> Any:
         if isinstance(outcome, Ran):
             return outcome.output
         if as_call:
@@ -81,22 +84,29 @@ class GuardedTool(BaseTool):
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Decide, then run the wrapped tool with the authorized arguments, or refuse."""
         call, as_call = self._call(input)
+        main = self._main(call)
 
         def execute(payload: tuple[BaseTool, Any]) -> Any:
             tool, tool_input = payload
             return tool.invoke(tool_input, config, **kwargs)
 
-        return self._finish(call, as_call, drive(self._flow(call, as_call), self.session, execute))
+        if isinstance(main, Refused):
+            return self._finish(call, as_call, main)
+        return self._finish(call, as_call, guarded(self.session, main, self._tools(call, as_call, main), execute))
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         """Async twin of :meth:`invoke`."""
         call, as_call = self._call(input)
+        main = self._main(call)
 
         async def execute(payload: tuple[BaseTool, Any]) -> Any:
             tool, tool_input = payload
             return await tool.ainvoke(tool_input, config, **kwargs)
 
-        return self._finish(call, as_call, await adrive(self._flow(call, as_call), self.session, execute))
+        if isinstance(main, Refused):
+            return self._finish(call, as_call, main)
+        outcome = await aguarded(self.session, main, self._tools(call, as_call, main), execute)
+        return self._finish(call, as_call, outcome)
 
 
 def _mismatch(own: str, name: Any, call_id: Any) -> Decision:

@@ -5,25 +5,27 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
     AIMessage,
     BaseMessage,
+    Deciding,
     Reviewed,
     SessionKey,
     ToolMessage,
     Tracker,
     UnboundCallError,
+    adecide_all,
     bind_call,
     check_agent_tools,
     current_config,
+    decide_all,
     feed,
     has_checkpointer,
     log,
-    no_execute,
-    no_execute_async,
     not_executed,
     plain,
     require,
@@ -33,11 +35,29 @@ from guard.adapters._langchain_core import (
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._langchain_user import aread_inputs, learn, note_output, read_inputs
+from guard.adapters._lifecycle import closed_on_error
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Decide, Flow, Ran, Tools, adrive, closed_on_error, drive, execute, guarded_call
+from guard.adapters.flow import Call, Outcome, Ran, Tools, aguarded, guarded
 from guard.decision import Decision, Mode, Verdict
 from guard.errors import AuditError, BindingError
 from guard.runtime import Guard, Session, decided_call
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A guarded call a tool-call generator asks for: ``call`` run as ``request``; answered with its outcome.
+
+    ``decision``: the decision already taken on exactly this call; ``cleared``: a human approved it
+    (see :func:`guard.adapters.flow.guarded`).
+    """
+
+    call: Call
+    request: Any
+    decision: Decision | None = None
+    cleared: bool = False
+
+
+Steps: TypeAlias = Generator[_Step, Outcome[Any], Any]
 
 
 class GuardToolWrapper:
@@ -152,7 +172,7 @@ class GuardToolWrapper:
         with tracker.lock:
             if learn(tracker, config, messages, entry):
                 read_inputs(tracker, config, self.messages_key)
-            refusals = drive(feed(tracker, messages), tracker.session, no_execute)
+            refusals = decide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
 
     async def async_sync(
@@ -163,12 +183,12 @@ class GuardToolWrapper:
         async with tracker.alock:
             if learn(tracker, config, messages, entry):
                 await aread_inputs(tracker, config, self.messages_key)
-            refusals = await adrive(feed(tracker, messages), tracker.session, no_execute_async)
+            refusals = await adecide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
 
     # ------------------------------------------------------------------ one tool call
 
-    def _tools(self, tracker: Tracker, request: Any, main: Call) -> Tools:
+    def _tools(self, tracker: Tracker, request: Any, main: Call) -> Tools[Any, Any]:
         """The flow's view of this request: ``main`` runs as the request, a probe as a request for its tool."""
         tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
         call = request.tool_call
@@ -187,13 +207,12 @@ class GuardToolWrapper:
 
         return Tools(payload, result, tracker.report, self.max_probe_rounds, observe_calls=False)
 
-    def _flow(self, tracker: Tracker, request: Any, config: Mapping[str, Any]) -> Flow[Any]:
-        """decide (or reuse the decision on exactly this call) → probes → authorize → run; or refuse / ask."""
+    def _flow(self, tracker: Tracker, request: Any, config: Mapping[str, Any]) -> Steps:
+        """The guarded call (reusing the decision on exactly this call), then a refusal or a human's review."""
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
-        cid, decision = yield from bind_call(tracker, name, args, call_id)
-        main = Call(name, args, cid)
-        outcome = yield from guarded_call(tracker.session, main, self._tools(tracker, request, main), decision)
+        cid, decision = bind_call(tracker, name, args, call_id)
+        outcome = yield _Step(Call(name, args, cid), request, decision)
         if isinstance(outcome, Ran):
             return outcome.output
         decision = outcome.decision
@@ -206,14 +225,14 @@ class GuardToolWrapper:
             return (yield from self._review(tracker, request, cid, decision, config))
         return not_executed(decision, call)
 
-    def _run(self, tracker: Tracker, request: Any, main: Call, decision: Decision) -> Flow[Any]:
+    def _run(self, request: Any, main: Call, decision: Decision) -> Steps:
         """authorize → run exactly ``main`` (an approved or edited call); the refusal message otherwise."""
-        outcome = yield from execute(tracker.session, main, decision, self._tools(tracker, request, main))
+        outcome = yield _Step(main, request, decision, cleared=True)
         if isinstance(outcome, Ran):
             return outcome.output
         return not_executed(outcome.decision, request.tool_call)
 
-    def _reviewed(self, tracker: Tracker, request: Any, reviewed: Reviewed) -> Flow[Any]:
+    def _reviewed(self, tracker: Tracker, request: Any, reviewed: Reviewed) -> Steps:
         """Act on the turn review's answer: its message, or run the approved / edited call once."""
         if reviewed.message is not None:
             return reviewed.message
@@ -225,9 +244,9 @@ class GuardToolWrapper:
             request = edited
             tracker.alias[plain(call.get("id"))] = reviewed.cid
         main = Call(call.get("name"), call.get("args"), reviewed.cid)
-        return (yield from self._run(tracker, request, main, reviewed.decision))
+        return (yield from self._run(request, main, reviewed.decision))
 
-    def review_turn(self, tracker: Tracker, messages: Sequence[Any], config: Mapping[str, Any]) -> Flow[Any]:
+    def review_turn(self, tracker: Tracker, messages: Sequence[Any], config: Mapping[str, Any]) -> Deciding[None]:
         """Review every escalated call of the latest model turn with one interrupt (``GuardMiddleware``).
 
         Each answer is audited (``Session.review``) and settled into ``tracker.reviewed``, which
@@ -270,7 +289,7 @@ class GuardToolWrapper:
         call: dict[str, Any],
         answer: Mapping[str, Any],
         config: Mapping[str, Any],
-    ) -> Generator[Any, Any, Reviewed | tuple[Decision, str, dict[str, Any]]]:
+    ) -> Deciding[Reviewed | tuple[Decision, str, dict[str, Any]]]:
         """One reviewed call: its settled outcome, or (decision, call id, call) to ask about again."""
         session = tracker.session
         original = tracker.bound(call["name"], call["args"], call.get("id"))
@@ -296,14 +315,14 @@ class GuardToolWrapper:
         known = session.decision(new_cid)
         again = known if known is not None and decided_call(known, new_call["name"], new_call["args"]) else None
         if again is None:
-            again = yield Decide(Call(new_call["name"], new_call["args"], new_cid))
+            again = yield Call(new_call["name"], new_call["args"], new_cid)
         if again.allowed:
             return Reviewed(first, new_cid, new_call, None)
         if again.verdict is Verdict.ESCALATE:
             return again, new_cid, new_call
         return Reviewed(first, new_cid, new_call, not_executed(again, new_call))
 
-    def _review(self, tracker: Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> Flow[Any]:
+    def _review(self, tracker: Tracker, request: Any, cid: str, decision: Any, config: Mapping[str, Any]) -> Steps:
         """Ask a human (LangChain HITL answers); every answer is audited; an edit is decided again."""
         session, call = tracker.session, request.tool_call
         for _ in range(self.max_reviews):
@@ -322,7 +341,7 @@ class GuardToolWrapper:
                 log.warning("carbguard: %s", exc)
                 return not_executed(decision, call)
             if kind == "approve":
-                return (yield from self._run(tracker, request, Call(call.get("name"), call.get("args"), cid), decision))
+                return (yield from self._run(request, Call(call.get("name"), call.get("args"), cid), decision))
             if kind == "respond":
                 return _respond_message(call, message)
             if kind == "reject" or new_call is None:
@@ -337,7 +356,7 @@ class GuardToolWrapper:
             main = Call(call["name"], call["args"], cid)
             known = session.decision(cid)
             known = known if known is not None and decided_call(known, call["name"], call["args"]) else None
-            outcome = yield from guarded_call(session, main, self._tools(tracker, request, main), known)
+            outcome = yield _Step(main, request, known)
             if isinstance(outcome, Ran):
                 return outcome.output
             decision = outcome.decision
@@ -359,7 +378,7 @@ class GuardToolWrapper:
         except UnboundCallError as exc:
             return self._unbound(request, handler, exc)
         with closed_on_error(tracker.session):  # a tool error or an interrupt: the session_end is written
-            out = drive(self._flow(tracker, request, config), tracker.session, handler)
+            out = self._drive(tracker, self._flow(tracker, request, config), handler)
         note_output(tracker, out)
         return out
 
@@ -372,9 +391,35 @@ class GuardToolWrapper:
             out = self._unbound(request, handler, exc)
             return (await out) if not isinstance(out, ToolMessage) else out
         with closed_on_error(tracker.session):
-            out = await adrive(self._flow(tracker, request, config), tracker.session, handler)
+            out = await self._adrive(tracker, self._flow(tracker, request, config), handler)
         note_output(tracker, out)
         return out
+
+    def _drive(self, tracker: Tracker, flow: Steps, handler: Callable[[Any], Any]) -> Any:
+        """Run a tool-call generator to its end, each call it asks for through :func:`guarded` (``handler`` runs)."""
+        try:
+            step = next(flow)
+            while True:
+                tools = self._tools(tracker, step.request, step.call)
+                outcome = guarded(
+                    tracker.session, step.call, tools, handler, decision=step.decision, cleared=step.cleared
+                )
+                step = flow.send(outcome)
+        except StopIteration as stop:
+            return stop.value
+
+    async def _adrive(self, tracker: Tracker, flow: Steps, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """The async twin of :meth:`_drive` (:func:`aguarded`)."""
+        try:
+            step = next(flow)
+            while True:
+                tools = self._tools(tracker, step.request, step.call)
+                outcome = await aguarded(
+                    tracker.session, step.call, tools, handler, decision=step.decision, cleared=step.cleared
+                )
+                step = flow.send(outcome)
+        except StopIteration as stop:
+            return stop.value
 
     def _unbound(self, request: Any, handler: Callable[[Any], Any], exc: UnboundCallError) -> Any:
         """No session can be keyed: enforcing refuses the call; shadow lets it run undecided (and says so)."""

@@ -19,12 +19,13 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from guard.adapters._mcp_content import ContentObserver, observe_all, result_text
 from guard.adapters._refusal import refusal_text as refusal_text
-from guard.adapters.flow import Call, Refused, Tools, adrive, authorized, decided
-from guard.decision import Decision, Mode
+from guard.adapters.flow import Call, Refused, Tools, aguarded
+from guard.decision import Decision
 from guard.errors import GuardError, InputError
 from guard.policy.tools import ToolSchema, check_tools, from_mcp_tools
 from guard.runtime import Session
@@ -49,13 +50,26 @@ def refusal_result(decision: Decision) -> dict[str, Any]:
     }
 
 
-def mcp_tools(warn: Warn, result: Callable[[Any], tuple[str, str]]) -> Tools:
-    """The flow's view of an MCP server: a call runs as ``tools/call`` params; ``result`` reads what it returned."""
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A ``tools/call`` to run: its params (the authorized arguments), and whether it is the guard's own probe."""
 
-    def payload(call: Call, args: dict[str, Any]) -> Any:
-        return {"name": call.tool, "arguments": args}
+    params: dict[str, Any]
+    probe: bool
 
-    return Tools(payload, result, warn, MAX_PROBE_ROUNDS)
+
+def mcp_tools(
+    warn: Warn, result: Callable[[Any], tuple[str, str]], main: Call, *, observe: bool = True
+) -> Tools[Request, Any]:
+    """The flow's view of an MCP server: a call runs as ``tools/call`` params; ``result`` reads what it returned.
+
+    ``main`` is the client's call (any other is a probe); ``observe=False``: its answer is observed when it arrives.
+    """
+
+    def payload(call: Call, args: dict[str, Any]) -> Request:
+        return Request({"name": call.tool, "arguments": args}, call != main)
+
+    return Tools(payload, result, warn, MAX_PROBE_ROUNDS, observe)
 
 
 def _rpc_error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -137,21 +151,19 @@ class GuardedRelay:
             text = "carbguard: task-augmented tools/call is not supported; call the tool without `task`"
             await self._to_client(_rpc_error(msg_id, -32602, text))
             return
-        call, tools = Call(tool_name, args, call_id), mcp_tools(self._warn, response_text)
-        decision = await adrive(decided(self.session, call, tools), self.session, self._probe)
-        if not (decision.allowed or self.session.guard.mode is Mode.SHADOW):
-            await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(decision)})
-            return
-        forwarded = authorized(self.session, call, decision, tools)
-        if isinstance(forwarded, Refused):
-            await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(forwarded.decision)})
-            return
-        self._guarded[json.dumps(msg_id, sort_keys=True)] = call_id
-        await self._to_server({**message, "params": {**params, **forwarded}})
+        call = Call(tool_name, args, call_id)
 
-    async def _probe(self, params: Mapping[str, Any]) -> Any:
-        """Run one authorized probe against the server; its result (the JSON-RPC response) never reaches the client."""
-        return await self._request("tools/call", params)
+        async def run(request: Request) -> Any:
+            """A probe runs against the server; the client's call is forwarded (its answer observed in ``_answer``)."""
+            if request.probe:  # its result (the JSON-RPC response) never reaches the client
+                return await self._request("tools/call", request.params)
+            self._guarded[json.dumps(msg_id, sort_keys=True)] = call_id
+            await self._to_server({**message, "params": {**params, **request.params}})
+            return None
+
+        outcome = await aguarded(self.session, call, mcp_tools(self._warn, response_text, call, observe=False), run)
+        if isinstance(outcome, Refused):
+            await self._to_client({"jsonrpc": "2.0", "id": msg_id, "result": refusal_result(outcome.decision)})
 
     async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
         """A request of the proxy's own to the server; its response never reaches the client."""
@@ -281,4 +293,4 @@ def response_text(response: Any) -> tuple[str, str]:
     return result_text(response.get("result"))
 
 
-__all__ = ["GuardedRelay", "mcp_tools", "refusal_result", "refusal_text", "response_text", "result_text"]
+__all__ = ["GuardedRelay", "Request", "mcp_tools", "refusal_result", "refusal_text", "response_text", "result_text"]

@@ -30,12 +30,13 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from guard.adapters._lifecycle import check_tools
 from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
-from guard.adapters._mcp_relay import GuardedRelay, mcp_tools, refusal_result, refusal_text, result_text
+from guard.adapters._mcp_relay import GuardedRelay, Request, mcp_tools, refusal_result, refusal_text, result_text
 from guard.adapters._mcp_stdio import serve_stdio
-from guard.adapters.flow import Call, Refused, adrive, check_tools, decided, execute
-from guard.decision import Decision, Mode
+from guard.adapters.flow import Call, Ran, aguarded
+from guard.decision import Decision
 from guard.errors import InputError
 from guard.policy.tools import ToolSchema, from_mcp_tools
 from guard.runtime import Session
@@ -107,19 +108,19 @@ class GuardedClientSession:
         """Decide, then run (with the decided arguments) or refuse one tool call; returns a ``CallToolResult``."""
         args: Any = {} if arguments is None else arguments
         cid = call_id if call_id is not None else f"{self._prefix}{next(self._ids)}"
-        tools = mcp_tools(log.warning, lambda result: result_text(_wire(result)))
-        flow = decided(self.session, Call(name, args, cid), tools)
-        self.last_decision = decision = await adrive(flow, self.session, self._probe)
-        if not (decision.allowed or self.session.guard.mode is Mode.SHADOW):
-            return _require_mcp().types.CallToolResult.model_validate(refusal_result(decision))
-        run = execute(self.session, Call(name, args, cid), decision, tools)
-        outcome = await adrive(run, self.session, lambda params: self._client.call_tool(**params, **kwargs))
-        if isinstance(outcome, Refused):
-            return _require_mcp().types.CallToolResult.model_validate(refusal_result(outcome.decision))
-        return outcome.output
+        call = Call(name, args, cid)
 
-    async def _probe(self, params: Mapping[str, Any]) -> Any:
-        return await self._client.call_tool(**params)
+        async def run(request: Request) -> Any:
+            """A probe is called as the guard asks; the client's call with the caller's extra arguments."""
+            return await self._client.call_tool(**request.params, **({} if request.probe else kwargs))
+
+        tools = mcp_tools(log.warning, lambda result: result_text(_wire(result)), call)
+        outcome = await aguarded(self.session, call, tools, run)
+        if isinstance(outcome, Ran):
+            self.last_decision = outcome.decision
+            return outcome.output
+        self.last_decision = outcome.gate or outcome.decision  # the decision, not a later binding refusal
+        return _require_mcp().types.CallToolResult.model_validate(refusal_result(outcome.decision))
 
     async def read_resource(self, uri: Any, *args: Any, **kwargs: Any) -> Any:
         """``read_resource``, observed as the kind the policy's ``mcp.resources`` gives ``uri``."""

@@ -66,6 +66,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guard.adapters._lifecycle import check_tools
 from guard.adapters._openai_history import (
     SDK_USER_ITEMS,
     SERVER_STATE,
@@ -77,8 +78,8 @@ from guard.adapters._openai_history import (
 )
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Refused, Tools, adrive, check_tools, decided, execute
-from guard.decision import Decision, Mode
+from guard.adapters.flow import Call, Refused, Tools, agate, aguarded
+from guard.decision import Decision
 from guard.errors import GuardError, InputError
 from guard.runtime import Guard, Session
 
@@ -129,6 +130,9 @@ def _info(decision: Decision) -> dict[str, Any]:
     }
 
 
+_Payload = tuple[FunctionTool, ToolContext[Any], str]  # a tool, its context and its JSON arguments
+
+
 def _report(problem: str) -> None:
     log.warning("%s", problem)
 
@@ -140,10 +144,10 @@ class _Binding:
     session: Session
     originals: dict[str, FunctionTool] = field(default_factory=dict)
 
-    def _tools(self, ctx: ToolContext[Any]) -> Tools:
+    def _tools(self, ctx: ToolContext[Any]) -> Tools[_Payload, Any]:
         """The flow's view of one tool context: a call runs as its tool's ``on_invoke_tool`` with JSON arguments."""
 
-        def payload(call: Call, args: dict[str, Any]) -> Any:
+        def payload(call: Call, args: dict[str, Any]) -> _Payload | None:
             tool = self.originals.get(call.tool) if type(call.tool) is str else None
             if tool is None:
                 return None
@@ -164,30 +168,31 @@ class _Binding:
         return Tools(payload, lambda out: (_output_text(out), "ok"), _report, MAX_PROBE_ROUNDS)
 
     @staticmethod
-    async def _run(payload: tuple[FunctionTool, ToolContext[Any], str]) -> Any:
+    async def _run(payload: _Payload) -> Any:
         tool, ctx, args = payload
         return await tool.on_invoke_tool(ctx, args)
 
     async def guardrail(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
-        """Decide the call (probes included); shadow mode allows every decided call."""
+        """The gate half of the flow: decide the call (probes included); allow it when the flow would run it."""
         ctx = data.context
         call = Call(ctx.tool_name, _parse(ctx.tool_arguments), ctx.tool_call_id)
+        blind = None
         if not self.session.graph.records:  # fail closed: a session fed nothing would decide without the run's history
-            blind = InputError(
+            seen = InputError(
                 f"session {self.session.session_id!r} has seen nothing of the run; use observe_input first"
             )
-            decision = self.session.refuse(call.tool, call.args, call.call_id, blind)
-        else:
-            decision = await adrive(decided(self.session, call, self._tools(ctx)), self.session, self._run)
-        if decision.allowed or self.session.guard.mode is Mode.SHADOW:
-            return ToolGuardrailFunctionOutput.allow(output_info=_info(decision))
-        return ToolGuardrailFunctionOutput.reject_content(refusal_text(decision), output_info=_info(decision))
+            blind = self.session.refuse(call.tool, call.args, call.call_id, seen)
+        gate = await agate(self.session, call, self._tools(ctx), self._run, decision=blind)
+        if isinstance(gate, Refused):
+            return ToolGuardrailFunctionOutput.reject_content(
+                refusal_text(gate.decision), output_info=_info(gate.decision)
+            )
+        return ToolGuardrailFunctionOutput.allow(output_info=_info(gate))
 
     async def invoke(self, tool: FunctionTool, ctx: ToolContext[Any], raw: str) -> Any:
         """Run ``tool`` only with the arguments ``session.authorize`` returns for this call id; observe its output."""
-        call = Call(tool.name, _parse(raw), ctx.tool_call_id)
-        flow = execute(self.session, call, self.session.decision(ctx.tool_call_id), self._tools(ctx))
-        outcome = await adrive(flow, self.session, self._run)
+        call, decision = Call(tool.name, _parse(raw), ctx.tool_call_id), self.session.decision(ctx.tool_call_id)
+        outcome = await aguarded(self.session, call, self._tools(ctx), self._run, decision=decision, cleared=True)
         if isinstance(outcome, Refused):
             return refusal_text(outcome.decision)
         return outcome.output

@@ -1,11 +1,12 @@
 """A plain Python tool-calling loop (OpenAI-style messages), no framework, guarded by carbguard.
 
 The loop owns the messages; the guard sees them through one session: user turns
-(``observe_user``), every proposed call before it runs (``decide``), every result the agent gets
-(``observe_result``), the final answer (``observe_final``).  A call runs only as
-``decide`` → ``session.authorize(call_id, name, args)`` → the tool with the *returned* dict (the
-canonical copy that was decided; ``BindingError`` for anything else).  The "model" is a script
-here, so the example runs offline:
+(``observe_user``), every proposed call, every result the agent gets, the final answer
+(``observe_final``).  Each proposed call goes through one function,
+``guarded(session, Call(name, args, call_id), tools, run)`` (``guard.adapters.flow``): it decides
+the call, runs the probes a ``probe`` verdict asks for and decides again, calls ``run`` only when the
+call may run (allowed, or shadow mode) and only with the arguments ``session.authorize`` returns,
+and observes the result.  The "model" is a script here, so the example runs offline:
 
     python examples/custom_loop.py            # enforce
     python examples/custom_loop.py shadow     # decide and audit, never block (same messages as no guard)
@@ -16,15 +17,14 @@ Each printed line is a call, the guard's verdict, reason and score, and what hap
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from guard import Decision, Guard, InputError, Mode, Session, Verdict, load_policy
-from guard.errors import BindingError
+from guard import Decision, Guard, Mode, Session, load_policy
+from guard.adapters.flow import Call, Refused, Tools, guarded
 
 POLICY = Path(__file__).resolve().parent.parent / "policies" / "examples" / "mail_agent.yaml"
 RECORD = "Customer: Lena Novak\nIBAN: DE44500105175407324931\nPassport number: C7R4K91X2"
@@ -68,48 +68,44 @@ def scripted_model() -> Iterator[dict[str, Any]]:
     yield {"role": "assistant", "content": "Draft saved; I did not send the record.", "tool_calls": None}
 
 
-def decide(session: Session, name: str, args: Any, call_id: str, max_probe_rounds: int = 2) -> Decision:
-    """The guard's decision; a ``probe`` verdict runs the probes (read-only tools) and decides again.
-
-    Each probe is itself decided and authorized and runs with the authorized arguments.  In shadow
-    mode no probe runs (shadow changes nothing the tools see).
-    """
-    decision = session.decide(name, args, call_id)
-    rounds = 0 if session.guard.mode == Mode.SHADOW else max_probe_rounds
-    for _ in range(rounds):
-        if decision.verdict is not Verdict.PROBE:
-            break
-        for probe in decision.probes:
-            if probe.tool in TOOLS and session.decide(probe.tool, dict(probe.args), probe.call_id).allowed:
-                bound = session.authorize(probe.call_id, probe.tool, dict(probe.args))
-                session.observe_result(probe.call_id, TOOLS[probe.tool](**bound))
-        decision = session.decide(name, args, call_id)
-    return decision
+Payload = tuple[str, Any]  # a tool name and the arguments it runs with
+Result = tuple[str, str]  # what the model is told, and the status (``ok`` / ``error``)
 
 
-def run_tool(session: Session, decision: Decision, name: str, args: Any, call_id: str) -> tuple[str, str]:
-    """Run exactly the decided call with the authorized arguments, or tell the model why it was not run."""
-    refused = f"Not run by carbguard ({decision.verdict.value}: {decision.reason.value}): {decision.message}"
-    shadow = session.guard.mode == Mode.SHADOW
-    if not decision.allowed and not shadow:
-        return refused, "error"
+def payload(call: Call, args: dict[str, Any]) -> Payload | None:
+    """How this loop runs ``call`` with the authorized ``args``; None: the agent has no such tool."""
+    return (call.tool, args) if call.tool in TOOLS else None
+
+
+def run(request: Payload) -> Result:
+    """Run one tool; a tool error goes back to the model as a result."""
+    name, args = request
     try:
-        bound: Any = session.authorize(call_id, name, args)
-    except BindingError as exc:
-        if not shadow:
-            return f"Not run by carbguard: {exc}", "error"
-        bound = args  # shadow never blocks: a call the guard could not bind runs as the model wrote it
-    try:
-        if name not in TOOLS or not isinstance(bound, dict):
+        if name not in TOOLS or not isinstance(args, dict):
             raise TypeError(f"no tool {name!r} taking these arguments")
-        return TOOLS[name](**bound), "ok"
+        return TOOLS[name](**args), "ok"
     except Exception as exc:  # noqa: BLE001 - a tool error goes back to the model as a result
         return f"{type(exc).__name__}: {exc}", "error"
 
 
-def outcome(decision: Decision, mode: Mode) -> str:
-    """What happened to the decided call, as printed: shadow mode runs a refused call and says so."""
-    if decision.allowed:
+def run_call(session: Session, call_id: Any, name: Any, args: Any) -> tuple[str, str, Decision | None]:
+    """One proposed call through the guard: the text and status the model gets, and the decision.
+
+    ``guarded`` decides it (running any probes first), runs it only if it may run, with the
+    authorized copy of its arguments, and observes the result; a refused call never runs.
+    """
+    tools: Tools[Payload, Result] = Tools(payload, result=lambda result: result)
+    outcome = guarded(session, Call(name, args, call_id), tools, run)
+    if isinstance(outcome, Refused):
+        d = outcome.decision
+        return f"Not run by carbguard ({d.verdict.value}: {d.reason.value}): {d.message}", "error", d
+    text, status = outcome.output
+    return text, status, outcome.decision
+
+
+def outcome(decision: Decision | None, mode: Mode) -> str:
+    """What happened to the call, as printed: shadow mode runs a refused call and says so."""
+    if decision is None or decision.allowed:
         return "ran"
     return "would have been refused; ran anyway (shadow)" if mode == Mode.SHADOW else "refused"
 
@@ -127,25 +123,18 @@ def main(mode: str = Mode.ENFORCE) -> list[dict[str, Any]]:
         if not reply.get("tool_calls"):
             session.observe_final(reply["content"] or "")
             break
-        # Decide every call of the turn before any of them runs.
-        planned = []
         for tool_call in reply["tool_calls"]:
-            name, raw = tool_call["function"]["name"], tool_call["function"]["arguments"]
+            call_id, name, raw = tool_call["id"], tool_call["function"]["name"], tool_call["function"]["arguments"]
             try:
                 args = json.loads(raw)
             except json.JSONDecodeError:
                 args = raw  # not JSON: the guard refuses it (bad_arguments) and audits the refusal
-            planned.append((tool_call["id"], name, args, decide(session, name, args, tool_call["id"])))
-        for call_id, name, args, decision in planned:
-            text, status = run_tool(session, decision, name, args, call_id)
-            score = f"score={decision.score}"
-            verdict = f"{decision.verdict.value:<9} {decision.reason.value:<16} {score:<10}"
-            print(f"{name:<13} {verdict} {outcome(decision, session.guard.mode)}")
+            text, _, decision = run_call(session, call_id, name, args)
+            if decision is not None:  # guarded decides every call it is given
+                score = f"score={decision.score}"
+                verdict = f"{decision.verdict.value:<9} {decision.reason.value:<16} {score:<10}"
+                print(f"{name:<13} {verdict} {outcome(decision, session.guard.mode)}")
             messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
-            # A call refused before it entered the session (unknown tool, unparseable arguments) has
-            # no proposal to attach a result to: the session raises InputError and stays as it was.
-            with contextlib.suppress(InputError):
-                session.observe_result(call_id, text, status)
     return messages
 
 

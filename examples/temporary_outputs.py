@@ -18,8 +18,10 @@ Three scenarios, each a fresh session with scripted probe results:
    parse: each attempt leaves the worlds unchanged and spends budget; with the budget spent the
    e-mail is escalated (``authority_missing``: approval, not information, is missing).
 
-The adapter loop is the one every integration needs: decide; on ``probe`` run each probe call
-through the gate (it is read-only), report its result with ``observe_result``, decide again.
+The probe loop is written out here only to print every intermediate decision: decide; on ``probe``
+run each probe call through the gate (it is read-only), report its result with ``observe_result``,
+decide again.  An integration does not write it: ``guard.adapters.flow.guarded`` runs these steps
+once per call (examples/custom_loop.py).
 
 Run: ``python examples/temporary_outputs.py``.
 """

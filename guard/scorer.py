@@ -116,14 +116,14 @@ class WeightedScorer:
 
     def signature_hit(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> bool:
         """Whether the signature rule escalates this call (docs/evidence.md#signatures-are-a-rule): the policy
-        keeps the rule on, the call is in the scorer's scope, and a value it carries stands inside a signature
+        keeps the rule on, the call is a sink or side-effectful, and a value it carries stands inside a signature
         match of an untrusted record (a signature feature that reads the call's values fired, and trusted
         evidence did not leave it out).  The rule only ever stops a call; it is not part of the score."""
         if self.policy.scorer.signature_rule != "escalate":
             return False
         if not any(values.get(name, False) for name in SIGNATURE_RULE_FEATURES):
             return False
-        if node not in graph.records or not self._in_scope(graph, node):
+        if node not in graph.records or not self._acting(graph, node):
             return False
         lowered = self.lowered(graph, node, values)
         return any(values.get(name, False) and name not in lowered for name in SIGNATURE_RULE_FEATURES)
@@ -132,11 +132,13 @@ class WeightedScorer:
         """Whether the policy's scorer scope scores this proposal (out of scope: score 0)."""
         return self._in_scope(graph, node)
 
-    def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
-        if self.policy.scorer.scope == "all":
-            return True
+    def _acting(self, graph: PrefixGraph, node: int) -> bool:
+        """Whether the proposal is a sink or a side-effectful call (what the signature rule may stop)."""
         spec = self.policy.tool(graph.records[node].tool or "")
         return spec is not None and (spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE)
+
+    def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
+        return self.policy.scorer.scope == "all" or self._acting(graph, node)
 
     def _role_features(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
         """Argument roles x source kinds and graded evidence (:mod:`guard.evidence.role_features`), for sinks and

@@ -68,7 +68,7 @@ def test_cli_reference_covers_every_command_and_option() -> None:
 
 def test_generated_text_has_no_outside_pointers() -> None:
     """Catches a design-document pointer (METHOD §N) leaking from docstrings or help into the pages."""
-    assert hooks.clean("the gate (docs/evidence.md) decides") == "the gate decides"
+    assert hooks.clean("the gate (METHOD §6) decides") == "the gate decides"  # a planted outside pointer
     for text in (hooks.policy_reference(), hooks.cli_reference()):
         assert "METHOD §" not in text
 

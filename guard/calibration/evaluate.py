@@ -127,11 +127,13 @@ class CarbRule:
     groups: Sequence[Hashable] | None = None
     slack: float = 0.0
 
-    def grouped(self, alpha: float) -> bool:
-        """Whether the group rule applies at ``alpha`` (groups given and α at or above the floor)."""
+    def grouped(self, alpha: float, rows: np.ndarray | None = None) -> bool:
+        """Whether the group rule applies at ``alpha``: groups given, and α at or above the floor 1/(G+1) with G
+        the groups of the calibration episodes ``rows`` (all episodes when None)."""
         if self.groups is None:
             return False
-        return crc.alpha_fraction(alpha) * (len(set(self.groups)) + 1) >= 1
+        keys = self.groups if rows is None else [self.groups[int(i)] for i in rows]
+        return crc.alpha_fraction(alpha) * (len(set(keys)) + 1) >= 1
 
     def describe(self, alphas: Sequence[float]) -> dict[str, Any]:
         """The rule per α, for the JSON result."""
@@ -145,7 +147,7 @@ class CarbRule:
 def carb_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float, rule: CarbRule | None = None) -> np.ndarray:
     """λ̂ of the CARB rule for each permutation, on each calibration half's exact grid (``rule``: grouped, slack)."""
     rule = rule or CarbRule()
-    if rule.grouped(alpha) and rule.groups is not None:
+    if rule.groups is not None and all(rule.grouped(alpha, rows) for rows in calib):
         lam = group_crc.group_lambdas(corpus, calib, rule.groups, alpha)
     else:
         owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))

@@ -55,7 +55,7 @@ def token_spans(text: str, starts: Iterable[int], window: int, longest: int = SH
     return found
 
 
-class _UntilAsked:
+class UntilAsked:
     """Records are queued until the index is first asked, then indexed as they are added.
 
     A session whose proposals never ask pays nothing on observe; after the first query no decision
@@ -84,7 +84,7 @@ class _UntilAsked:
         raise NotImplementedError
 
 
-class InjectedTokens(_UntilAsked):
+class InjectedTokens(UntilAsked):
     """Short whole-token strings inside injection windows of untrusted records → earliest holder."""
 
     def __init__(self, window: int) -> None:
@@ -108,7 +108,7 @@ class InjectedTokens(_UntilAsked):
         return first is not None and first < node
 
 
-class SubstringIndex(_UntilAsked):
+class SubstringIndex(UntilAsked):
     """``GRAM``-grams of some records' texts → those records, to find which contain a given token
     (queued until first asked, as :class:`InjectedTokens`; most sessions never ask: only a proposal
     with a URL path or query does).

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from guard.evidence.feature_index import SHORT_ID_MAX, SubstringIndex, _UntilAsked
+from guard.evidence.feature_index import SHORT_ID_MAX, SubstringIndex, UntilAsked
 
 __all__ = ["MAX_CLAUSE", "InstructedValues", "instruction_clauses"]
 
@@ -127,7 +127,7 @@ def _tokens(text: str) -> set[str]:
     return out
 
 
-class InstructedValues(_UntilAsked):
+class InstructedValues(UntilAsked):
     """The instruction-shaped clauses of untrusted records, asked whether an earlier one holds a value.
 
     A value of at most :data:`~guard.evidence.feature_index.SHORT_ID_MAX` characters must stand as a

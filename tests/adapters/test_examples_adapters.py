@@ -65,19 +65,18 @@ def test_custom_loop_shadow_runs_everything_and_decides_as_enforcing(capsys: pyt
 
 
 def test_custom_loop_runs_the_authorized_copy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """run_tool hands the tool the authorized plain dict, and refuses arguments changed after the decision."""
+    """run_call hands the tool the authorized plain dict (a fresh copy, not the agent's object), and refuses a
+    second run of a call id that already ran (the tool is not called again)."""
     module = load("custom_loop.py")
     got: list[Any] = []
     module["TOOLS"]["save_draft"] = lambda **kw: got.append(kw) or "saved"
     guard = module["Guard"](module["load_policy"](module["POLICY"]), threshold=0.5)
     session = guard.session("copy")
     args = {"subject": "s", "body": "b"}
-    decision = module["decide"](session, "save_draft", args, "d1")
-    assert module["run_tool"](session, decision, "save_draft", {"subject": "s", "body": "other"}, "d1")[1] == "error"
-    assert got == []
-    decision = module["decide"](session, "save_draft", args, "d2")
-    assert module["run_tool"](session, decision, "save_draft", args, "d2") == ("saved", "ok")
-    assert got == [args] and type(got[0]) is dict
+    assert module["run_call"](session, "d2", "save_draft", args)[:2] == ("saved", "ok")
+    assert got == [args] and type(got[0]) is dict and got[0] is not args
+    text, status, _ = module["run_call"](session, "d2", "save_draft", args)
+    assert status == "error" and text.startswith("Not run by carbguard") and len(got) == 1
 
 
 def test_custom_loop_decide_never_raises_on_a_hostile_repr() -> None:
@@ -90,6 +89,6 @@ def test_custom_loop_decide_never_raises_on_a_hostile_repr() -> None:
     module = load("custom_loop.py")
     guard = module["Guard"](module["load_policy"](module["POLICY"]), threshold=0.5)
     session = guard.session("repr")
-    decision = module["decide"](session, Hostile(), {}, Hostile())
-    text, status = module["run_tool"](session, decision, Hostile(), {}, Hostile())
-    assert not decision.allowed and status == "error" and text.startswith("Not run by carbguard")
+    text, status, decision = module["run_call"](session, Hostile(), Hostile(), {})
+    assert decision is not None and not decision.allowed
+    assert status == "error" and text.startswith("Not run by carbguard")

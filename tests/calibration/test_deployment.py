@@ -163,7 +163,8 @@ def test_convert_agentdojo_then_calibrate(tmp_path: Path, capsys: pytest.Capture
     assert _run(["episodes", "convert", "--from", "agentdojo", str(runs), "-o", str(out)], capsys)[0] == 0
     policies = Path(__file__).resolve().parents[2] / "guard" / "data" / "policies" / "agentdojo"
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    assert main(["calibrate", "--runs", str(runs), "--alpha", "0.5", "--out", str(a)]) == 0
+    # the AgentDojo route groups by goal by default; an episodes file has no default grouping
+    assert main(["calibrate", "--runs", str(runs), "--alpha", "0.5", "--group-by", "none", "--out", str(a)]) == 0
     argv = [
         "calibrate",
         "--policy",

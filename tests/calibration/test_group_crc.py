@@ -281,7 +281,10 @@ def test_calibrate_group_by_injection_task_records_the_rule(tmp_path: Path, caps
     scored = score_selectors(corpus.episodes, ["gcarb"])[0]["gcarb"]  # the calibration's scores, cached
     keys = [(e.meta.suite, e.meta.injection_task or "none") for e in corpus.episodes]
     grid = crc.exact_grid(scored.scores)
-    assert body["threshold"] == group_crc.group_crc_threshold(scored.harm_level, keys, grid, 0.1)
+    lam = group_crc.group_crc_threshold(scored.harm_level, keys, grid, 0.1)
+    assert body["threshold_before_slack"] == lam and body["threshold"] <= lam  # the default utility slack lowers it
+    assert main([*argv, "--utility-slack", "0", "--out", str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8"))["threshold"] == lam
 
 
 @pytest.mark.parametrize(

@@ -104,7 +104,8 @@ def test_calibrate_cli_prints_the_rule_s_guarantee(tmp_path: Path, capsys: pytes
     assert "empirical calibration risk=" in printed and "LTT p-value" in printed and "delta=0.2" in printed
     assert "corrected" not in printed and "P(R(lambda_hat) <= alpha) >= 1 - delta" in printed
     assert "delta=0.2" in json.loads(out.read_text())["guarantee"]
-    assert main(["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--out", str(tmp_path / "c.json")]) == 0
+    plain = ["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--group-by", "none"]
+    assert main([*plain, "--out", str(tmp_path / "c.json")]) == 0
     printed = capsys.readouterr().out
     assert "calibration risk (corrected)=" in printed and CRC_GUARANTEE in printed
 
@@ -162,7 +163,8 @@ def test_small_n_warning_on_stderr_only_at_small_n(tmp_path: Path, capsys: pytes
 
     Catches: the warning never printed, printed at every n, or printed on stdout.
     """
-    assert main(["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--out", str(tmp_path / "a.json")]) == 0
+    plain = ["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--group-by", "none"]
+    assert main([*plain, "--out", str(tmp_path / "a.json")]) == 0
     out, err = capsys.readouterr()
     assert "warning: only n=" in err and "P(R(lambda_hat) > 2*alpha)" in err and "warning: only" not in out
     assert ltt.small_n_warning("carb", 100, 0.1, 0.1) is None and ltt.small_n_warning("ltt", 500, 0.1, 0.1) is None

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from guard import Verdict
-from guard.adapters.flow import Call, Tools, drive, guarded_call
+from guard.adapters.flow import Call, Tools, guarded
 from guard.audit import AuditLog, read_entries, verify
 from guard.cli import main
 from guard.cli.deployed import OpenBound, deployed_sessions, realised_losses, sampled_terms
@@ -139,11 +139,11 @@ def test_session_as_context_manager_closes_on_error(mail: Policy, tmp_path: Path
         return IBAN
 
     with guard.session("ok") as session:
-        drive(guarded_call(session, Call("read_record", {"name": "Lena Novak"}, "c1"), tools), session, run)
+        guarded(session, Call("read_record", {"name": "Lena Novak"}, "c1"), tools, run)
     with pytest.raises(RuntimeError), guard.session("error") as session:
-        drive(guarded_call(session, Call("send_email", {**EXFIL, "body": "hi"}, "c1"), tools), session, run)
+        guarded(session, Call("send_email", {**EXFIL, "body": "hi"}, "c1"), tools, run)
     with pytest.raises(KeyboardInterrupt), guard.session("interrupt") as session:
-        drive(guarded_call(session, Call("read_inbox", {}, "c1"), tools), session, run)
+        guarded(session, Call("read_inbox", {}, "c1"), tools, run)
     assert [(e["session"], e["proposals"]) for e in _ends(log)] == [("ok", 1), ("error", 1), ("interrupt", 1)]
 
 
