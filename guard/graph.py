@@ -3,24 +3,21 @@
 Nodes are record indices; edges point forward in time and carry their type:
 
 - ``E1`` call → result (same ``call_id``);
-- ``E2`` span reuse: an argument value of a later proposal contains an exact span of at least
-  ``min_span`` characters of an earlier record's free text, a whole value token of it, or a whole
-  structured value of it (an e-mail address, URL, IBAN, ...: :mod:`guard.evidence.values`); a span covering
-  only part of a structured value, or boilerplate (:mod:`guard.evidence.specificity`), makes no edge;
-- ``E3`` shared identifier: a value of an ``identifier_args`` argument equals an identifier that the
-  earlier record names;
+- ``E2`` span reuse: an argument value of a later proposal contains an exact span of at least ``min_span``
+  characters of an earlier record's free text, a whole value token of it, or a whole structured value of it
+  (an e-mail address, URL, IBAN, ...: :mod:`guard.evidence.values`); a span covering only part of a
+  structured value, or boilerplate (:mod:`guard.evidence.specificity`), makes no edge;
+- ``E3`` shared identifier: an ``identifier_args`` value equals an identifier the earlier record names;
 - ``E4`` user intent: E2/E3 where the earlier record is a user turn.
 
-Adding a record costs time in the size of that record and the number of matches, never in the
-length of the prefix: earlier texts are kept in a k-gram index (k = ``min_span``) and a value-token
-index.  These rules are lexical, not semantic dataflow: a paraphrase escapes them, and common
-strings shared by chance can add spurious edges.
-
-Edges into a node are fixed when it is added, so per-node facts that depend on its ancestors are
-computed once, oldest node first, and kept as integer bit sets: ancestors, private sources, and
-*tainted* nodes (private, or with a private ancestor).  A decision then costs set operations, not a
-walk over the prefix.  Observed texts beyond the limits of :mod:`guard.limits` are indexed cut and
-mark the graph ``limited``; every later proposal is then refused (:class:`InputError`).
+Adding a record costs time in the size of that record and the number of matches, never in the length of
+the prefix: earlier texts are kept in a k-gram index (k = ``min_span``) and a value-token index.  These
+rules are lexical, not semantic dataflow: a paraphrase escapes them, and strings shared by chance can add
+spurious edges.  Edges into a node are fixed when it is added, so per-node facts that depend on its
+ancestors are computed once, oldest node first, and kept as integer bit sets: ancestors, private sources,
+and *tainted* nodes (private, or with a private ancestor).  A decision then costs set operations, not a
+walk over the prefix.  Texts beyond the limits of :mod:`guard.limits` are indexed cut and mark the graph
+``limited``; every later proposal is then refused (:class:`InputError`).
 """
 
 from __future__ import annotations
@@ -43,8 +40,8 @@ from guard.evidence.value_index import ValueIndex, index_for
 from guard.policy import Policy, ToolKind
 from guard.records import Record, RecordKind, Trust
 
-__all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex"]
-__all__ += ["bits_of", "build_graph", "members", "record_text"]
+__all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex", "bits_of", "members"]
+__all__ += ["build_graph", "record_text"]
 
 #: The per-node flags the graph keeps as bit sets (:meth:`PrefixGraph.flagged_bits`).
 FLAGS = ("private", "tainted", "canary", "injection", "untrusted")
@@ -96,8 +93,7 @@ class PrefixGraph:
         self._index = index
 
     def index_before(self, node: int) -> ValueIndex:
-        """An index holding every record older than ``node`` (mask with ``(1 << node) - 1``): a deferred
-        proposal not older than ``node`` is left unindexed."""
+        """An index holding every record older than ``node`` (a deferred younger proposal stays unindexed)."""
         pending = self._unindexed
         return self.index if pending is not None and pending[0] < node else self._index
 
@@ -326,12 +322,9 @@ class PrefixGraph:
         return reduce(or_, (bits for _, _, bits in self.edge_rules(node)), 0)
 
     def _closure(self, node: int) -> int:
-        """Ancestors of ``node`` as a bit set, from its sources' (already computed) ancestor sets.
-
-        Newest uncovered source first: a source already among the ancestors found so far adds
-        nothing (its own ancestors are among them too), so the work is one OR per distinct lineage
-        among the sources, not one per source (a late proposal can have thousands of sources).
-        """
+        """Ancestors of ``node`` as a bit set, from its sources' (already computed) ancestor sets.  Newest
+        uncovered source first: a source already among the ancestors found adds nothing (its ancestors are
+        there too), so the work is one OR per distinct lineage among the sources, not one per source."""
         anc, bits = self._anc, 0
         rest = self._pred_bits(node)
         while rest:

@@ -116,16 +116,21 @@ class WeightedScorer:
 
     def signature_hit(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> bool:
         """Whether the signature rule escalates this call (docs/evidence.md#signatures-are-a-rule): the policy
-        keeps the rule on, the call is a sink or side-effectful, and a value it carries stands inside a signature
-        match of an untrusted record (a signature feature that reads the call's values fired, and trusted
-        evidence did not leave it out).  The rule only ever stops a call; it is not part of the score."""
+        keeps the rule on, the call is a sink or side-effectful, and a value it carries stands inside a
+        signature match of an untrusted record (a signature feature that reads the call's values fired) and
+        inside an instruction-shaped clause (``instructed_value``), and trusted evidence left neither out.
+        The rule only ever stops a call; it is not part of the score."""
         if self.policy.scorer.signature_rule != "escalate":
             return False
-        if not any(values.get(name, False) for name in SIGNATURE_RULE_FEATURES):
+        if not values.get(table.INSTRUCTED_VALUE.name, False):
+            return False  # the value must also stand in an instruction-shaped clause: a value merely near
+        if not any(values.get(name, False) for name in SIGNATURE_RULE_FEATURES):  # known wording is not enough
             return False
         if node not in graph.records or not self._acting(graph, node):
             return False
         lowered = self.lowered(graph, node, values)
+        if table.INSTRUCTED_VALUE.name in lowered:
+            return False
         return any(values.get(name, False) and name not in lowered for name in SIGNATURE_RULE_FEATURES)
 
     def in_scope(self, graph: PrefixGraph, node: int) -> bool:
@@ -205,9 +210,10 @@ class WeightedScorer:
         )
 
     def _requested(self, graph: PrefixGraph, node: int) -> bool:
-        """Whether a user turn before the proposal asks for its tool's kind of action (:mod:`guard.evidence.scope`)."""
-        turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
-        return requested(graph.records[node].tool or "", turns)
+        """Whether a user turn before the proposal asks for its tool's kind of action (:mod:`guard.evidence.scope`);
+        with no user turn seen (an MCP proxy, a loop that records none) scope says nothing: requested."""
+        turns = [graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1))]
+        return not turns or requested(graph.records[node].tool or "", turns)
 
     def _untrusted_only_value(self, graph: PrefixGraph, node: int) -> bool:
         """A payload/identifier argument of a sink is reused from untrusted records only: no user turn,

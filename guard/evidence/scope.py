@@ -23,7 +23,7 @@ _FAMILIES: tuple[frozenset[str], ...] = tuple(
     frozenset(words.split())
     for words in (
         "send transfer pay wire remit refund",
-        "email mail reply forward write notify",
+        "email mail reply forward write notify tell inform",
         "message dm tell text ping",
         "post publish upload share",
         "delete remove erase trash purge discard clean clear drop",
@@ -66,4 +66,5 @@ def requested(tool: str, turns: Iterable[str], extra: tuple[str, ...] = ()) -> b
     """Whether a user turn holds a word (any form) that requests ``tool``'s action.  A tool whose action no
     word describes (no known verb in its name, no extra words) counts as requested: scope says nothing of it."""
     wanted = action_words(tool, extra)
-    return not wanted or any(_stem(word) in wanted for text in turns for word in _WORD.findall(text.lower()))
+    words = (word.replace("-", "") for text in turns for word in _WORD.findall(text.lower()))  # e-mail: email
+    return not wanted or any(_stem(word) in wanted for word in words)

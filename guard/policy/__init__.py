@@ -171,9 +171,10 @@ class ScorerSpec(_Strict):
     )
     signature_rule: Literal["escalate", "off"] = Field(
         default="escalate",
-        description="escalate: a sink or side-effectful call carrying a value that stands inside a signature match of "
-        "an untrusted record is escalated whatever its score (the rule can only stop a call, is not calibrated, "
-        "and does not count for lambda-hat); off: signatures act only through the signature features.",
+        description="escalate: a sink or side-effectful call carrying a value that stands inside a signature match "
+        "of an untrusted record, in an instruction-shaped clause, is escalated whatever its score (the rule can only "
+        "stop a call, is not calibrated, and does not count for lambda-hat); off: signatures act only through the "
+        "signature features.",
     )
     canary_patterns: tuple[str, ...] = Field(
         default=DEFAULT_CANARY_PATTERNS,

@@ -98,10 +98,10 @@ def test_each_decision_is_a_genai_execute_tool_span(telemetry: Telemetry) -> Non
         assert a.get("carbguard.score") == decision.score
         assert span.start_time is not None and span.end_time is not None and span.start_time <= span.end_time
     send = spans[1].attributes or {}
-    assert send["carbguard.verdict"] == "escalate" and send["carbguard.score"] == 0.7
+    assert send["carbguard.verdict"] == "escalate" and send["carbguard.score"] == 0.9  # + unrequested_action
     fired = list(send["carbguard.features"])
     assert fired == sorted(fired)
-    assert {"irreversible_sink", "private_in_context", "provenance_path"} <= set(fired)
+    assert {"irreversible_sink", "private_in_context", "provenance_path", "unrequested_action"} <= set(fired)
     assert decisions[2].reason is Reason.UNKNOWN_TOOL
 
 

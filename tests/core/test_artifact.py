@@ -121,9 +121,10 @@ def test_shipped_agentdojo_artifacts_carry_monitor_statistics() -> None:
         assert len(values) == body["n"] and values == sorted(values), path.name
 
 
-def test_new_evidence_records_the_frozen_feature_set(policy_data: dict[str, Any], monkeypatch: Any) -> None:
-    """A pipeline weighing a role/graded feature or a tool records the frozen feature set in its scorer
-    fingerprint; one weighing only earlier features does not (catches the feature set left out or always in)."""
+def test_the_feature_set_is_in_every_scorer_fingerprint(policy_data: dict[str, Any], monkeypatch: Any) -> None:
+    """Catches the feature table's version left out of a scorer fingerprint (a row whose meaning changed would
+    keep old artifacts loading), and an opt-in feature at weight 0 changing it (adding a row at weight 0 would
+    invalidate every artifact)."""
     from guard import artifact
     from guard.policy import parse_policy
 
@@ -136,9 +137,7 @@ def test_new_evidence_records_the_frozen_feature_set(policy_data: dict[str, Any]
         monkeypatch.undo()
         return before, after
 
-    for weights, tools in (({"recipient_from_untrusted": 0.1}, {}), ({}, {"post_note": 0.2})):
+    for weights, tools in (({"recipient_from_untrusted": 0.1}, {}), ({}, {"post_note": 0.2}), ({}, {})):
         before, after = scorer_print(weights, tools)
         assert before != after
-    for weights in ({"severity_high": 0.1}, {}):
-        before, after = scorer_print(weights, {})
-        assert before == after
+    assert scorer_print({"severity_high": 0.0}, {})[0] == scorer_print({}, {})[0]

@@ -17,6 +17,7 @@ from guard.evidence.scope import action_words, requested
         ("invite_user_to_workspace", "Add Kim to the team space."),
         ("reserve_hotel", "Book a room in Oslo."),
         ("send_email", "Reply to Dana about lunch."),
+        ("send_email", "Then e-mail the brochure to Bob."),
         ("create_calendar_event", "Schedule a call with Bo."),
     ],
 )
