@@ -37,7 +37,20 @@ JOBS: dict[str, list[str]] = {
     "safecommit_bench": ["bench", "safecommit", "--json"],
     "evasion": ["bench", "evasion", "--json"],
     "safecommit_study": ["safecommit", "study", "--json"],
+    "shift": ["evaluate", "--shift", "--ablation", "--json"],
 }
+
+
+def _shift(corpus: str | None) -> Callable[[Mapping[str, Any]], str]:
+    """The shift report of ``corpus`` (None: every corpus, the pooled one with its ablation)."""
+
+    def render(data: Mapping[str, Any]) -> str:
+        from guard.studies.shift import format_shift
+
+        found = [c for c in _corpora(data) if corpus is None or c["corpus"] == corpus]
+        return "\n\n".join(format_shift(c) for c in found)
+
+    return render
 
 
 def _corpora(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -146,6 +159,8 @@ TABLES: tuple[Table, ...] = (
     Table("results.md", "methods-all", "evaluate", _methods("all")),
     *(Table("results.md", f"methods-{m}", "evaluate", _methods(m)) for m in MODELS),
     Table("results.md", "cross-model", "cross_model", _cross_model),
+    Table("results.md", "shift-all", "shift", _shift("all")),
+    Table("shift.md", "shift", "shift", _shift(None)),
     Table("evidence-results.md", "weights", "evaluate", _weights),
     Table("evidence-results.md", "ablation", "ablation", _ablation),
     Table("ledger.md", "ledger-check", "ledger", _ledger),
