@@ -16,7 +16,7 @@ from guard import features as table
 from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
-from guard.evidence.scope import requested
+from guard.evidence.scope import requested, turn_stems
 from guard.evidence.trust import trusted_call
 from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES, SIGNATURE_RULE_FEATURES
 from guard.graph import PrefixGraph, bits_of, members
@@ -42,6 +42,7 @@ class WeightedScorer:
         self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool], bool] | None = None
         self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], bool] | None = None
+        self._turn_memo: tuple[weakref.ref[PrefixGraph], int, tuple[tuple[str, ...], frozenset[str]]] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
         """The binary feature values of the proposal at ``node`` given ``selected``."""
@@ -203,7 +204,7 @@ class WeightedScorer:
         untrusted record (:mod:`guard.evidence.instructions`), and no earlier user turn holds it."""
         names = self._payload_args(graph, node)
         values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
-        turns = [graph.records[n].text.lower() for n in members(graph.user_bits() & ((1 << node) - 1))]
+        turns = self._turns(graph, node)[0]
         return any(
             value and graph.instructed.held_before(value, node) and not any(value.lower() in t for t in turns)
             for value in values
@@ -212,8 +213,19 @@ class WeightedScorer:
     def _requested(self, graph: PrefixGraph, node: int) -> bool:
         """Whether a user turn before the proposal asks for its tool's kind of action (:mod:`guard.evidence.scope`);
         with no user turn seen (an MCP proxy, a loop that records none) scope says nothing: requested."""
-        turns = [graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1))]
-        return not turns or requested(graph.records[node].tool or "", turns)
+        turns = self._turns(graph, node)
+        return not turns[0] or requested(graph.records[node].tool or "", turns[1])
+
+    def _turns(self, graph: PrefixGraph, node: int) -> tuple[tuple[str, ...], frozenset[str]]:
+        """The user turns before ``node`` (lowercase) and the stems of their words, kept while they are the same."""
+        users = graph.user_bits() & ((1 << node) - 1)
+        memo = self._turn_memo  # one atomic read, as for the prefix features
+        if memo is not None and memo[0]() is graph and memo[1] == users:
+            return memo[2]
+        texts = tuple(graph.records[n].text.lower() for n in members(users))
+        found = (texts, turn_stems(texts))
+        self._turn_memo = (weakref.ref(graph), users, found)
+        return found
 
     def _untrusted_only_value(self, graph: PrefixGraph, node: int) -> bool:
         """A payload/identifier argument of a sink is reused from untrusted records only: no user turn,

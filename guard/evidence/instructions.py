@@ -47,13 +47,23 @@ _LEAD = (
     r"|(?:the\s+)?(?:assistant|agent|ai|bot|model)\s*[,:]"
     r")"
 )
-#: Where a clause may start: the text's start, a new line, after a sentence end, a colon or semicolon,
-#: a list bullet or number, a closing bracket, tag or quote.
-_START = r"(?:^|(?<=[\n.!?;:)\]>\"'`*#|\u201d\u2019])|(?<=^[-*\u2022])|(?<=\d[.)]))"
-_CLAUSE = re.compile(
-    rf"{_START}[ \t\"'`*#\-\u2022\u201c\u2018]*(?:{_LEAD},?\s+)*(?P<verb>{_VERBS})(?=\s+[^\s:=])",
-    re.IGNORECASE | re.MULTILINE,
+#: Where a clause may start: the text's start, a new line, after a sentence end, a colon or semicolon, a
+#: closing bracket, tag or quote (a list bullet or number follows a line break or ends in ``.``/``)``); then
+#: the clause's first word, read after any bullets, quotes or emphasis.
+_STARTS = re.compile(
+    r"(?:\A|[\n.!?;:)\]>\"'`*#|\u201d\u2019])[ \t\"'`*#\-\u2022\u201c\u2018]*(?P<word>[A-Za-z][A-Za-z']*)"
 )
+#: The words a clause can begin with: a verb, or the first word of a lead-in.  A start whose first word is
+#: not one of them is skipped before the (costlier) clause pattern is tried there.
+_LEAD_WORDS = (
+    "please pls kindly now then first firstly next also and finally immediately urgently quickly just simply do "
+    "after afterwards before once at right you u i we make be remember don't dont your it the assistant agent ai "
+    "bot model"
+)
+_VERB_WORDS = _VERBS.replace("e-?mail", "email|e").replace("summari[sz]e", "summarise|summarize")
+_FIRST_WORDS = frozenset(_VERB_WORDS.split("|")) | frozenset(_LEAD_WORDS.split(" "))
+#: A clause from its first word: lead-ins, then the verb, then a word (not a ``key:`` label).
+_BODY = re.compile(rf"(?:{_LEAD},?\s+)*(?P<verb>{_VERBS})(?=\s+[^\s:=])", re.IGNORECASE)
 #: Requests addressed to the reader anywhere in a sentence, not only at its start.
 _ADDRESSED = re.compile(
     rf"\b(?:you|u)\s+(?:must|should|need\s+to|have\s+to|are\s+(?:required|asked|expected)\s+to)\s+(?:{_LEAD}\s+)*"
@@ -78,10 +88,14 @@ def instruction_clauses(text: str) -> tuple[tuple[int, int], ...]:
     and ``n``) reads as a line break: it is replaced by a space and a newline, keeping every offset."""
     text = _ESCAPED.sub(" \n", text)
     spans: list[tuple[int, int]] = []
-    for pattern in (_CLAUSE, _ADDRESSED):
-        for match in pattern.finditer(text):
-            start = match.start("verb")
-            spans.append((start, _clause_end(text, match.end("verb"), start)))
+    for first in _STARTS.finditer(text):
+        if first.group("word").lower() not in _FIRST_WORDS:
+            continue
+        match = _BODY.match(text, first.start("word"))
+        if match is not None:
+            spans.append((match.start("verb"), _clause_end(text, match.end("verb"), match.start("verb"))))
+    for match in _ADDRESSED.finditer(text):
+        spans.append((match.start("verb"), _clause_end(text, match.end("verb"), match.start("verb"))))
     return _merged(spans)
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-__all__ = ["action_words", "requested"]
+__all__ = ["action_words", "requested", "turn_stems"]
 
 #: Families of verbs that ask for one kind of side effect.  Only a tool name's words found here count:
 #: a noun (money, file, password) names what is acted on, and asking about it asks for no action.
@@ -62,9 +62,15 @@ def action_words(tool: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
     return frozenset(_stem(w) for w in words)
 
 
-def requested(tool: str, turns: Iterable[str], extra: tuple[str, ...] = ()) -> bool:
-    """Whether a user turn holds a word (any form) that requests ``tool``'s action.  A tool whose action no
-    word describes (no known verb in its name, no extra words) counts as requested: scope says nothing of it."""
+def turn_stems(turns: Iterable[str]) -> frozenset[str]:
+    """The stems of every word of ``turns`` (a hyphen dropped: ``e-mail`` reads as ``email``)."""
+    return frozenset(_stem(word.replace("-", "")) for text in turns for word in _WORD.findall(text.lower()))
+
+
+def requested(tool: str, turns: Iterable[str] | frozenset[str], extra: tuple[str, ...] = ()) -> bool:
+    """Whether a user turn holds a word (any form) that requests ``tool``'s action (``turns``: the texts, or
+    their :func:`turn_stems`).  A tool whose action no word describes (no known verb in its name, no extra
+    words) counts as requested: scope says nothing of it."""
     wanted = action_words(tool, extra)
-    words = (word.replace("-", "") for text in turns for word in _WORD.findall(text.lower()))  # e-mail: email
-    return not wanted or any(_stem(word) in wanted for word in words)
+    stems = turns if isinstance(turns, frozenset) else turn_stems(turns)
+    return not wanted or not wanted.isdisjoint(stems)
