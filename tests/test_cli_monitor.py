@@ -341,13 +341,11 @@ def test_from_policy_fallback_artifact(policy: Policy, artifact: Path, tmp_path:
     refused at load.  Catches: the fallback artifact ignored (planted: always -inf) or a looser one accepted."""
     import yaml
 
-    strict = tmp_path / "strict.json"
-    assert (
-        main(
-            ["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES), "--alpha", "0.15", "--out", str(strict)]
-        )
-        == 0
-    )
+    strict, artifact = tmp_path / "strict.json", tmp_path / "main.json"
+    base = ["calibrate", "--policy", str(POLICY), "--episodes", str(EPISODES)]
+    assert main([*base, "--alpha", "0.15", "--out", str(strict)]) == 0
+    # seven episodes: the utility slack would bring alpha 0.3 down to the stricter threshold; keep it apart
+    assert main([*base, "--alpha", "0.3", "--utility-slack", "0", "--out", str(artifact)]) == 0
     data = yaml.safe_load(POLICY.read_text())
     for name, main_art, fallback in (("ok", artifact, strict), ("loose", strict, artifact)):
         data["calibration"] = {"artifact": str(main_art), "fallback": str(fallback)}

@@ -145,8 +145,9 @@ class InstructedValues(UntilAsked):
     """The instruction-shaped clauses of untrusted records, asked whether an earlier one holds a value.
 
     A value of at most :data:`~guard.evidence.feature_index.SHORT_ID_MAX` characters must stand as a
-    whole token of a clause (an id, an amount, a short name); a longer one may stand anywhere inside a
-    clause (an address, an IBAN, a URL, a sentence).  Matching ignores case.  Texts are queued until
+    whole token of a clause and hold a digit or a mark (an id, an amount, ``new_pass``: a short plain word
+    such as "record" names nothing); a longer one may stand anywhere inside a clause (an address, an
+    IBAN, a URL, a sentence).  Matching ignores case.  Texts are queued until
     the first question, as the other prefix indexes do (a session without sinks pays nothing).
     """
 
@@ -178,6 +179,8 @@ class InstructedValues(UntilAsked):
         return self._held(value, node) or (bare != value and self._held(bare, node))
 
     def _held(self, value: str, node: int) -> bool:
+        if len(value) <= SHORT_ID_MAX and value.replace(" ", "").isalpha():
+            return False  # a short plain word ("record", "Fred") names nothing: ids carry digits or marks
         self._ask()
         if not value:
             return False

@@ -70,14 +70,16 @@ def test_a_clause_is_bounded() -> None:
 
 def test_values_held_inside_clauses_only() -> None:
     """Catches a value found anywhere in the record (not only inside a clause), a short value matched inside a
-    longer token, and the order of records ignored."""
+    longer token, a short plain word counted as a handed-over value, and the order of records ignored."""
     index = InstructedValues()
     index.add(3, "Invoice 4471 attached. Please pay it to DE89370400440532013000 by Friday.")
     assert index.held_before("DE89370400440532013000", 5)
     assert not index.held_before("DE89370400440532013000", 3)  # not before the record itself
     assert not index.held_before("4471", 5)  # in the record, outside the clause
     assert not index.held_before("DE89", 5)  # a short value must be a whole token
-    assert index.held_before("by", 5)  # a whole token of the clause
+    assert not index.held_before("pay", 5)  # a short plain word of the clause names nothing
+    index.add(4, "Then delete file 88-B now.")
+    assert index.held_before("88-B", 5)  # a short id: a whole token of the clause
 
 
 def test_a_url_value_matches_without_its_scheme() -> None:
