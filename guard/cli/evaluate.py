@@ -76,7 +76,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _evaluate_shift(args: argparse.Namespace) -> int:
     """``--shift``: the shift report on each embedded model and pooled, or on ``--corpus``/``--runs``."""
-    from guard.studies.shift import SHIFT_ALPHAS, shift_plot, shift_reports
+    from guard.report.plots import shift_plot
+    from guard.studies.shift import SHIFT_ALPHAS, shift_reports
 
     if args.episodes is not None or args.policy or args.labels or args.artifact or args.cross_model or args.fit_scorer:
         raise GuardError("--shift works on AgentDojo corpora (--corpus, --runs) and takes no other evaluation")

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import GuardError
+from guard.studies._shift_report import alpha_keys, rule_words
 
 
 def _pyplot() -> Any:
@@ -74,4 +75,26 @@ def fitted_frontier_plot(results: list[dict[str, Any]], path: str | Path) -> Non
     )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def shift_plot(results: list[dict[str, Any]], path: str | Path) -> None:
+    """Held-out loss of every row against the α line, one panel per α, one marker series per corpus."""
+    plt = _pyplot()
+    keys = alpha_keys(results[0])
+    names = list(dict.fromkeys(n for r in results for n in r["rows"]))
+    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 0.32 * len(names) + 1.8), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for result in results:
+            shown = [(i, result["rows"][n][key]["loss"]) for i, n in enumerate(names) if n in result["rows"]]
+            ax.plot([v for _, v in shown], [i for i, _ in shown], marker="o", linestyle="", label=result["corpus"])
+        ax.axvline(float(key), color="black", linestyle=":", label="α (target)")
+        ax.set_yticks(range(len(names)), [n[:54] for n in names], fontsize=7)
+        ax.invert_yaxis()
+        ax.set(xlabel="mean held-out episode loss", title=f"α = {key}")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(len(labels), 4))
+    fig.suptitle(f"Shift report: loss at the calibrated λ̂ ({rule_words(results[0]['rule'])})")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from guard.errors import GuardError
 
-
-def _alpha_keys(result: dict[str, Any]) -> list[str]:
+def alpha_keys(result: dict[str, Any]) -> list[str]:
     return [f"{a:g}" for a in result["alphas"]]
 
 
 def format_shift(result: dict[str, Any]) -> str:
     """One corpus: loss and harm-free ratio per α for every row, then the worst row and the rewording counts."""
-    keys = _alpha_keys(result)
+    keys = alpha_keys(result)
     head = f"{'row':<56}{'n_test':>7}{'noguard':>9}" + "".join(f" | a={k:<5}{'loss':>6}{'hfree':>7}" for k in keys)
     lines = [
-        f"corpus {result['corpus']}: {result['n_episodes']} episodes, rule {_rule(result['rule'])} (G-CARB), "
+        f"corpus {result['corpus']}: {result['n_episodes']} episodes, rule {rule_words(result['rule'])} (G-CARB), "
         f"{result['permutations']} permutations (50/50), {result['folds']} goal folds x {result['repeats']} repeats",
         head,
         "-" * len(head),
@@ -59,40 +56,7 @@ def _counts_line(counts: dict[str, dict[str, Any]]) -> str:
     )
 
 
-def _pyplot() -> Any:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise GuardError("plotting needs matplotlib: pip install 'carbguard[plot]'") from exc
-    return plt
-
-
-def shift_plot(results: list[dict[str, Any]], path: str | Path) -> None:
-    """Held-out loss of every row against the α line, one panel per α, one marker series per corpus."""
-    plt = _pyplot()
-    keys = _alpha_keys(results[0])
-    names = list(dict.fromkeys(n for r in results for n in r["rows"]))
-    fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 0.32 * len(names) + 1.8), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
-        for result in results:
-            shown = [(i, result["rows"][n][key]["loss"]) for i, n in enumerate(names) if n in result["rows"]]
-            ax.plot([v for _, v in shown], [i for i, _ in shown], marker="o", linestyle="", label=result["corpus"])
-        ax.axvline(float(key), color="black", linestyle=":", label="α (target)")
-        ax.set_yticks(range(len(names)), [n[:54] for n in names], fontsize=7)
-        ax.invert_yaxis()
-        ax.set(xlabel="mean held-out episode loss", title=f"α = {key}")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="lower center", ncol=min(len(labels), 4))
-    fig.suptitle(f"Shift report: loss at the calibrated λ̂ ({_rule(results[0]['rule'])})")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _rule(rule: dict[str, Any]) -> str:
+def rule_words(rule: dict[str, Any]) -> str:
     """The calibration rule in a few words: per α, group rule or plain CRC, and the utility slack."""
     per = ", ".join(f"α {a}: {r}" for a, r in rule["per_alpha"].items())
     groups = f", G={rule['groups']}" if rule.get("groups") else ""

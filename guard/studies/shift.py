@@ -31,7 +31,6 @@ from guard.policy import SelectorName
 from guard.progress import Progress
 from guard.records import Episode
 from guard.studies._shift_report import format_shift as format_shift
-from guard.studies._shift_report import shift_plot as shift_plot
 from guard.studies._shift_reworded import reworded_corpus
 
 SHIFT_ALPHAS: tuple[float, ...] = (0.05, 0.10)
