@@ -281,6 +281,12 @@ def carb_thresholds_for_permutations_exact(
     if (cuts == -np.inf).any():
         r = int(np.flatnonzero(cuts == -np.inf)[0])
         raise CalibrationError(f"permutation {r}: " + _column_zero_message(-np.inf, exact_grid([]), alpha))
+    return scores_below(score_index, index, cuts)
+
+
+def scores_below(score_index: EpisodeScoreIndex, index: IntArray, cuts: FloatArray) -> FloatArray:
+    """For each row of ``index`` (calibration episodes), the largest score of those episodes strictly below the
+    row's cut (``-inf`` if none): λ̂ on the row's own exact grid once the rule has fixed its cut."""
     below = np.searchsorted(score_index.values, cuts, side="left").astype(np.int64)
     best = np.empty(index.shape[0], dtype=np.int64)
     for rows in _row_chunks(index.shape):

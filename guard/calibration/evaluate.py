@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -132,8 +133,13 @@ class CarbRule:
         the groups of the calibration episodes ``rows`` (all episodes when None)."""
         if self.groups is None:
             return False
-        keys = self.groups if rows is None else [self.groups[int(i)] for i in rows]
-        return crc.alpha_fraction(alpha) * (len(set(keys)) + 1) >= 1
+        codes = self._codes if rows is None else self._codes[np.asarray(rows, dtype=np.int64)]
+        return crc.alpha_fraction(alpha) * (np.unique(codes).size + 1) >= 1
+
+    @cached_property
+    def _codes(self) -> np.ndarray:
+        """The group of each episode as an integer (computed once)."""
+        return group_crc.group_codes(list(self.groups or ()), len(self.groups or ()))[0]
 
     def describe(self, alphas: Sequence[float]) -> dict[str, Any]:
         """The rule per α, for the JSON result."""

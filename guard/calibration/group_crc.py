@@ -45,6 +45,9 @@ def group_codes(groups: Sequence[Hashable], n: int) -> tuple[IntArray, IntArray]
         raise CalibrationError(f"{len(groups)} group keys for {n} episodes: give one key per episode")
     if n == 0:
         raise CalibrationError("no episodes: the group rule needs at least one group")
+    if isinstance(groups, np.ndarray) and groups.dtype.kind in "iu":  # codes already: renumber what is present
+        present, inverse = np.unique(groups, return_inverse=True)
+        return inverse.astype(np.int64), np.bincount(inverse, minlength=present.size).astype(np.int64)
     seen: dict[Hashable, int] = {}
     codes = np.fromiter((seen.setdefault(key, len(seen)) for key in groups), dtype=np.int64, count=n)
     return codes, np.bincount(codes, minlength=len(seen)).astype(np.int64)
@@ -138,16 +141,19 @@ def group_lambdas(
     index = as_index_matrix(calib_rows, corpus.n)
     if len(groups) != corpus.n:
         raise CalibrationError(f"{len(groups)} group keys for {corpus.n} corpus episodes")
-    keys = list(groups)
-    owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))
-    out = np.empty(index.shape[0])
+    codes = group_codes(list(groups), corpus.n)[0]  # once for the corpus; each row takes its slice
+    cuts = np.empty(index.shape[0])
     for r, rows in enumerate(index):
-        grid = crc.exact_grid(corpus.scores[np.isin(owner, rows)])
+        levels = corpus.harm_level[rows]
+        grid = np.concatenate(([-np.inf], np.unique(levels[np.isfinite(levels)])))  # the loss steps only here
         try:
-            out[r] = group_crc_threshold(corpus.harm_level[rows], [keys[i] for i in rows], grid, alpha)
+            last = group_crc_threshold(levels, codes[rows], grid, alpha)
         except CalibrationError as exc:
             raise CalibrationError(f"permutation {r}: {exc}") from None
-    return out
+        after = grid[grid > last]
+        cuts[r] = after[0] if after.size else np.inf  # the first harm level the rule does not allow
+    owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))
+    return crc.scores_below(crc.index_episode_scores(corpus.scores, owner, corpus.n), index, cuts)
 
 
 # --------------------------------------------------------------------------- group keys of episodes
