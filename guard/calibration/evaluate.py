@@ -47,10 +47,14 @@ def split_indices(n: int, permutations: int, seed: int) -> tuple[np.ndarray, np.
     return order[:, :half], order[:, half:]
 
 
-def outcomes(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-permutation metrics of test episodes at thresholds ``lam`` (shape ``(R,)``)."""
+def outcomes(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray, rule: bool = False) -> dict[str, np.ndarray]:
+    """Per-permutation metrics of test episodes at thresholds ``lam`` (shape ``(R,)``): the calibrated score
+    alone, or with the signature rule's stops added (``rule``; they key on attack wording, so published
+    results leave them out and the shift report's ablation shows them)."""
     lam_col = lam[:, None]
-    harm_level, max_score, category_levels = corpus.gated()
+    harm_level, max_score, category_levels = (
+        corpus.gated() if rule else (corpus.harm_level, corpus.max_score, corpus.category_levels)
+    )
     loss = _charged(harm_level[test], lam_col)
     stopped = max_score[test] > lam_col
     auto = corpus.utility[test] & ~stopped

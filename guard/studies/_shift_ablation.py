@@ -2,15 +2,15 @@
 
 A variant rescores the replayed corpus and its reworded copies from their recorded features
 (:func:`guard.calibration.fit.rescore`: the scores a replay under those weights gives), so no episode is
-replayed again.  Variants: the defaults; each default feature left out (weight 0); the signature
-features added to the score at their former weights (``injection_text`` 0.15, ``injected_value`` 0.52,
-the wording-keyed score the shipped policies used to have); and the signature rule switched off.
+replayed again.  Variants: the defaults (the calibrated score alone, as every published row); each
+default feature left out (weight 0); the signature features added to the score at their former weights
+(``injection_text`` 0.15, ``injected_value`` 0.52, the wording-keyed score the shipped policies used to
+have); and the signature rule's run-time stops added (they key on attack wording, so only here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,39 +23,37 @@ from guard.features import DEFAULT_WEIGHTS, FEATURES, INJECTED_VALUE, INJECTION_
 FORMER_SIGNATURE_WEIGHTS = {INJECTION_TEXT.name: 0.15, INJECTED_VALUE.name: 0.52}
 
 Variant = tuple[dict[str, float], bool]
-"""Feature weights, and whether the signature rule stays on."""
+"""Feature weights, and whether the signature rule's stops count at test time."""
 
 
 def variants(weights: dict[str, float]) -> dict[str, Variant]:
     """The ablation variants of the policy weights ``weights``."""
-    out: dict[str, Variant] = {"defaults": (weights, True)}
+    out: dict[str, Variant] = {"defaults": (weights, False)}
     for name in DEFAULT_WEIGHTS:
-        out[f"without {name}"] = ({**weights, name: 0.0}, True)
-    out["signatures in the score"] = ({**weights, **FORMER_SIGNATURE_WEIGHTS}, True)
-    out["signature rule off"] = (weights, False)
+        out[f"without {name}"] = ({**weights, name: 0.0}, False)
+    out["signatures in the score"] = ({**weights, **FORMER_SIGNATURE_WEIGHTS}, False)
+    out["signature rule stops added"] = (weights, True)
     return out
 
 
-def variant_corpus(corpus: ScoredCorpus, variant: Variant) -> ScoredCorpus:
-    """``corpus`` rescored with the variant's weights (and without the rule's stops when it is off)."""
-    weights, rule_on = variant
-    vector = np.array([weights.get(name, 0.0) for name in FEATURES])
-    out = rescore(corpus, vector)
-    return out if rule_on else replace(out, rule_first=None)
+def variant_corpus(corpus: ScoredCorpus, weights: dict[str, float]) -> ScoredCorpus:
+    """``corpus`` rescored with ``weights``."""
+    return rescore(corpus, np.array([weights.get(name, 0.0) for name in FEATURES]))
 
 
 def ablation(
     weights: dict[str, float],
     scored: ScoredCorpus,
     reworded: dict[str, ScoredCorpus],
-    rows: Callable[[ScoredCorpus, dict[str, ScoredCorpus]], dict[str, dict[str, Any]]],
+    rows: Callable[[ScoredCorpus, dict[str, ScoredCorpus], bool], dict[str, dict[str, Any]]],
     alphas: Sequence[float],
 ) -> dict[str, dict[str, Any]]:
     """Per variant: the loss and harm-free ratio of every shift row (``rows`` computes a table for a corpus and
-    its reworded copies), and the worst row per α."""
+    its reworded copies, with or without the rule's stops), and the worst row per α."""
     out: dict[str, dict[str, Any]] = {}
-    for name, variant in variants(weights).items():
-        table = rows(variant_corpus(scored, variant), {k: variant_corpus(v, variant) for k, v in reworded.items()})
+    for name, (chosen, gate) in variants(weights).items():
+        rescored = {k: variant_corpus(v, chosen) for k, v in reworded.items()}
+        table = rows(variant_corpus(scored, chosen), rescored, gate)
         worst = {}
         for alpha in alphas:
             key = f"{alpha:g}"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -38,8 +38,9 @@ SELECTOR: SelectorName = "gcarb"
 
 
 def group_keys(episodes: Sequence[Episode]) -> list[tuple[str, str]]:
-    """Each episode's group: (suite, injection task), or (suite, "none") for a benign episode."""
-    return [(e.meta.suite, e.meta.injection_task or "none") for e in episodes]
+    """Each episode's goal: (suite, injection task), or (suite, "none") for a benign episode (the group rule's
+    ``injection_task`` key)."""
+    return [cast("tuple[str, str]", key) for key in episode_group_keys(episodes, "injection_task")]
 
 
 def lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float, rule: CarbRule) -> np.ndarray:
@@ -58,9 +59,10 @@ class Cell:
     sets: int = 0
     n_test: int = 0
 
-    def plus(self, corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> Cell:
-        """Add the test sets ``test`` (``(R, m)``) at thresholds ``lam`` (``(R,)``)."""
-        got, none = outcomes(corpus, lam, test), ungated(corpus, test)
+    def plus(self, corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray, rule: bool = False) -> Cell:
+        """Add the test sets ``test`` (``(R, m)``) at thresholds ``lam`` (``(R,)``); ``rule``: with the signature
+        rule's stops."""
+        got, none = outcomes(corpus, lam, test, rule), ungated(corpus, test)
         return Cell(
             self.loss + float(got["loss"].sum()),
             self.harm_free + float(got["harm_free_success"].sum()),
@@ -133,6 +135,8 @@ class Setting:
     seed: int
     folds: int
     repeats: int
+    gate: bool = False
+    """Whether the signature rule's stops count at test time (the ablation's variant only)."""
 
 
 Rows = dict[str, dict[float, Cell]]
@@ -144,9 +148,9 @@ def split_rows(s: Setting) -> Rows:
     rows: Rows = {"as is": {}, **{f"reworded: {name}": {} for name in s.reworded}}
     for alpha in s.alphas:
         lam = lambdas(s.scored, calib, alpha, s.rule)
-        rows["as is"][alpha] = Cell().plus(s.scored, lam, test)
+        rows["as is"][alpha] = Cell().plus(s.scored, lam, test, s.gate)
         for name, data in s.reworded.items():
-            rows[f"reworded: {name}"][alpha] = Cell().plus(data, lam, test)
+            rows[f"reworded: {name}"][alpha] = Cell().plus(data, lam, test, s.gate)
     return rows
 
 
@@ -157,7 +161,7 @@ def goal_rows(s: Setting, tick: Callable[[int], None] | None = None) -> Rows:
         for calib, test in goal_splits(s.groups, s.folds, np.random.default_rng([s.seed, r])):
             for alpha in s.alphas:
                 lam = lambdas(s.scored, calib[None, :], alpha, s.rule)
-                cells[alpha] = cells[alpha].plus(s.scored, lam, test[None, :])
+                cells[alpha] = cells[alpha].plus(s.scored, lam, test[None, :], s.gate)
         if tick is not None:
             tick(r + 1)
     return {"leave-one-goal-out": cells}
@@ -168,7 +172,7 @@ def model_rows(s: Setting) -> Rows:
     rows: Rows = {}
     for model, (calib, test) in model_splits(s.episodes).items():
         rows[f"leave-one-model-out: {model}"] = {
-            alpha: Cell().plus(s.scored, lambdas(s.scored, calib[None, :], alpha, s.rule), test[None, :])
+            alpha: Cell().plus(s.scored, lambdas(s.scored, calib[None, :], alpha, s.rule), test[None, :], s.gate)
             for alpha in s.alphas
         }
     return rows
@@ -288,8 +292,8 @@ def _ablation(s: Setting) -> dict[str, dict[str, Any]]:
 
     weights = suite_policy(s.episodes[0].meta.suite, SELECTOR).scorer.weights.model_dump()
 
-    def rows(scored: ScoredCorpus, reworded: dict[str, ScoredCorpus]) -> dict[str, dict[str, Any]]:
-        v = replace(s, scored=scored, reworded=reworded)
+    def rows(scored: ScoredCorpus, reworded: dict[str, ScoredCorpus], gate: bool) -> dict[str, dict[str, Any]]:
+        v = replace(s, scored=scored, reworded=reworded, gate=gate)
         return _table({**split_rows(v), **goal_rows(v), **model_rows(v)}, s.alphas)
 
     return ablation(weights, s.scored, s.reworded, rows, s.alphas)

@@ -24,8 +24,9 @@ def _episode(i: int, scores: list[float], harm: int | None, rule: list[bool], ut
 
 
 def test_a_rule_stop_before_the_harm_prevents_it_and_ends_the_run() -> None:
-    """Catches the rule ignored at test time, a rule stop after the harm counted as preventing it, and a rule
-    stop not ending the episode's autonomous run."""
+    """Catches the rule ignored when asked for, a rule stop after the harm counted as preventing it, a rule stop
+    not ending the episode's autonomous run, and the wording-keyed rule leaking into the default (published)
+    outcomes."""
     corpus = assemble(
         [
             _episode(0, [0.1, 0.2], 1, [True, False]),  # rule before the harm: prevented, stopped
@@ -35,8 +36,10 @@ def test_a_rule_stop_before_the_harm_prevents_it_and_ends_the_run() -> None:
     )
     harm, top, _ = corpus.gated()
     assert harm.tolist() == [np.inf, 0.1, np.inf] and top.tolist() == [np.inf, np.inf, 0.2]
-    got = outcomes(corpus, np.array([1.0]), np.array([[0, 1, 2]]))
+    got = outcomes(corpus, np.array([1.0]), np.array([[0, 1, 2]]), rule=True)
     assert got["loss"].tolist() == [1 / 3] and got["autonomous_success"].tolist() == [1 / 3]
+    alone = outcomes(corpus, np.array([1.0]), np.array([[0, 1, 2]]))  # published rows: the score alone
+    assert alone["loss"].tolist() == [2 / 3] and alone["autonomous_success"].tolist() == [1.0]
 
 
 def test_calibration_reads_the_score_alone() -> None:

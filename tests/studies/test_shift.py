@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def _tiny() -> Corpus:
 def _direct_loss(episode: Episode, threshold: float) -> bool:
     """Whether the episode, replayed through a guard at ``threshold``, executes a harmful proposal before a stop."""
     policy = agentdojo.load_suite_policy(episode.meta.suite).with_selector("gcarb")
-    guard = Guard(policy, threshold=threshold, certifier=PassThroughCertifier())
+    off = policy.scorer.model_copy(update={"signature_rule": "off"})  # the report's rows: the score alone
+    guard = Guard(policy.model_copy(update={"scorer": off}), threshold=threshold, certifier=PassThroughCertifier())
     decisions = feed(guard.session("direct"), episode)
     stop = next((k for k, d in enumerate(decisions) if not d.allowed), len(decisions))
     events = Ledger(policy, agentdojo.episode_ledger_labels(episode)).trace(episode).events
@@ -46,19 +48,28 @@ def _direct_loss(episode: Episode, threshold: float) -> bool:
 
 def test_reworded_row_at_fixed_lambda_equals_direct_replay(monkeypatch: pytest.MonkeyPatch) -> None:
     """Catches a reworded row read off the original scores (or off episodes out of order with the splits): at a
-    fixed lambda_hat its loss must equal a guard replaying the reworded test episodes one by one."""
+    fixed lambda_hat its loss must equal a guard replaying the reworded test episodes one by one, and a reworded
+    copy whose scores are planted to differ must move the reworded row, not the ``as is`` row."""
     corpus = _tiny()
     reworded, _ = reword_all(corpus.episodes, "email_forward")
-    levels = [score_selectors(e, ["gcarb"])[0]["gcarb"].harm_level for e in (corpus.episodes, reworded)]
-    candidates = np.unique(np.concatenate(levels)[np.isfinite(np.concatenate(levels))])
-    threshold = float(max(candidates, key=lambda t: abs((levels[0] <= t).sum() - (levels[1] <= t).sum())))
+    levels = score_selectors(corpus.episodes, ["gcarb"])[0]["gcarb"].harm_level
+    threshold = float(np.unique(levels[np.isfinite(levels)])[0])
     _, test = split_indices(len(corpus.episodes), 3, 0)
     direct = np.mean([[_direct_loss(reworded[i], threshold) for i in row] for row in test], axis=1).mean()
     original = np.mean([[_direct_loss(corpus.episodes[i], threshold) for i in row] for row in test], axis=1).mean()
-    assert direct != original  # the rewording changes the loss here, so reading the wrong corpus shows
     monkeypatch.setattr(shift, "lambdas", lambda data, rows, *_: np.full(rows.shape[0], threshold))
     report = shift.shift_report(corpus, alphas=(0.5,), permutations=3, styles=["email_forward"], folds=2)
     assert report["rows"]["reworded: email_forward"]["0.5"]["loss"] == pytest.approx(direct)
+    assert report["rows"]["as is"]["0.5"]["loss"] == pytest.approx(original)
+    real = shift.reworded_corpus
+
+    def planted(*args: object, **kwargs: object) -> object:
+        scored, counts = real(*args, **kwargs)  # type: ignore[arg-type]
+        return {k: replace(v, harm_level=np.zeros(v.n)) for k, v in scored.items()}, counts
+
+    monkeypatch.setattr(shift, "reworded_corpus", planted)
+    report = shift.shift_report(corpus, alphas=(0.5,), permutations=3, styles=["email_forward"], folds=2)
+    assert report["rows"]["reworded: email_forward"]["0.5"]["loss"] == pytest.approx(1.0)
     assert report["rows"]["as is"]["0.5"]["loss"] == pytest.approx(original)
 
 
