@@ -52,6 +52,8 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     if not dumped["scorer"]["tool_weights"]:
         dumped["scorer"].pop("tool_weights")
     dumped["scorer"]["feature_set"] = FEATURE_SET
+    if not policy.trust.internal.declared():
+        dumped["trust"].pop("internal")  # no internal destinations: fingerprints from before the option
     return {
         "tools": _digest(dumped["tools"]),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from guard.jsonio import encode_float, loads_strict
-from guard.policy import FALLBACK_WORDS, Effect, ToolKind, ToolSpec
+from guard.policy import FALLBACK_WORDS, Effect, ToolSpec
 from guard.protocols import AuditSink
 
 LOG = logging.getLogger("guard.breaker")
@@ -247,7 +247,7 @@ class Breaker:
         if not state.escalate_actions:
             return None
         if state.fallback_word != ESCALATE_RISKY:
-            escalates = spec is None or spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE
+            escalates = spec is None or spec.is_sink or spec.effect is not Effect.NONE
             return _ALL_ACTIONS if escalates else None
         if spec is None:
             cause = "a call of a tool the policy does not know"

@@ -1,8 +1,9 @@
 """The scorer's feature table: one row per binary feature, and everything derived from it.
 
 A row names the feature, its group, its default weight, what it means, which evidence computes it,
-whether trusted evidence may leave it out of a call's score (a data-flow feature), and which
-policy settings it needs to fire.  The scorer's feature order, the groups, the policy's weight
+whether trusted evidence may leave it out of a call's score (a data-flow feature), whether it is
+private-data evidence that a call to an internal destination leaves out, and which policy settings
+it needs to fire.  The scorer's feature order, the groups, the policy's weight
 fields and their defaults, the ablation variants, the trust-lowered set, the load-time warnings
 and the reference tables of the docs are all read from here; no other module spells a feature
 name.  Adding a feature is one row here plus the function that computes it (docs/evidence.md).
@@ -22,6 +23,7 @@ __all__ = [
     "FEATURE_GROUPS",
     "GRADED_FEATURES",
     "OPT_IN_FEATURES",
+    "PRIVATE_DATA",
     "ROLE_FEATURES",
     "SIGNATURE_FEATURES",
     "SIGNATURE_GROUP",
@@ -41,6 +43,8 @@ class Feature:
     that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
     score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
     fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
+    ``private``: evidence that private data is in the call (provenance from a private source, a canary);
+    a sink call whose every destination is internal (``trust.internal``) leaves it out of its score.
     """
 
     name: str
@@ -50,6 +54,7 @@ class Feature:
     evidence: str
     dataflow: bool = False
     needs: frozenset[str] = frozenset()
+    private: bool = False
 
 
 def _needs(*names: str) -> frozenset[str]:
@@ -63,6 +68,7 @@ PROVENANCE_PATH = Feature(
     "A sink proposal has a retained path from a private record in the selection.",
     "guard.scorer.WeightedScorer.features (selection and graph ancestors)",
     dataflow=True,
+    private=True,
 )
 PRIVATE_IN_CONTEXT = Feature(
     "private_in_context",
@@ -71,6 +77,7 @@ PRIVATE_IN_CONTEXT = Feature(
     "The selection holds a private record.",
     "guard.scorer.WeightedScorer.features (selection)",
     dataflow=True,
+    private=True,
 )
 CANARY = Feature(
     "canary",
@@ -79,6 +86,7 @@ CANARY = Feature(
     "A canary pattern matches a selected record or a payload argument of the proposal.",
     "guard.evidence.node_facts (records) and guard.scorer (payload arguments)",
     needs=_needs("canary_patterns"),
+    private=True,
 )
 INJECTION_TEXT = Feature(
     "injection_text",
@@ -140,6 +148,7 @@ PRIVATE_IN_URL = Feature(
     "A URL path or query in any argument carries a token of an earlier private record that no user turn contains.",
     "guard.scorer.WeightedScorer._private_in_url (guard.evidence.feature_index)",
     dataflow=True,
+    private=True,
 )
 SEVERITY_HIGH = Feature(
     "severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tool metadata)"
@@ -165,6 +174,7 @@ RECIPIENT_FROM_PRIVATE = Feature(
     "An identifier argument reuses a value of an earlier private record.",
     _ROLES,
     dataflow=True,
+    private=True,
 )
 PAYLOAD_FROM_UNTRUSTED = Feature(
     "payload_from_untrusted",
@@ -181,6 +191,7 @@ PAYLOAD_FROM_PRIVATE = Feature(
     "A payload argument reuses a value of an earlier private record.",
     _ROLES,
     dataflow=True,
+    private=True,
 )
 PAYLOAD_PRIVATE_HALF = Feature(
     "payload_private_half",
@@ -189,6 +200,7 @@ PAYLOAD_PRIVATE_HALF = Feature(
     "At least half of the payload characters are traced to private records.",
     _GRADED,
     dataflow=True,
+    private=True,
 )
 PAYLOAD_PRIVATE_MOST = Feature(
     "payload_private_most",
@@ -197,6 +209,7 @@ PAYLOAD_PRIVATE_MOST = Feature(
     "At least 4/5 of the payload characters are traced to private records.",
     _GRADED,
     dataflow=True,
+    private=True,
 )
 PAYLOAD_UNTRUSTED_HALF = Feature(
     "payload_untrusted_half",
@@ -221,6 +234,7 @@ LONG_PRIVATE_SPAN = Feature(
     "An argument holds a run of >= 32 characters traced to private records.",
     _GRADED,
     dataflow=True,
+    private=True,
 )
 LONG_UNTRUSTED_SPAN = Feature(
     "long_untrusted_span",
@@ -237,6 +251,7 @@ PRIVATE_VALUES_2 = Feature(
     "The arguments carry at least two distinct value tokens of private records.",
     _GRADED,
     dataflow=True,
+    private=True,
 )
 PRIVATE_RELAYED = Feature(
     "private_relayed",
@@ -245,6 +260,7 @@ PRIVATE_RELAYED = Feature(
     "An argument reuses a record that descends from a private one (two hops or more).",
     _GRADED,
     dataflow=True,
+    private=True,
 )
 
 INSTRUCTED_VALUE = Feature(
@@ -324,6 +340,8 @@ GRADED_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.eviden
 SIGNATURE_RULE_FEATURES: tuple[str, ...] = (INJECTED_VALUE.name, INJECTED_SHORT_ID.name)
 #: The data-flow features: a fully trusted call leaves them out of its score.
 DATAFLOW: frozenset[str] = frozenset(row.name for row in TABLE if row.dataflow)
+PRIVATE_DATA: frozenset[str] = frozenset(row.name for row in TABLE if row.private)
+"""Private-data evidence: what a call to an internal destination leaves out of its score (``trust.internal``)."""
 
 
 def needing(setting: str, group: str = DEFAULT_GROUP) -> tuple[str, ...]:

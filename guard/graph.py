@@ -37,8 +37,8 @@ from guard.evidence.kgrams import Key
 from guard.evidence.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import ValueIndex, index_for
-from guard.policy import Policy, ToolKind
-from guard.records import Record, RecordKind, Trust
+from guard.policy import Policy
+from guard.records import Record, RecordKind
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex", "bits_of", "members"]
 __all__ += ["build_graph", "record_text"]
@@ -159,11 +159,11 @@ class PrefixGraph:
     def _index_features(self, node: int, text: str) -> None:
         """Feed the prefix-feature indexes (:mod:`guard.evidence.feature_index`) with this record's indexed text."""
         facts = self.facts[node]
-        if facts.injection_at and facts.trust is Trust.TOOL_UNTRUSTED:
+        if facts.injection_at and facts.trust.untrusted:
             self.injected.add(node, text, facts.injection_at)
         if facts.private or facts.kind is RecordKind.USER:
             self.substrings.add(node, text)
-        if facts.trust is Trust.TOOL_UNTRUSTED and facts.kind is not RecordKind.PROPOSAL:
+        if facts.trust.untrusted and facts.kind is not RecordKind.PROPOSAL:
             self.instructed.add(node, text)
 
     def _admit(self, record: Record, text: str) -> str:
@@ -314,7 +314,7 @@ class PrefixGraph:
             flags["tainted"] |= one if facts.private or bits & flags["private"] else 0
             flags["canary"] |= one if facts.canary else 0
             flags["injection"] |= one if facts.injection else 0
-            flags["untrusted"] |= one if facts.trust is Trust.TOOL_UNTRUSTED else 0
+            flags["untrusted"] |= one if facts.trust.untrusted else 0
         self._synced = len(self._order)
 
     def _pred_bits(self, node: int) -> int:
@@ -371,7 +371,7 @@ class PrefixGraph:
         """Whether ``node`` is a proposal of a sink tool."""
         record = self.records[node]
         spec = self.policy.tool(record.tool or "") if record.kind is RecordKind.PROPOSAL else None
-        return spec is not None and spec.kind is ToolKind.SINK
+        return spec is not None and spec.is_sink
 
     def private_ancestors(self, node: int, ancestors: set[int] | None = None) -> set[int]:
         """Private sources with a path to ``node``."""

@@ -38,6 +38,23 @@ class Trust(StrEnum):
     TOOL_PRIVATE = "tool_private"
     TOOL_PUBLIC = "tool_public"
     TOOL_UNTRUSTED = "tool_untrusted"
+    TOOL_PRIVATE_UNTRUSTED = "tool_private_untrusted"
+    """Results of a tool declared both ``private_source`` and ``untrusted_source`` (docs/policy.md#kind):
+    private data that third parties write (tickets, shared inboxes)."""
+
+    @property
+    def private(self) -> bool:
+        """Whether text of this trust is private data (a ``private_source`` result)."""
+        return self in _PRIVATE_TRUST
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether text of this trust may carry a third party's instructions (an ``untrusted_source`` result)."""
+        return self in _UNTRUSTED_TRUST
+
+
+_PRIVATE_TRUST = frozenset({Trust.TOOL_PRIVATE, Trust.TOOL_PRIVATE_UNTRUSTED})
+_UNTRUSTED_TRUST = frozenset({Trust.TOOL_UNTRUSTED, Trust.TOOL_PRIVATE_UNTRUSTED})
 
 
 def freeze_args(args: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -17,10 +17,18 @@ from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
 from guard.evidence.scope import requested, turn_stems
-from guard.evidence.trust import trusted_call
-from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, GRADED_FEATURES, ROLE_FEATURES, SIGNATURE_RULE_FEATURES
+from guard.evidence.trust import internal_call, trusted_call
+from guard.features import (
+    DATAFLOW,
+    FEATURE_GROUPS,
+    FEATURES,
+    GRADED_FEATURES,
+    PRIVATE_DATA,
+    ROLE_FEATURES,
+    SIGNATURE_RULE_FEATURES,
+)
 from guard.graph import PrefixGraph, bits_of, members
-from guard.policy import Effect, Policy, ToolKind, ToolSpec
+from guard.policy import Effect, Policy, ToolSpec
 from guard.records import RecordKind
 
 #: The feature order, the opt-in prefix group and the data-flow features come from the feature table.
@@ -41,14 +49,15 @@ class WeightedScorer:
         self.tool_weights = dict(policy.scorer.tool_weights)
         self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool], bool] | None = None
-        self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], bool] | None = None
+        self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], frozenset[str]] | None = None
+        self._lowerable = DATAFLOW | PRIVATE_DATA if policy.trust.internal.declared() else DATAFLOW
         self._turn_memo: tuple[weakref.ref[PrefixGraph], int, tuple[tuple[str, ...], frozenset[str]]] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
         """The binary feature values of the proposal at ``node`` given ``selected``."""
         record = graph.records[node]
         spec = self.policy.tool(record.tool or "")
-        is_sink = spec is not None and spec.kind is ToolKind.SINK
+        is_sink = spec is not None and spec.is_sink
         chosen = bits_of(selected)
         private = graph.flagged_bits("private") & chosen
         prefix, payload_canary = self._prefix_features(graph, node, spec, is_sink)
@@ -97,23 +106,31 @@ class WeightedScorer:
         return round(total, 12), MappingProxyType(values)
 
     def lowered(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> frozenset[str]:
-        """The data-flow features a fully trusted call leaves out of its score (:mod:`guard.evidence.trust`); none for
-        any other call.  Tool identity and features of the action itself are never left out.
+        """The features this call leaves out of its score: the data-flow features when it is fully trusted
+        (:func:`guard.evidence.trust.trusted_call`), else the private-data evidence when every destination it
+        names is internal (:func:`guard.evidence.trust.internal_call`, docs/policy.md#internal-destinations),
+        else none.  Tool identity and features of the action itself are never left out.
 
         ``values`` may be any feature map a decision carries (a refusal's is empty, another scorer's may
         be partial): a missing feature counts as off, and a node that is not a record of ``graph`` (a
         refusal before the proposal was added) is not lowered."""
-        if not any(values.get(name, False) for name in DATAFLOW):  # trust leaves out only data-flow features that fired
+        if not any(values.get(name, False) for name in self._lowerable):  # only features that fired can be left out
             return frozenset()
         if node not in graph.records:
             return frozenset()
         memo = self._trusted  # one atomic read, as for the prefix features
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
-            return DATAFLOW if memo[2] else frozenset()
+            return memo[2]
+        record = graph.records[node]
         turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
-        trusted = trusted_call(self.policy, turns, graph.records[node])
-        self._trusted = (weakref.ref(graph), (len(graph), node), trusted)
-        return DATAFLOW if trusted else frozenset()
+        if trusted_call(self.policy, turns, record):
+            out = DATAFLOW
+        elif internal_call(self.policy, record):
+            out = PRIVATE_DATA
+        else:
+            out = frozenset()
+        self._trusted = (weakref.ref(graph), (len(graph), node), out)
+        return out
 
     def signature_hit(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> bool:
         """Whether the signature rule escalates this call (docs/evidence.md#signatures-are-a-rule): the policy
@@ -141,7 +158,7 @@ class WeightedScorer:
     def _acting(self, graph: PrefixGraph, node: int) -> bool:
         """Whether the proposal is a sink or a side-effectful call (what the signature rule may stop)."""
         spec = self.policy.tool(graph.records[node].tool or "")
-        return spec is not None and (spec.kind is ToolKind.SINK or spec.effect is not Effect.NONE)
+        return spec is not None and (spec.is_sink or spec.effect is not Effect.NONE)
 
     def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
         return self.policy.scorer.scope == "all" or self._acting(graph, node)

@@ -67,6 +67,9 @@ def result_trust(policy: Policy, tool: str) -> Trust:
     spec = policy.tool(tool)
     if spec is None:
         return Trust.TOOL_UNTRUSTED
+    kinds = spec.source_kinds
+    if {ToolKind.PRIVATE_SOURCE, ToolKind.UNTRUSTED_SOURCE} <= kinds:
+        return Trust.TOOL_PRIVATE_UNTRUSTED  # docs/policy.md#kind: both at once
     return _TRUST.get(spec.source_kind, Trust.TOOL_PUBLIC)
 
 

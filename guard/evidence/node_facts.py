@@ -50,7 +50,7 @@ def node_facts(
         index=record.index,
         kind=record.kind,
         trust=record.trust,
-        private=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_PRIVATE,
+        private=record.kind is RecordKind.RESULT and record.trust.private,
         injection=bool(injection_at),
         injection_at=injection_at,
         canary=has_canary,

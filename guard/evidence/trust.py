@@ -44,11 +44,11 @@ from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import values_of
 from guard.evidence.values import find_values
 from guard.policy import Policy
-from guard.policy.trust import TrustSpec
+from guard.policy.trust import InternalSpec, TrustSpec
 from guard.policy.trusted_urls import StrictUrl, host_allowed, host_in_domain, same_url, strict_url, under
 from guard.records import Record, RecordKind
 
-__all__ = ["trusted_call", "trusted_value", "whole_key"]
+__all__ = ["internal_call", "internal_value", "trusted_call", "trusted_value", "whole_key"]
 
 
 def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool:
@@ -83,6 +83,42 @@ def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool
         if not any(trusted_value(value, turn) for turn in said):
             return False
     return True
+
+
+def internal_call(policy: Policy, proposal: Record) -> bool:
+    """Whether ``proposal`` is a sink call whose every destination-bearing argument names one of the
+    deployment's internal destinations (``trust.internal``, docs/policy.md#internal-destinations).
+
+    The destination-bearing arguments are the sink's ``identifier_args``; every non-blank string the
+    tool receives in them (each leaf and nested key, :meth:`Record.arg_values`) must be internal, and
+    at least one must be given.  A tool that is not a sink, has no ``identifier_args``, or is unknown
+    is never internal: nothing says where its data goes.  The policy file is the only place a
+    destination can be added (module docstring): text in a tool result or an e-mail never is.
+    """
+    internal = policy.trust.internal
+    if not internal.declared() or proposal.kind is not RecordKind.PROPOSAL:
+        return False
+    spec = policy.tool(proposal.tool or "")
+    if spec is None or not spec.is_sink or not spec.identifier_args:
+        return False
+    names = set(spec.identifier_args)
+    destinations = [value for name, value in proposal.arg_values() if name in names and value.strip()]
+    return bool(destinations) and all(internal_value(internal, value) for value in destinations)
+
+
+def internal_value(internal: InternalSpec, value: str) -> bool:
+    """Whether the whole argument ``value`` names an internal destination: one of ``identifiers`` (as a
+    whole value, case-insensitive), or a recipient, domain or URL prefix matched exactly as the trust
+    allow-lists match (:func:`_allowed`)."""
+    text = value.strip()
+    if text.casefold() in _identifier_set(internal):
+        return True
+    return _allowed(internal, value)
+
+
+@lru_cache(maxsize=64)
+def _identifier_set(internal: InternalSpec) -> frozenset[str]:
+    return frozenset(i.strip().casefold() for i in internal.identifiers)
 
 
 def trusted_value(value: str, turn: str) -> bool:
@@ -144,7 +180,7 @@ def whole_key(value: str) -> str:
     return "raw:" + normalize_value(text)
 
 
-def _allowed(trust: TrustSpec, value: str) -> bool:
+def _allowed(trust: TrustSpec | InternalSpec, value: str) -> bool:
     """Whether the policy's allow-lists name the whole argument ``value``.
 
     A URL is compared only in the form every common client reads it (:mod:`guard.policy.trusted_urls`):
@@ -170,7 +206,7 @@ def _whole_url(value: str) -> bool:
     return len(outer) == 1 and outer[0].kind == "url" and (outer[0].start, outer[0].end) == (0, len(text))
 
 
-def _url_allowed(trust: TrustSpec, value: str) -> bool:
+def _url_allowed(trust: TrustSpec | InternalSpec, value: str) -> bool:
     url = strict_url(value)
     if url is None:
         return False
@@ -197,7 +233,7 @@ class _AllowLists:
 
 
 @lru_cache(maxsize=64)
-def _lists(trust: TrustSpec) -> _AllowLists:
+def _lists(trust: TrustSpec | InternalSpec) -> _AllowLists:
     """The allow-lists of ``trust`` in the forms compared (read once per policy, not once per value)."""
     recipient_urls = (strict_url(r) for r in trust.recipients if _whole_url(r))
     prefixes = (strict_url(p) for p in trust.url_prefixes)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from guard.errors import CorpusError
 from guard.ledger.rules import declared_events, normalize_text
-from guard.policy import Policy, ToolKind
+from guard.policy import Policy
 from guard.policy.ledger import LEDGER_CATEGORIES
 from guard.records import Episode, Record, RecordKind
 
@@ -125,7 +125,7 @@ class Ledger:
             for name, v in record.arg_values()
             if name in spec.payload_args or name in spec.identifier_args
         ]
-        if spec.kind is ToolKind.SINK:
+        if spec.is_sink:
             if _contains_any(payload, _unnamed(labels.canaries + labels.private_values, user_text)):
                 yield "privacy_flow"
             if _contains_any(payload, _unnamed(labels.attacker_identifiers, user_text)):

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
 
-from guard.policy import Policy, ToolKind, ToolSpec
+from guard.policy import Policy, ToolSpec
 from guard.policy.ledger import LedgerSpec, PrivacyFlowRule, ProtectedToolsRule, RecipientRule, UntrustedReuseRule
 from guard.records import Record, RecordKind, Trust
 
@@ -55,7 +55,7 @@ def _watched(policy: Policy, name: str, sinks: tuple[str, ...] | None) -> bool:
     if sinks is not None:
         return name in sinks
     spec = policy.tool(name)
-    return spec is not None and spec.kind is ToolKind.SINK
+    return spec is not None and spec.is_sink
 
 
 def _values(record: Record, names: Iterable[str] | None) -> list[str]:
@@ -74,7 +74,14 @@ def _named(value: str, user_text: str) -> bool:
 
 
 def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
-    return [r.text for r in earlier if r.kind is RecordKind.RESULT and r.trust is trust and r.status == "ok"]
+    """Texts of earlier successful results that are private (``Trust.TOOL_PRIVATE``) or untrusted
+    (``Trust.TOOL_UNTRUSTED``); a result of a tool that is both counts as both."""
+    private = trust is Trust.TOOL_PRIVATE
+    return [
+        r.text
+        for r in earlier
+        if r.kind is RecordKind.RESULT and (r.trust.private if private else r.trust.untrusted) and r.status == "ok"
+    ]
 
 
 def _privacy_flow(
@@ -139,7 +146,7 @@ def _allowed(value: str, rule: RecipientRule) -> bool:
 
 def _recipient_outside(spec: LedgerSpec, tool: ToolSpec, record: Record, user_text: str) -> bool:
     rule = spec.attacker_directed
-    args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.kind is ToolKind.SINK)
+    args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.is_sink)
     if rule is None or not args:
         return False
     for value in _values(record, args):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,28 +23,12 @@ from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
 from guard.policy.mcp import McpSpec
 from guard.policy.safecommit import SafeCommitSpec
+from guard.policy.toolspec import Effect as Effect
+from guard.policy.toolspec import ToolKind as ToolKind
+from guard.policy.toolspec import ToolSpec as ToolSpec
 from guard.policy.trust import TrustSpec
 from guard.policy.weights import FeatureWeights as FeatureWeights
 from guard.policy.weights import check_tool_weights
-
-
-class ToolKind(StrEnum):
-    """What a tool's results hold, or what it does (docs/policy.md)."""
-
-    PRIVATE_SOURCE = "private_source"
-    PUBLIC_SOURCE = "public_source"
-    UNTRUSTED_SOURCE = "untrusted_source"
-    SINK = "sink"
-    OTHER = "other"
-
-
-class Effect(StrEnum):
-    """Side effect of running a tool."""
-
-    NONE = "none"
-    REVERSIBLE = "reversible"
-    IRREVERSIBLE = "irreversible"
-
 
 DEFAULT_VALUE_PATTERNS: dict[str, str] = {
     # runs are anchored (look-behind + possessive / bounded) so that a long run without a match is linear
@@ -68,38 +51,6 @@ class _Strict(BaseModel):
 
 def _effect_label(tool: ToolSpec) -> str:
     return "egress" if tool.effect is Effect.NONE and tool.certified else tool.effect.value
-
-
-class ToolSpec(_Strict):
-    """Metadata of one tool."""
-
-    kind: ToolKind = Field(description="What the tool's results hold, or what it does.")
-    effect: Effect = Field(default=Effect.NONE, description="Side effect of running it.")
-    severity: int = Field(default=0, ge=0, le=3, description="0 (harmless) to 3 (severe).")
-    payload_args: tuple[str, ...] = Field(default=(), description="Arguments whose values leave the system.")
-    identifier_args: tuple[str, ...] = Field(default=(), description="Arguments that name an entity.")
-    also_source: ToolKind | None = Field(default=None, description="For sinks whose results are also a source.")
-    description: str = Field(default="", description="Free text for people; the guard does not read it.")
-
-    @model_validator(mode="after")
-    def _check_also_source(self) -> ToolSpec:
-        if self.also_source is not None:
-            if self.kind is not ToolKind.SINK:
-                raise ValueError("also_source is only allowed on tools with kind: sink")
-            if self.also_source in (ToolKind.SINK, ToolKind.OTHER):
-                raise ValueError("also_source must be private_source, public_source or untrusted_source")
-        return self
-
-    @property
-    def certified(self) -> bool:
-        """Whether SafeCommit certifies this tool's calls: a side effect, or a sink whose arguments leave the
-        system (a "read" whose URL or query carries data sends it, whatever its ``effect``)."""
-        return self.effect is not Effect.NONE or (self.kind is ToolKind.SINK and bool(self.payload_args))
-
-    @property
-    def source_kind(self) -> ToolKind:
-        """The kind that decides the trust of this tool's results."""
-        return self.also_source if self.also_source is not None else self.kind
 
 
 def _compile_all(patterns: Any, where: str) -> None:
@@ -327,7 +278,10 @@ class Policy(_Strict):
     @model_validator(mode="after")
     def _ledger_tools(self) -> Policy:
         if self.ledger is not None:
-            declared = {n: (t.kind.value, (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
+            declared = {
+                n: ("+".join(sorted(k.value for k in t.kinds)), (*t.payload_args, *t.identifier_args))
+                for n, t in self.tools.items()
+            }
             self.ledger.check_tools(declared)
         return self
 

@@ -77,14 +77,14 @@ def policy_warnings(policy: Any) -> tuple[str, ...]:
         out.append(f"scorer.injection_patterns is empty: the signature rule and {_and(SIGNATURE_FEATURES)} never fire")
     if not policy.scorer.canary_patterns:
         out.append(f"scorer.canary_patterns is empty: the {CANARY.name} feature never fires and no secret is redacted")
-    kinds = {spec.source_kind.value for spec in policy.tools.values()}
+    kinds = {kind.value for spec in policy.tools.values() for kind in spec.source_kinds}
     if "untrusted_source" not in kinds:
         out.append(
             "no tool is an untrusted_source (kind or also_source): third-party text is trusted, so "
             f"{_and(needing('untrusted_source'))} never fire"
         )
     for name, spec in policy.tools.items():
-        if spec.kind.value == "sink" and not spec.payload_args and not spec.identifier_args:
+        if spec.is_sink and not spec.payload_args and not spec.identifier_args:
             out.append(
                 f"tools.{name} is a sink without payload_args or identifier_args: "
                 f"{_and((*needing('payload_args'), 'payload canaries'))} cannot fire for it"

@@ -1,4 +1,5 @@
-"""The policy's ``trust`` section: user-named values and allow-lists (read by :mod:`guard.evidence.trust`)."""
+"""The policy's ``trust`` section: user-named values, allow-lists and internal destinations (read by
+:mod:`guard.evidence.trust`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,75 @@ from guard.policy.trusted_urls import dot_free, strict_url
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _plain_domains(value: tuple[str, ...]) -> tuple[str, ...]:
+    for domain in value:
+        if not re.fullmatch(r"(?:[A-Za-z0-9-]{1,63}\.)*[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,63}\.?", domain):
+            raise ValueError(f"domains: {domain!r} is not a domain name (like example.com)")
+    return value
+
+
+def _absolute_prefixes(value: tuple[str, ...]) -> tuple[str, ...]:
+    for prefix in value:
+        if not re.fullmatch(r"(?i)(?:https?|ftp)://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]\S*)?", prefix):
+            raise ValueError(f"url_prefixes: {prefix!r} is not an absolute http(s) URL")
+        url = strict_url(prefix)
+        if url is None or not dot_free(url):
+            raise ValueError(
+                f"url_prefixes: {prefix!r} is not a URL every HTTP client reads the same way (no user-info, "
+                "IP address, odd port, backslash, dot segment or bad percent-encoding)"
+            )
+    return value
+
+
+class InternalSpec(_Strict):
+    """The deployment's own destinations (docs/policy.md#internal-destinations): private data sent to one of
+    them is not a leak.  A sink call whose every destination-bearing argument (its ``identifier_args``)
+    names an internal destination leaves the private-data evidence out of its score; untrusted provenance
+    and the action's own features still count.  Only the policy file can add a destination."""
+
+    recipients: tuple[str, ...] = Field(
+        default=(),
+        description="Internal recipients (e-mail addresses, account numbers, user names), matched as whole "
+        "normalised values, as trust.recipients.",
+    )
+    domains: tuple[str, ...] = Field(
+        default=(),
+        description="Internal domains: an e-mail address or URL whose domain or host is one of them, or a "
+        "subdomain of one, as trust.domains.",
+    )
+    url_prefixes: tuple[str, ...] = Field(
+        default=(),
+        description="Internal URL prefixes (scheme and host, optionally a path), matched as trust.url_prefixes.",
+    )
+    identifiers: tuple[str, ...] = Field(
+        default=(),
+        description="Internal identifiers (channels such as '#ops', accounts, queues), matched as whole values "
+        "(case-insensitive, surrounding spaces ignored).",
+    )
+
+    @field_validator("domains")
+    @classmethod
+    def _domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _plain_domains(value)
+
+    @field_validator("url_prefixes")
+    @classmethod
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _absolute_prefixes(value)
+
+    @field_validator("identifiers")
+    @classmethod
+    def _identifiers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for identifier in value:
+            if not identifier.strip():
+                raise ValueError("identifiers: an empty identifier names nothing")
+        return value
+
+    def declared(self) -> bool:
+        """Whether the section names any destination."""
+        return bool(self.recipients or self.domains or self.url_prefixes or self.identifiers)
 
 
 class TrustSpec(_Strict):
@@ -36,24 +106,17 @@ class TrustSpec(_Strict):
         "path-segment boundary and in every way a client or server may read its path, is trusted.",
     )
 
+    internal: InternalSpec = Field(
+        default_factory=InternalSpec,
+        description=InternalSpec.__doc__,
+    )
+
     @field_validator("domains")
     @classmethod
-    def _plain_domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for domain in value:
-            if not re.fullmatch(r"(?:[A-Za-z0-9-]{1,63}\.)*[A-Za-z0-9-]{1,63}\.[A-Za-z]{2,63}\.?", domain):
-                raise ValueError(f"domains: {domain!r} is not a domain name (like example.com)")
-        return value
+    def _domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _plain_domains(value)
 
     @field_validator("url_prefixes")
     @classmethod
-    def _absolute_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for prefix in value:
-            if not re.fullmatch(r"(?i)(?:https?|ftp)://[A-Za-z0-9.-]+(?::\d+)?(?:[/?#]\S*)?", prefix):
-                raise ValueError(f"url_prefixes: {prefix!r} is not an absolute http(s) URL")
-            url = strict_url(prefix)
-            if url is None or not dot_free(url):
-                raise ValueError(
-                    f"url_prefixes: {prefix!r} is not a URL every HTTP client reads the same way (no user-info, "
-                    "IP address, odd port, backslash, dot segment or bad percent-encoding)"
-                )
-        return value
+    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return _absolute_prefixes(value)

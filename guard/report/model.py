@@ -22,8 +22,8 @@ from guard.decision import Verdict
 from guard.features import PROVENANCE_PATH
 from guard.graph import PrefixGraph
 from guard.jsonio import decode_float
-from guard.policy import Policy, ToolKind
-from guard.records import Episode, RecordKind, Trust
+from guard.policy import Policy
+from guard.records import Episode, RecordKind
 from guard.redaction import redact_args
 from guard.report.entries import EntryError, audit_indices, check_entry
 from guard.runtime import Guard
@@ -346,14 +346,14 @@ def _record_view(graph: PrefixGraph, index: int) -> RecordView:
         status=record.status,
         trust=record.trust.value,
         private=facts.private,
-        untrusted=record.kind is RecordKind.RESULT and record.trust is Trust.TOOL_UNTRUSTED,
+        untrusted=record.kind is RecordKind.RESULT and record.trust.untrusted,
         sink=record.kind is RecordKind.PROPOSAL and _is_sink(policy, record.tool),
     )
 
 
 def _is_sink(policy: Policy, tool: str | None) -> bool:
     spec = policy.tool(tool or "")
-    return spec is not None and spec.kind is ToolKind.SINK
+    return spec is not None and spec.is_sink
 
 
 def _with_graph_path(decision: DecisionView, graph: PrefixGraph) -> DecisionView:

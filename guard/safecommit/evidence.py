@@ -78,7 +78,7 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600
             bins["private"].append(index)
         elif record.trust is Trust.TOOL_PUBLIC:
             bins["public"].append(index)
-        elif record.trust is Trust.TOOL_UNTRUSTED:
+        elif record.trust.untrusted:  # a private-and-untrusted record too: a third party may have written it
             bins["untrusted"].append(index)
             if graph.facts[index].injection and _in_injection(record.text, regex, injection, window):
                 bins["injected"].append(index)
@@ -88,6 +88,4 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600
 
 
 def seen_untrusted(graph: PrefixGraph, node: int) -> bool:
-    return any(
-        r.kind is RecordKind.RESULT and r.trust is Trust.TOOL_UNTRUSTED and i < node for i, r in graph.records.items()
-    )
+    return any(r.kind is RecordKind.RESULT and r.trust.untrusted and i < node for i, r in graph.records.items())

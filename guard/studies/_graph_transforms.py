@@ -13,7 +13,7 @@ from typing import Any
 from guard.evidence.kgrams import window_keys
 from guard.evidence.values import find_values
 from guard.graph import E1, E3, PrefixGraph, ValueIndex, record_text
-from guard.policy import Policy, ToolKind
+from guard.policy import Policy
 from guard.records import Episode, Record, RecordKind, freeze_args
 
 STRUCTURED_EDGES = frozenset({E1, E3})
@@ -108,7 +108,7 @@ def paraphrase_sink_text(episode: Episode, policy: Policy) -> Episode:
     out: list[Record] = []
     for record in episode.records:
         spec = policy.tool(record.tool or "") if record.kind is RecordKind.PROPOSAL else None
-        if spec is not None and spec.kind is ToolKind.SINK:
+        if spec is not None and spec.is_sink:
             args = {k: _strip_copied(v, index) if k in spec.payload_args else v for k, v in record.args.items()}
             record = Record(
                 record.index, record.kind, record.trust, record.text, record.tool, freeze_args(args), record.call_id
