@@ -143,6 +143,8 @@ class Table:
     name: str
     job: str
     render: Callable[[Any], str]
+    #: the carbguard arguments that print this table as is (its text form), when they differ from the job's
+    printed_by: tuple[str, ...] = ()
 
 
 MODELS = (
@@ -154,10 +156,10 @@ MODELS = (
 )
 
 TABLES: tuple[Table, ...] = (
-    Table("results.md", "summary", "evaluate", _summary),
+    Table("results.md", "summary", "evaluate", _summary, ("evaluate",)),
     Table("results.md", "fitted", "evaluate", _fitted),
-    Table("results.md", "methods-all", "evaluate", _methods("all")),
-    *(Table("results.md", f"methods-{m}", "evaluate", _methods(m)) for m in MODELS),
+    Table("results.md", "methods-all", "evaluate", _methods("all"), ("evaluate",)),
+    *(Table("results.md", f"methods-{m}", "evaluate", _methods(m), ("evaluate",)) for m in MODELS),
     Table("results.md", "cross-model", "cross_model", _cross_model),
     Table("results.md", "shift-all", "shift", _shift("all")),
     Table("shift.md", "shift", "shift", _shift(None)),
@@ -190,10 +192,22 @@ def _clean(text: str) -> str:
     return re.sub(r"\s*\((?:METHOD|seed 000) §[^)]*\)", "", text)
 
 
+def label(table: Table) -> str:
+    """The line above a table: the command that prints it, and the job this page renders it from if that differs.
+
+    The README's ``carbguard evaluate`` prints the summary and the per-method tables exactly as shown; the page
+    renders them from the JSON of ``evaluate --fit-scorer --json``, whose two-way rows are the same.
+    """
+    if not table.printed_by:
+        return f"Command: `{command(table.job)}`"
+    shown = " ".join([".venv/bin/carbguard", *table.printed_by])
+    return f"Command: `{shown}` prints this table (this page renders it from `{command(table.job)}`)"
+
+
 def block(table: Table, data: Any) -> str:
     """The generated Markdown between a table's markers."""
     text = _clean(table.render(data).rstrip())
-    return f"\nCommand: `{command(table.job)}`\n\n```text\n{text}\n```\n"
+    return f"\n{label(table)}\n\n```text\n{text}\n```\n"
 
 
 def _region(name: str) -> re.Pattern[str]:

@@ -16,10 +16,13 @@ rewrites the text between them from the code (``tests/test_docs_site.py`` fails 
 ``python docs/hooks.py --check`` only reports the stale pages (exit code 1).  At build time the hooks
 leave the generated text as committed (a stale block is a build warning, so ``--strict`` fails) and:
 
-- ``<!-- include: PATH -->`` becomes the file ``PATH`` of the repository (the changelog);
+- a line ``This page is the repository's [PATH](../PATH).`` becomes the file ``PATH`` of the repository
+  (the changelog): a reader of the raw Markdown follows the link, the site shows the file.  No page holds
+  a placeholder comment that only the built site fills (``tests/test_docs_site.py`` checks);
 - ``<!-- markdown-only -->`` … ``<!-- /markdown-only -->`` is dropped: a note for readers of the raw
   Markdown (``docs/api.md``'s pointer to the source files, whose links leave the site);
-- fence lines lose the snippet runner's marks.
+- fence lines lose the snippet runner's older marks (``bash notest``, which superfences renders as text;
+  the attribute form ``bash {.notest}`` needs nothing).
 
 Internal references to the design documents that live outside this repository (``METHOD §N``) are
 dropped from generated text. ``tests/test_docs_site.py`` imports this module by path.
@@ -37,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-MARKER = re.compile(r"<!-- include: ([\w./-]+) -->")
+#: A page that is a repository file: ``This page is the repository's [CHANGELOG.md](../CHANGELOG.md).``
+MARKER = re.compile(r"^This page is the repository's \[([\w./-]+)\]\(\.\./\1\)\.$", re.MULTILINE)
 #: The opening marker of a generated block; its end is ``<!-- /generated: NAME -->``.
 GENERATED = re.compile(r"<!-- generated: ([\w-]+) -->")
 MARKDOWN_ONLY = re.compile(r"<!-- markdown-only -->.*?<!-- /markdown-only -->\n?", re.DOTALL)
@@ -241,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
 
 # --------------------------------------------------------------------------- hooks
 
-#: A fence whose info string carries words after the language (``bash notest``, ``bash slow``: marks
-#: for the snippet runner, ``tests/snippets.py``).  superfences reads such a fence as text, not code.
+#: A fence whose info string carries words after the language (``bash notest``, ``bash slow``: the older form
+#: of the snippet runner's marks, ``tests/snippets.py``).  superfences reads such a fence as text, not code;
+#: pages still using it are listed in ``tests/test_docs_built_html.py`` (``PENDING``).
 FENCE_MARKS = re.compile(r"^(?P<fence>[ \t]*(?:`{3,}|~{3,}))(?P<lang>[\w+-]+)(?:[ \t]+[\w-]+)+[ \t]*$", re.MULTILINE)
 
 

@@ -6,7 +6,8 @@ looks like a checkout after the README's setup line: ``policies``, ``examples``,
 ``calibration_artifacts`` and ``guard`` are links into this repository, and ``.venv`` is a link to
 the running interpreter's environment, so ``.venv/bin/carbguard`` works as written.
 
-The first word of a fence's info string says what the block is; further words are flags:
+The first word of a fence's info string says what the block is; flags follow as classes in braces,
+the attribute form pymdownx.superfences renders as code (```` ```bash {.notest} ````, ```` ```bash {.slow} ````):
 
 - ``python``: run with ``.venv/bin/python`` (no shared namespace: every block must be complete);
 - ``bash``: run with ``bash -euo pipefail`` (every command must succeed);
@@ -15,6 +16,9 @@ The first word of a fence's info string says what the block is; further words ar
 
 Flags: ``notest`` — not run (say why next to the block: a new virtual environment, a benchmark of
 minutes, a server that waits for a client); ``slow`` — run only when slow tests run (``-m slow``).
+
+The older form, flags as bare words (```` ```bash notest ````), is still read until every page is converted;
+superfences does not render such a fence as code (the site's hook, ``docs/hooks.py``, drops the words).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ OUTPUT = ("text", "")
 FLAGS = ("notest", "slow")
 TIMEOUT = 600
 INFO = re.compile(r"(?P<language>[\w-]*)(?P<flags>[^\n]*)\n")
+#: The attribute form of the flags: ``{.notest}``, ``{ .slow }``, ``{.notest .slow}``.
+ATTRIBUTES = re.compile(r"^\{\s*((?:\.[\w-]+\s*)+)\}$")
 
 
 class SnippetError(AssertionError):
@@ -68,11 +74,22 @@ class Snippet:
         return self.language in RUN + PARSED and "notest" not in self.flags
 
 
+def fence_flags(text: str) -> tuple[str, ...]:
+    """The runner's flags in what follows a fence's language: ``{.notest .slow}`` (classes in braces, which
+    superfences renders as code) or the older bare words ``notest slow``.  Anything else is returned as is, so
+    the caller reports it as an unknown flag."""
+    text = text.strip()
+    found = ATTRIBUTES.match(text)
+    if found:
+        return tuple(word.lstrip(".") for word in found.group(1).split())
+    return tuple(text.split())
+
+
 def _regions(document: Document) -> Iterator[Region]:
     lexer = RawFencedCodeBlockLexer(info_pattern=INFO)
     for region in lexer(document):
         language = str(region.lexemes["language"]).strip()
-        flags = tuple(str(region.lexemes["flags"]).split())
+        flags = fence_flags(str(region.lexemes["flags"]))
         unknown = [f for f in flags if f not in FLAGS]
         line = document.text.count("\n", 0, region.start) + 1
         if language not in RUN + PARSED + OUTPUT:

@@ -93,13 +93,19 @@ def test_blocks_are_isolated(tmp_path: Path) -> None:
 
 
 def test_flags_and_languages(tmp_path: Path) -> None:
-    """Catches a ``notest`` block that runs anyway, or an unknown fence language or flag accepted silently."""
-    (skipped,) = _page(tmp_path, "```bash notest\nexit 1\n```\n")
-    run_snippet(skipped)  # not run, so no failure
+    """Catches a ``notest`` block that runs anyway (in the attribute form ``{.notest}`` or the older bare word),
+    a ``{.slow}`` block that loses its flag, or an unknown fence language or flag accepted silently."""
+    for fence in ("```bash {.notest}", "```bash { .notest }", "```bash notest"):
+        (skipped,) = _page(tmp_path, f"{fence}\nexit 1\n```\n")
+        assert skipped.language == "bash" and skipped.flags == ("notest",) and not skipped.runs, fence
+        run_snippet(skipped)  # not run, so no failure
+    (slow,) = _page(tmp_path, "```bash {.slow .notest}\nexit 1\n```\n")
+    assert slow.flags == ("slow", "notest")
     with pytest.raises(SnippetError, match="unknown fence language"):
         _page(tmp_path, "```pyhton\nprint(1)\n```\n")
-    with pytest.raises(SnippetError, match="unknown fence flag"):
-        _page(tmp_path, "```python notset\nprint(1)\n```\n")
+    for fence in ("```python notset", "```python {.notset}", "```python {notest}"):
+        with pytest.raises(SnippetError, match="unknown fence flag"):
+            _page(tmp_path, f"{fence}\nprint(1)\n```\n")
 
 
 def test_a_bad_policy_block_fails(tmp_path: Path) -> None:
