@@ -1,12 +1,14 @@
-"""Evidence for SafeCommit's worlds: where a checked value occurs in the prefix, by trust (docs/safecommit.md)."""
+"""Evidence for SafeCommit's worlds: where a checked value occurs in the prefix, by trust, and whether the
+policy vouches for it as the gate does (docs/safecommit.md#your-own-tools)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from guard.evidence.trust import internal_call, trusted_call
 from guard.records import RecordKind, Trust
 
 if TYPE_CHECKING:
@@ -85,6 +87,39 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600
             if _delegated(graph, index):
                 bins["delegated"].append(index)
     return Evidence(**{k: tuple(v) for k, v in bins.items()})
+
+
+#: Why the policy vouches for a checked value (:func:`policy_vouches`); the text is a dropped world's reason.
+VOUCHED_LISTED = "the trust section's allow-lists name the value (as the gate reads them)"
+VOUCHED_INTERNAL = "the value names an internal destination (trust.internal, as the gate reads it)"
+VOUCHED_USER = "a user turn names the value (trust.user_named, as the gate reads it)"
+
+
+def policy_vouches(graph: PrefixGraph, node: int, arg: str, value: str) -> str | None:
+    """Why the policy vouches for ``value`` as argument ``arg`` of the proposal at ``node``, or None.
+
+    The certificate reads the same declarations as the gate, through the gate's own functions
+    (:mod:`guard.evidence.trust`, no second matcher), applied to the proposal with that one argument
+    value: :data:`VOUCHED_LISTED` when :func:`~guard.evidence.trust.trusted_call` holds without any user
+    turn (an allow-list of ``trust`` names it); :data:`VOUCHED_INTERNAL` when
+    :func:`~guard.evidence.trust.internal_call` holds (the tool is a sink, ``arg`` one of its
+    ``identifier_args``, and ``trust.internal`` names the value); :data:`VOUCHED_USER` when
+    ``trusted_call`` holds with the user turns before ``node`` (``trust.user_named`` is on and a turn names
+    it).  Only the policy file and the user's own turns can make any of them hold; tool output never does.
+    """
+    record = graph.records[node]
+    if record.kind is not RecordKind.PROPOSAL or not value.strip():
+        return None
+    one = replace(record, args={arg: value})
+    policy = graph.policy
+    if trusted_call(policy, (), one):
+        return VOUCHED_LISTED
+    if internal_call(policy, one):
+        return VOUCHED_INTERNAL
+    turns = (r.text for i, r in sorted(graph.records.items()) if i < node and r.kind is RecordKind.USER)
+    if trusted_call(policy, turns, one):
+        return VOUCHED_USER
+    return None
 
 
 def seen_untrusted(graph: PrefixGraph, node: int) -> bool:

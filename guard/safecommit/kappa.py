@@ -18,7 +18,7 @@ from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
 from guard.safecommit.conformal import conformal_threshold
 
 KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
-WORLDS_VERSION = "safecommit-worlds/v1"
+WORLDS_VERSION = "safecommit-worlds/v2"  # v2: the trust section vouches for values
 
 _FINGERPRINTS: dict[int, tuple[Policy, str]] = {}
 
@@ -36,12 +36,14 @@ def scoring_fingerprint(policy: Policy) -> str:
 
 
 def _scoring_fingerprint(policy: Policy) -> str:
-    """A hash of everything world scores depend on: tool trust, patterns, weights, constructors, code."""
+    """A hash of everything world scores depend on: tool trust, the ``trust`` section (values it vouches for
+    lose their untrusted world), patterns, weights, constructors, code."""
     spec = policy.safecommit
     dumped = policy.model_dump(mode="json")
     body = {
         "version": WORLDS_VERSION,
         "tools": dumped["tools"],
+        "trust": dumped["trust"],
         "value_patterns": dumped["graph"]["value_patterns"],
         "injection_patterns": dumped["scorer"]["injection_patterns"],
         "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,

@@ -37,8 +37,18 @@ tool_disagreement   an error result names it        a private record holds it   
 policy              outside allow_patterns          0                              0
 ==================  ==============================  =============================  ==========================
 
-Hard evidence drops worlds before scoring: ``deny_patterns`` drop the legitimate worlds of a value;
-with no untrusted record in the prefix at all the ``untrusted`` world is dropped;
+The policy vouches for a value as the gate does (:func:`guard.safecommit.evidence.policy_vouches`,
+which calls :func:`guard.evidence.trust.trusted_call` and :func:`~guard.evidence.trust.internal_call`):
+an allow-list of ``trust`` names it, it is a destination ``trust.internal`` names, or (with
+``trust.user_named``) a user turn names it as the gate reads turns.  Such a value's ``untrusted``
+world is dropped as hard evidence (the user or the deployment chose the value), and its legitimate
+world counts the policy as a source: listed or internal, the ``trusted`` world has provenance 0 and
+age 0 (the policy file is a trusted, current source); user-named, the ``user`` world has provenance 0.
+
+Hard evidence drops worlds before scoring: ``deny_patterns`` drop the legitimate worlds of a value
+(and outrank the policy's vouching: the value keeps its ``untrusted`` world); a value the policy
+vouches for loses its ``untrusted`` world; with no untrusted record in the prefix at all the
+``untrusted`` world is dropped;
 ``protected_patterns`` drop ``disposable``, ``disposable_patterns`` drop ``shared``.  A target that
 loses every world leaves no consistent world: the support is empty (→ ``abstain``).
 """
@@ -61,9 +71,9 @@ from guard.policy.safecommit import (
     ValueCheck,
 )
 from guard.records import Record
+from guard.safecommit.evidence import VOUCHED_USER, policy_vouches, seen_untrusted
 from guard.safecommit.evidence import Evidence as Evidence
 from guard.safecommit.evidence import gather_evidence as gather_evidence
-from guard.safecommit.evidence import seen_untrusted
 from guard.safecommit.fallback import AUTHORITY_FACT, AUTHORITY_MISSING, EVIDENCE_FACT, EVIDENCE_PENDING
 from guard.safecommit.types import World
 
@@ -229,18 +239,21 @@ def _parts(provenance: float, age: float, inconsistency: float, tool: float, pol
 
 
 def value_components(
-    ev: Evidence, node: int, horizon: int, check: ValueCheck, value: str
+    ev: Evidence, node: int, horizon: int, check: ValueCheck, value: str, vouched: str | None = None
 ) -> dict[str, dict[str, float]]:
-    """The components of the user / trusted / untrusted worlds of one value (module docstring)."""
+    """The components of the user / trusted / untrusted worlds of one value (module docstring); ``vouched``:
+    why the policy vouches for the value (:func:`guard.safecommit.evidence.policy_vouches`), if it does."""
     legit_policy = 1.0 if check.allow_patterns and not _matches(check.allow_patterns, value) else 0.0
     agreement = len(ev.user) + len(ev.private) + len(ev.public)
     injected = (1.0 if agreement == 0 else 0.5) if ev.injected else 0.0
     error = 1.0 if ev.errors else 0.0
-    trusted_prov = 0.0 if ev.private else 0.5 if (ev.public or ev.delegated) else 1.0
-    trusted_age = _age(node, ev.private + ev.public + ev.delegated, horizon)
+    by_policy = vouched is not None and vouched != VOUCHED_USER
+    trusted_prov = 0.0 if (ev.private or by_policy) else 0.5 if (ev.public or ev.delegated) else 1.0
+    trusted_age = 0.0 if by_policy else _age(node, ev.private + ev.public + ev.delegated, horizon)
+    user_prov = 0.0 if (ev.user or vouched == VOUCHED_USER) else 1.0
     untrusted_prov = 0.0 if ev.injected else 0.5 if ev.untrusted else 1.0
     return {
-        "user": _parts(0.0 if ev.user else 1.0, _age(node, ev.user, horizon), injected, error, legit_policy),
+        "user": _parts(user_prov, _age(node, ev.user, horizon), injected, error, legit_policy),
         "trusted": _parts(trusted_prov, trusted_age, injected, error, legit_policy),
         "untrusted": _parts(
             untrusted_prov, _age(node, ev.untrusted, horizon), min(1.0, agreement / 2), 1.0 if ev.private else 0.0, 0.0
@@ -269,14 +282,19 @@ def _facts(kind: Kind, target: Target) -> dict[str, str]:
     return facts
 
 
-def _hard_drops(target: Target, check: ValueCheck | ResourceCheck, untrusted_seen: bool) -> dict[str, str]:
-    """World kind → why hard evidence rules it out."""
+def _hard_drops(
+    target: Target, check: ValueCheck | ResourceCheck, untrusted_seen: bool, vouched: str | None = None
+) -> dict[str, str]:
+    """World kind → why hard evidence rules it out (``vouched``: why the policy vouches for the value)."""
     drops: dict[str, str] = {}
     if isinstance(check, ValueCheck):
-        if _matches(check.deny_patterns, target.value):
+        denied = _matches(check.deny_patterns, target.value)
+        if denied:
             drops["user"] = drops["trusted"] = "value matches deny_patterns"
         if not untrusted_seen:
             drops["untrusted"] = "no untrusted record in the prefix"
+        elif vouched is not None and not denied:
+            drops["untrusted"] = vouched
     else:
         if _matches(check.protected_patterns, target.value):
             drops["disposable"] = "resource matches protected_patterns"
@@ -306,11 +324,13 @@ def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommi
     for target in targets:
         check = checks[(target.check, target.arg)]
         ev = evidence[target.key] = gather_evidence(graph, node, target.value, weights.injection_window)
+        vouched: str | None = None
         if isinstance(check, ValueCheck):
-            comps = value_components(ev, node, horizon, check, target.value)
+            vouched = policy_vouches(graph, node, target.arg, target.value)
+            comps = value_components(ev, node, horizon, check, target.value, vouched)
         else:
             comps = resource_components(ev, node, horizon)
-        drops = _hard_drops(target, check, seen)
+        drops = _hard_drops(target, check, seen, vouched)
         kept = 0
         for kind, parts in comps.items():
             name = f"{kind}:{target.key}"

@@ -10,6 +10,7 @@ import pytest
 from guard.graph import PrefixGraph
 from guard.policy import Policy, parse_policy
 from guard.records import Record, Trust, proposal, result, user
+from guard.safecommit.evidence import VOUCHED_USER
 from guard.safecommit.worlds import NO_TARGET, Support, build_support, find_targets
 
 TOOLS: dict[str, Any] = {
@@ -88,7 +89,9 @@ def test_a_recipient_the_user_named_gets_a_low_user_world(policy: Policy) -> Non
         {"to": "bob@corp.example", "body": "notes"},
     )
     s = scores(support)
-    assert s["user"] < s["trusted"] and s["user"] < s["untrusted"]
+    assert s["user"] < s["trusted"]
+    assert "untrusted" not in s  # the gate's trust reads the user turn: the user chose the value
+    assert support.dropped == (("untrusted:to=bob@corp.example", VOUCHED_USER),)
     user_world = next(c for c in support.candidates if c.kind == "user")
     assert user_world.components["provenance"] == 0.0
     assert support.evidence["to=bob@corp.example"].user == (0,)
