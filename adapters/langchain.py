@@ -6,7 +6,9 @@ Three ways in, one core:
   ``awrap_tool_call``, plus ``after_model`` to decide a model turn's calls in order and to refuse the
   calls whose arguments LangChain could not parse);
 - :func:`guard_tool_node` (or :class:`GuardToolWrapper` passed to LangGraph's
-  ``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) for hand-built graphs;
+  ``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) for hand-built graphs; a ``ToolNode`` never
+  sees its run end, so :func:`end_run` (:func:`aend_run`) after each run feeds the final answer, sets
+  the episode's metadata and closes the session;
 - :func:`guard_tools` for executors that call ``tool.invoke(tool_call)`` themselves (langchain-core
   only).
 
@@ -58,6 +60,7 @@ The module imports without LangChain; its entry points raise ImportError with th
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import SessionKey as SessionKey
 from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
+from guard.adapters._langchain_episode import aend_run, end_run, tool_node_wrapper
 from guard.adapters._langchain_middleware import GuardMiddleware, guard_tool_node
 from guard.adapters._langchain_review import (
     ApproveDecision,
@@ -78,10 +81,13 @@ __all__ = [
     "RejectDecision",
     "RespondDecision",
     "UnboundCallError",
+    "aend_run",
     "edited_call_id",
+    "end_run",
     "guard_tool_node",
     "guard_tools",
     "refusal_text",
     "review_context",
     "thread_session_key",
+    "tool_node_wrapper",
 ]
