@@ -23,9 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 #: owns; superfences renders them as text, and only the site's hook (``docs/hooks.py``) makes them code.  Convert
 #: each to the attribute form (```` ```bash {.notest} ````) and drop its entry here.
 PENDING: dict[str, int] = {
-    "docs/calibrate.md": 1,  # the worked example; tests/test_own_deployment*.py read it with ```bash(?: notest)?
-    "docs/integrations/agentdojo.md": 1,
-    "docs/integrations/mcp.md": 1,  # tests/adapters/test_mcp_readme.py reads it with ```bash(?: notest)?
     "docs/monitoring.md": 1,
 }
 OLD_FLAGS = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[\w+-]+(?:[ \t]+[\w-]+)+[ \t]*$", re.MULTILINE)

@@ -22,7 +22,7 @@ ACCEPTS = re.compile(r"\s+\|\|\s+test \$\? -eq (\d+)(?:\s+#.*)?$")  # `cmd || te
 
 
 def _commands() -> list[str]:
-    block = re.search(r"```bash(?: notest)?\n(.*?)```", SECTION, re.S)
+    block = re.search(r"```bash(?: notest| {\.notest})?\n(.*?)```", SECTION, re.S)
     assert block is not None
     return [line for line in block.group(1).splitlines() if line.strip()]
 

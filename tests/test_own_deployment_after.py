@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def _commands() -> list[str]:
-    block = re.search(r"```bash(?: notest)?\n(.*?)```", SECTION, re.S)
+    block = re.search(r"```bash(?: notest| {\.notest})?\n(.*?)```", SECTION, re.S)
     assert block is not None
     return [line for line in block.group(1).splitlines() if line.strip()]
 

@@ -24,7 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = (ROOT / "docs" / "integrations" / "mcp.md").read_text(encoding="utf-8")
-BASH = re.findall(r"```bash(?: notest)?\n(.*?)```", SECTION, re.S)
+BASH = re.findall(r"```bash(?: notest| {\.notest})?\n(.*?)```", SECTION, re.S)
 PYTHON = re.findall(r"```python\n(.*?)```", SECTION, re.S)
 CONFIG = re.findall(r"```json\n(.*?)```", SECTION, re.S)
 ALICE = "Alice Meyer, IBAN DE89370400440532013000, passport C01X00T47"
