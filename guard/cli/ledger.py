@@ -41,8 +41,9 @@ def register(sub: Any) -> None:
     chk = cmds.add_parser(
         "check",
         help="which episodes the rules and labels charge, per category, and every disagreement",
-        description="With --policy/--episodes: per-category counts (rules, labels, ledger), the episodes the "
-        "rules charge, charged episodes without a label, and every disagreement between rules and labels. "
+        description="With --policy/--episodes: per-category counts (rules, labels, ledger), per rule the episodes "
+        "it charges and the labels that override or add to its charges, the episodes the rules charge, charged "
+        "episodes without a label, and every disagreement between rules and labels. "
         "With --corpus: how the AgentDojo ledger agrees with AgentDojo's own security verdict.",
     )
     chk.add_argument("--policy", action="append", default=[], help="policy file with a ledger: section (repeatable)")

@@ -3,6 +3,10 @@
 :func:`declared_events` gives the categories that executing one proposal charges, from the
 proposal, the records before it and the policy's tool metadata.  "Named by the user" compares
 normalized text (lower case, whitespace collapsed) with the user's turns before the proposal.
+
+Destinations are matched by :func:`guard.evidence.trust.internal_value`, the gate's own matcher for
+``trust.internal``: ``privacy_flow.allowed_destinations`` (default ``trust.internal``) and, for an
+``attacker_directed`` rule without an allow-list of its own, ``trust.internal``.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from urllib.parse import urlsplit
 
+from guard.evidence.trust import internal_value
 from guard.policy import Policy, ToolSpec
 from guard.policy.ledger import LedgerSpec, PrivacyFlowRule, ProtectedToolsRule, RecipientRule, UntrustedReuseRule
 from guard.records import Record, RecordKind, Trust
@@ -39,9 +44,14 @@ def _fired(
 ) -> Iterator[str]:
     name = record.tool or ""
     privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
-    if privacy and _watched(policy, name, privacy.sinks) and _privacy_flow(privacy, tool, record, earlier, user_text):
+    if (
+        privacy
+        and _watched(policy, name, privacy.sinks)
+        and not _to_allowed(privacy, policy, tool, record)
+        and _privacy_flow(privacy, tool, record, earlier, user_text)
+    ):
         yield "privacy_flow"
-    if spec.attacker_directed and _recipient_outside(spec, tool, record, user_text):
+    if spec.attacker_directed and _recipient_outside(spec, policy, tool, record, user_text):
         yield "attacker_directed"
     if spec.destructive and _protected(spec.destructive, tool, record, user_text):
         yield "destructive"
@@ -103,6 +113,17 @@ def _privacy_flow(
     return False
 
 
+def _to_allowed(rule: PrivacyFlowRule, policy: Policy, tool: ToolSpec, record: Record) -> bool:
+    """The send goes where private data may go: the tool has identifier arguments, at least one value is
+    given, and every non-blank value names an allowed destination (``allowed_destinations``, else
+    ``trust.internal``; an explicit ``{}`` allows none)."""
+    allowed = rule.allowed_destinations if rule.allowed_destinations is not None else policy.trust.internal
+    if not allowed.declared() or not tool.identifier_args:
+        return False
+    destinations = [v for v in _values(record, tool.identifier_args) if v.strip()]
+    return bool(destinations) and all(internal_value(allowed, v) for v in destinations)
+
+
 def _user_named_recipients(tool: ToolSpec, record: Record, user_text: str) -> bool:
     """The user asked for it: the sink has identifier arguments, and the user named every one of their values."""
     recipients = [v for v in _values(record, tool.identifier_args) if v.strip()] if tool.identifier_args else []
@@ -144,16 +165,19 @@ def _allowed(value: str, rule: RecipientRule) -> bool:
     return host is not None and any(host == d.lower() or host.endswith("." + d.lower()) for d in rule.allow_domains)
 
 
-def _recipient_outside(spec: LedgerSpec, tool: ToolSpec, record: Record, user_text: str) -> bool:
+def _recipient_outside(spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, user_text: str) -> bool:
     rule = spec.attacker_directed
     args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.is_sink)
     if rule is None or not args:
         return False
+    internal = None if rule.states_allow_list() or not policy.trust.internal.declared() else policy.trust.internal
     for value in _values(record, args):
+        if internal is not None and value.strip() and internal_value(internal, value):
+            continue
         for token in (t for t in _SPLIT.split(value) if t):
             if rule.user_named_ok and _named(token, user_text):
                 continue
-            if not _allowed(token, rule):
+            if not (_allowed(token, rule) or (internal is not None and internal_value(internal, token))):
                 return True
     return False
 
@@ -163,7 +187,11 @@ def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_te
     if name not in rule.tools:
         return False
     args = (rule.object_args or {}).get(name) or tool.identifier_args or None
-    return any(v.strip() and not _named(v, user_text) for v in _values(record, args))
+    scope = rule.scope()
+    return any(
+        v.strip() and not _named(v, user_text) and (scope is None or any(re.search(p, v) for p in scope))
+        for v in _values(record, args)
+    )
 
 
 def _untrusted_reuse(

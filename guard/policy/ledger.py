@@ -9,6 +9,11 @@ check``; the gate never reads this section (it is not part of the pipeline finge
 
 "Named by the user" means: the value, lower-cased with whitespace collapsed, stands in the text of
 the user's own turns before the proposal.
+
+Scopes (docs/ledger-rules.md#scoped-rules): ``destructive``/``credential_change`` may protect only the
+objects that ``paths``/``targets`` (regexes, searched) match; ``privacy_flow`` does not charge a send to
+its ``allowed_destinations`` (default: the policy's ``trust.internal``), and ``attacker_directed``
+without an allow-list of its own allows ``trust.internal``'s destinations.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from guard.policy.trust import InternalSpec
 
 LEDGER_CATEGORIES: tuple[str, ...] = (
     "privacy_flow",
@@ -67,6 +74,12 @@ class PrivacyFlowRule(_Strict):
         description="A send whose every identifier argument the user named is not charged "
         "(the user asked for it). Sinks without identifier arguments are always checked.",
     )
+    allowed_destinations: InternalSpec | None = Field(
+        default=None,
+        description="Destinations private data may go to (same keys and matching as trust.internal): a send "
+        "whose every identifier argument names one is not charged. Absent: the policy's trust.internal; "
+        "{} (explicitly empty): none allowed.",
+    )
 
     @field_validator("canary_patterns", "private_patterns")
     @classmethod
@@ -88,12 +101,19 @@ class RecipientRule(_Strict):
     )
     allow_domains: tuple[str, ...] = Field(
         default=(),
-        description="Allowed domains: an e-mail address or URL whose host is one of these or a subdomain.",
+        description="Allowed domains: an e-mail address or URL whose host is one of these or a subdomain. "
+        "With neither allow_domains nor allow_identifiers written, the policy's trust.internal destinations "
+        "are the allowed recipients; writing either (even []) replaces them.",
     )
     allow_identifiers: tuple[str, ...] = Field(
         default=(), description="Allowed recipients matched exactly (case-insensitive): channels, IBANs, names."
     )
     user_named_ok: bool = Field(default=True, description="A recipient the user named is not charged.")
+
+    def states_allow_list(self) -> bool:
+        """Whether the rule gives its own allow-list (``allow_domains`` or ``allow_identifiers`` written, even
+        empty); if not, the policy's ``trust.internal`` destinations are the allowed recipients."""
+        return bool({"allow_domains", "allow_identifiers"} & self.model_fields_set)
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -108,7 +128,8 @@ class RecipientRule(_Strict):
 
 
 class ProtectedToolsRule(_Strict):
-    """``destructive`` / ``credential_change``: an executed call of these tools on an object the user did not name."""
+    """``destructive`` / ``credential_change``: an executed call of these tools on an object the user did not name
+    (with ``paths``/``targets``: and that matches one of their patterns)."""
 
     tools: tuple[str, ...] = Field(min_length=1, description="The tools this category protects.")
     object_args: dict[str, tuple[str, ...]] | None = Field(
@@ -116,6 +137,30 @@ class ProtectedToolsRule(_Strict):
         description="Tool → the arguments naming the object acted on; default: its identifier_args, "
         "or every argument if it declares none.",
     )
+    paths: tuple[str, ...] | None = Field(
+        default=None,
+        description="Regexes of the file paths this rule protects, searched (re.search; anchor with ^ and $) in "
+        "each object-argument value: with paths or targets, a call is charged only when an unnamed object "
+        "value matches one of them. Absent: every object the user did not name.",
+    )
+    targets: tuple[str, ...] | None = Field(
+        default=None,
+        description="Regexes of the other objects this rule protects (hosts, accounts, resources), searched as "
+        "paths; paths and targets together: a match of either charges.",
+    )
+
+    @field_validator("paths", "targets")
+    @classmethod
+    def _scope(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if value is not None and not value:
+            raise ValueError("an empty list would never charge; give at least one regular expression or drop the key")
+        return None if value is None else _compiles(value)
+
+    def scope(self) -> tuple[str, ...] | None:
+        """The patterns of ``paths`` and ``targets`` together, or None when neither is given (every object)."""
+        if self.paths is None and self.targets is None:
+            return None
+        return (*(self.paths or ()), *(self.targets or ()))
 
 
 class UntrustedReuseRule(_Strict):
