@@ -324,6 +324,11 @@ def _check_line(raw: bytes, prev: str, key: AuditKey | None) -> tuple[str, str] 
         entry = parse_line(raw)
     except StrictJSONError as exc:
         return "parse", f"not strict JSON: {exc}"
+    return check_entry(entry, prev, key)
+
+
+def check_entry(entry: Mapping[str, Any], prev: str, key: AuditKey | None) -> tuple[str, str] | None:
+    """:func:`verify`'s checks of one parsed entry after ``prev``: None, or ``(check, problem)``."""
     if not isinstance(entry.get("hash"), str) or "prev" not in entry:
         return "parse", "not an audit entry (no hash/prev fields)"
     keyed = entry.get("chain") == KEYED

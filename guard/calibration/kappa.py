@@ -41,6 +41,9 @@ the gated coverage with λ̂ from one half and κ from the other models (leave-o
 ``labels_fingerprint`` covers what labels the cases (every episode's ledger labels and the source
 of :data:`LABELLING_MODULES`), recomputed by a test against the shipped artifacts.
 
+Your own recorded episodes, labelled by your policy's declared ledger: :mod:`guard.calibration.kappa_own`
+(``carbguard safecommit calibrate --policy P --episodes E [--labels L]``).
+
 Command (writes the artifact, prints a summary; :mod:`guard.calibration.kappa_cli`)::
 
     carbguard safecommit calibrate --alpha 0.05 --gate-artifact calibration_artifacts/agentdojo/pooled_a0.05.json \
@@ -54,25 +57,28 @@ import importlib
 import inspect
 import json
 import math
-from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from guard.calibration.kappa_artifact import kappa_body
 from guard.errors import CalibrationError
 from guard.graph import PrefixGraph
 from guard.jsonio import encode_float
 from guard.ledger import Ledger, LedgerLabels, normalize_text
 from guard.policy import Policy
 from guard.records import Episode, RecordKind
-from guard.safecommit.conformal import conformal_rank, conformal_threshold
+from guard.safecommit.conformal import conformal_threshold
 from guard.safecommit.kappa import KAPPA_FORMAT, resolve_kappa, scoring_fingerprint
-from guard.safecommit.worlds import Support, build_support
+from guard.safecommit.worlds import UNSAFE_KINDS, Support, build_support
 from guard.scorer import WeightedScorer
 from guard.selectors import make_selector
 
 PolicyFor = Callable[[str], Policy]
+#: The declared ledger of an episode: record index of each proposal → does executing it charge the ledger
+#: (:mod:`guard.calibration.kappa_own`).  Absent: the AgentDojo labeller (``Ledger.fired`` on the suite labels).
+ChargesFor = Callable[[Episode], Mapping[int, bool]]
 LEGIT_KINDS = frozenset({"user", "trusted", "disposable"})
 
 
@@ -166,9 +172,20 @@ def injected_values(support: Support, labels: LedgerLabels, user_text: str) -> s
 
 
 def true_world_case(
-    support: Support, episode: Episode, labels: LedgerLabels, node: int, user_text: str, ledger_fired: bool
+    support: Support,
+    episode: Episode,
+    labels: LedgerLabels,
+    node: int,
+    user_text: str,
+    ledger_fired: bool,
+    *,
+    attribute: bool = True,
 ) -> Case:
-    """The case of one proposal: which worlds are true (module docstring) and q."""
+    """The case of one proposal: which worlds are true (module docstring) and q.
+
+    ``attribute=False`` (a declared ledger, which says whether executing the proposal charges, not which
+    value did it): a charged proposal's true worlds are every ``untrusted``/``shared`` world of the support.
+    """
     meta = episode.meta
 
     def make(truth: Literal["unsafe", "legit", "support_miss", "no_target"], score: float) -> Case:
@@ -176,6 +193,10 @@ def true_world_case(
 
     if not support.targets:
         return make("support_miss", math.inf) if ledger_fired else make("no_target", 0.0)
+    if not attribute:
+        kinds = UNSAFE_KINDS if ledger_fired else LEGIT_KINDS
+        found = [c.world.score for c in support.candidates if c.kind in kinds]
+        return make("unsafe" if ledger_fired else "legit", min(found)) if found else make("support_miss", math.inf)
     named_by_attacker = injected_values(support, labels, user_text)
     injected = {t.key for t in support.targets if t.check == "value" and t.key in named_by_attacker}
     record = episode.records[node]
@@ -202,14 +223,20 @@ def _contains(value: str, needles: Sequence[str]) -> bool:
     return any(n in value for n in needles)
 
 
-def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> list[Case]:
-    """Replay the episode's records into a prefix graph; one case per side-effectful proposal."""
+def episode_cases(
+    policy: Policy, episode: Episode, labels: LedgerLabels, charges_for: ChargesFor | None = None
+) -> list[Case]:
+    """Replay the episode's records into a prefix graph; one case per side-effectful proposal.
+
+    With ``charges_for`` the declared ledger says which proposals are unsafe (:func:`proposal_case`).
+    """
     spec = policy.safecommit
     if spec is None:
         raise CalibrationError(f"policy {policy.name!r} has no safecommit section; nothing to calibrate")
     graph = PrefixGraph(policy)
     ledger = Ledger(policy, labels)
     selector, scorer = make_selector(policy.selector), WeightedScorer(policy)
+    charges = charges_for(episode) if charges_for is not None else None
     cases = []
     for record in episode.records:
         graph.add(record)
@@ -221,15 +248,29 @@ def episode_cases(policy: Policy, episode: Episode, labels: LedgerLabels) -> lis
         if scorer.signature_hit(graph, record.index, features):
             continue  # the signature rule escalates it before SafeCommit, whatever the gate
         support = build_support(graph, record.index, policy, spec)
-        cases.append(proposal_case(support, episode, labels, ledger, record.index, gate_score))
+        charged = None if charges is None else charges.get(record.index, False)
+        cases.append(proposal_case(support, episode, labels, ledger, record.index, gate_score, charged))
     return cases
 
 
 def proposal_case(
-    support: Support, episode: Episode, labels: LedgerLabels, ledger: Ledger, node: int, gate_score: float
+    support: Support,
+    episode: Episode,
+    labels: LedgerLabels,
+    ledger: Ledger,
+    node: int,
+    gate_score: float,
+    charged: bool | None = None,
 ) -> Case:
-    """The case of the proposal at ``node``, given its support and G-CARB score (the user's turns are read here)."""
+    """The case of the proposal at ``node``, given its support and G-CARB score (the user's turns are read here).
+
+    ``charged`` None: the AgentDojo labeller (the labels-driven rules, targets attributed by the labels);
+    a bool: what the deployment's declared ledger says of executing it (true worlds not attributed).
+    """
     user_text = normalize_text(" ".join(r.text for r in episode.records[:node] if r.kind is RecordKind.USER))
+    if charged is not None:
+        case = true_world_case(support, episode, labels, node, user_text, charged, attribute=False)
+        return replace(case, gate_score=gate_score)
     fired = bool(list(ledger.fired(episode.records[node], labels, user_text)))
     return replace(true_world_case(support, episode, labels, node, user_text, fired), gate_score=gate_score)
 
@@ -238,11 +279,12 @@ def collect_cases(
     episodes: Iterable[Episode],
     policy_for: PolicyFor = _default_policy,
     labels_for: Callable[[Episode], LedgerLabels] = _labels,
+    charges_for: ChargesFor | None = None,
 ) -> list[Case]:
     """Every case of every episode, in order."""
     out: list[Case] = []
     for episode in episodes:
-        out.extend(episode_cases(policy_for(episode.meta.suite), episode, labels_for(episode)))
+        out.extend(episode_cases(policy_for(episode.meta.suite), episode, labels_for(episode), charges_for))
     return out
 
 
@@ -262,31 +304,6 @@ def gated(cases: Sequence[Case], gate: float) -> list[Case]:
 def kappa_from_cases(cases: Sequence[Case], alpha: float) -> float:
     """κ at α from the cases (warns SmallCalibrationWarning and gives +inf when r > n)."""
     return conformal_threshold(calibration_scores(cases), alpha)
-
-
-def _counts(cases: Sequence[Case]) -> dict[str, Any]:
-    used = [c for c in cases if c.truth in ("unsafe", "legit")]
-    return {
-        "proposals": len(cases),
-        "used": len(used),
-        "unsafe": sum(c.truth == "unsafe" for c in cases),
-        "legit": sum(c.truth == "legit" for c in cases),
-        "support_miss": sum(c.truth == "support_miss" for c in cases),
-        "no_target": sum(c.truth == "no_target" for c in cases),
-        "per_suite": dict(sorted(Counter(c.suite for c in used).items())),
-        "per_model": dict(sorted(Counter(c.model for c in used).items())),
-        "per_tool": dict(sorted(Counter(f"{c.suite}.{c.tool}" for c in used).items())),
-    }
-
-
-def _coverage(cases: Sequence[Case], kappa: float) -> dict[str, float | None]:
-    """In-sample share of used cases whose true world is retained, overall and for unsafe ones."""
-    used = [c for c in cases if c.truth in ("unsafe", "legit")]
-    unsafe = [c for c in used if c.truth == "unsafe"]
-    return {
-        "all": sum(c.score <= kappa for c in used) / len(used) if used else None,
-        "unsafe": sum(c.score <= kappa for c in unsafe) / len(unsafe) if unsafe else None,
-    }
 
 
 def calibrate_kappa(
@@ -310,44 +327,32 @@ def calibrate_kappa(
     cases = collect_cases(episodes, policy_for)
     if gate is not None:
         cases = gated(cases, gate.threshold)
-    scores = sorted(calibration_scores(cases))
-    kappa = conformal_threshold(scores, alpha)
     suites = sorted({e.meta.suite for e in episodes})
-    body: dict[str, Any] = {
-        "format": KAPPA_FORMAT,
-        "alpha": alpha,
-        "n": len(scores),
-        "r": conformal_rank(len(scores), alpha),
-        "kappa": encode_float(kappa),
-        "coverage_in_sample": _coverage(cases, kappa),
-        "cases": _counts(cases),
-        "episodes": {
-            "source": "guard/data/agentdojo (embedded corpus)",
-            "models": sorted({e.meta.model for e in episodes}),
-            "excluded_models": sorted(exclude_models),
-            "suites": suites,
-            "selection": "user_task_* runs (injection-goal runs and run errors excluded), attacked and benign",
-            "count": len(episodes),
-            "with_cases": len({c.episode_id for c in cases if c.truth in ("unsafe", "legit")}),
-        },
-        "fingerprints": {policy_for(s).name: scoring_fingerprint(policy_for(s)) for s in suites},
-        "labels_fingerprint": labels_fingerprint(episodes),
-        "gate": gate.describe() if gate is not None else None,
-        "scores": scores,
-        "command": command or f"carbguard safecommit calibrate --model {model} --alpha {alpha}",
+    source = {
+        "source": "guard/data/agentdojo (embedded corpus)",
+        "models": sorted({e.meta.model for e in episodes}),
+        "excluded_models": sorted(exclude_models),
+        "suites": suites,
+        "selection": "user_task_* runs (injection-goal runs and run errors excluded), attacked and benign",
     }
-    body["checksum"] = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
-    if out is not None:
-        path = Path(out)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return body
+    return kappa_body(
+        cases,
+        alpha,
+        episodes=episodes,
+        source=source,
+        fingerprints={policy_for(s).name: scoring_fingerprint(policy_for(s)) for s in suites},
+        labels_fp=labels_fingerprint(episodes),
+        gate=gate,
+        command=command or f"carbguard safecommit calibrate --model {model} --alpha {alpha}",
+        out=out,
+    )
 
 
 __all__ = [
     "KAPPA_FORMAT",
     "LABELLING_MODULES",
     "Case",
+    "ChargesFor",
     "Gate",
     "calibrate_kappa",
     "calibration_episodes",
@@ -356,6 +361,7 @@ __all__ = [
     "episode_cases",
     "gated",
     "injected_values",
+    "kappa_body",
     "kappa_from_cases",
     "labels_fingerprint",
     "proposal_case",

@@ -81,7 +81,7 @@ def read_artifact_statistics(body: dict[str, object], where: str) -> list[float]
 
 def conformal_pvalues(calibration: Floats, stream: Floats, seed: int = 0) -> np.ndarray:
     """Smoothed sequential conformal p-values of ``stream`` (larger statistic = stranger); see the module."""
-    rng = np.random.default_rng(seed)
+    draws = np.random.default_rng(seed).uniform(0.0, 1.0, len(stream)).tolist()  # U_1, U_2, … in one call
     pool = sorted(float(z) for z in calibration)
     out = np.empty(len(stream), dtype=np.float64)
     for t, value in enumerate(stream):
@@ -91,24 +91,29 @@ def conformal_pvalues(calibration: Floats, stream: Floats, seed: int = 0) -> np.
         below_or_equal = bisect.bisect_right(pool, z)
         equal = below_or_equal - bisect.bisect_left(pool, z)
         greater = len(pool) - below_or_equal
-        u = rng.uniform(0.0, 1.0)
-        out[t] = (greater + u * (equal + 1)) / (len(pool) + 1)
+        out[t] = (greater + draws[t] * (equal + 1)) / (len(pool) + 1)
         bisect.insort(pool, z)
     return out
 
 
 def jumper_path(pvalues: np.ndarray, jump: float = JUMP_RATE) -> np.ndarray:
-    """``M_1..M_T`` of the simple-jumper martingale (Vovk, Nouretdinov, Gammerman 2003 / Vovk 2021)."""
-    weights = np.full(3, 1.0 / 3.0)
-    eps = np.array([-1.0, 0.0, 1.0])
+    """``M_1..M_T`` of the simple-jumper martingale (Vovk, Nouretdinov, Gammerman 2003 / Vovk 2021).
+
+    The weights of ε = −1, 0, 1 as three floats: the float operations, in the order of the array form
+    ``w = ((1 − J)·w + (J/3)·M) · (1 + ε(p − ½))``, ``M = w.sum()``, so the same path bit for bit, faster.
+    """
+    low = mid = high = 1.0 / 3.0
+    keep, share = 1.0 - jump, jump / 3.0
     total = 1.0
-    path = np.empty(len(pvalues), dtype=np.float64)
-    for t, p in enumerate(pvalues):
-        weights = (1.0 - jump) * weights + (jump / 3.0) * total
-        weights = weights * (1.0 + eps * (float(p) - 0.5))
-        total = float(weights.sum())
-        path[t] = total
-    return path
+    path = []
+    for p in np.asarray(pvalues, dtype=np.float64).tolist():
+        spread, moved = p - 0.5, share * total
+        low = (keep * low + moved) * (1.0 + -1.0 * spread)
+        mid = (keep * mid + moved) * (1.0 + 0.0 * spread)
+        high = (keep * high + moved) * (1.0 + 1.0 * spread)
+        total = low + mid + high
+        path.append(total)
+    return np.array(path, dtype=np.float64)
 
 
 def power_path(pvalues: np.ndarray, epsilons: np.ndarray = POWER_EPSILONS) -> np.ndarray:

@@ -40,6 +40,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "per-call overhead of the MCP guard proxy against a direct MCP call",
         ("RuntimeError",),
     ),
+    "monitor": Benchmark(
+        "monitor_incremental",
+        "format_monitor",
+        "carbguard monitor with its state file against a full re-read, 100 entries appended to a 100k-entry log",
+        ("RuntimeError",),
+    ),
 }
 STUDIES = {
     "safecommit": "SafeCommitBench-Controlled: the seed's Tables 2-5 and the support-miss table",

@@ -46,7 +46,11 @@ class OpenBound:
 
 
 @dataclass
-class _Session:
+class SessionRecord:
+    """What the monitors keep of one session: its decided calls' scores in order (a re-decision replaces the
+    earlier score in place), its ``session_end`` statistic and review pick, its first and last entry (1-based)
+    and latest timestamp."""
+
     scores: dict[str, float | None] = field(default_factory=dict)
     end: float | None = None
     closed: bool = False
@@ -105,52 +109,77 @@ def deployed_sessions(
     statistic of the calls it decided (:func:`guard.recorder.stop_max` of their scores), and is listed
     in ``open_past_bound`` so the caller says so.
     """
-    from guard.recorder import stop_max
+    tally = SessionTally(checksum)
+    tally.add(entries)
+    return tally.deployed(threshold, bound)
 
-    sessions: dict[str, _Session] = {}
-    others: set[str] = set()
-    ignored = 0
-    for line, entry in enumerate(entries, start=1):
-        if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
-            continue
-        if _key(entry.get("artifact")) != checksum[:12]:
-            ignored += 1
-            others.add(str(entry.get("session")))
-            continue
-        record = sessions.setdefault(str(entry.get("session")), _Session(first=line))
-        record.last = line
-        ts = entry.get("ts")
-        if isinstance(ts, int | float) and not isinstance(ts, bool):
-            record.last_ts = float(ts) if record.last_ts is None else max(record.last_ts, float(ts))
-        if entry.get("event") == "session_end":
-            record.closed = True
-            record.end = _decode(entry.get("stop_max"))
-            record.review = _review(entry.get("review"))
-            continue
-        score = _decode(entry.get("score"))
-        call_id = str(entry.get("call_id"))
-        record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
-    started = sorted(sessions.items(), key=lambda item: item[1].first)
-    total = len(entries)
-    stale = {sid for sid, s in started if not s.closed and bound is not None and bound.past(total - s.last, s.last_ts)}
-    cut = next((k for k, (sid, s) in enumerate(started) if not s.closed and sid not in stale), len(started))
-    closed = started[:cut]
-    stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
-    return Deployed(
-        sessions=tuple(sid for sid, _ in closed),
-        statistics=stats,
-        call_ids=tuple(frozenset(s.scores) for _, s in closed),
-        ignored=ignored,
-        open_sessions=sum(1 for _, s in started if not s.closed),
-        reviews=tuple(s.review for _, s in closed),
-        waiting=sum(1 for _, s in started[cut:] if s.closed),
-        blocked_by=started[cut][0] if cut < len(started) else None,
-        waiting_ids=frozenset(sid for sid, s in started[cut:] if s.closed),
-        waiting_picked=frozenset(sid for sid, s in started[cut:] if s.closed and s.review and s.review[0]),
-        other_ids=frozenset(others - sessions.keys()),
-        open_past_bound=tuple(sid for sid, _ in started if sid in stale),
-        bound=bound,
-    )
+
+@dataclass
+class SessionTally:
+    """:func:`deployed_sessions` as a resumable pass: :meth:`add` the entries of a log in order, in any number of
+    pieces, and :meth:`deployed` gives the same result as one pass over all of them (``carbguard monitor``'s
+    state file keeps a tally between runs, :mod:`guard.cli.monitor_state`)."""
+
+    checksum: str
+    sessions: dict[str, SessionRecord] = field(default_factory=dict)
+    """The artifact's sessions in start order (the order of their first entry)."""
+    others: set[str] = field(default_factory=set)
+    ignored: int = 0
+    total: int = 0
+    """Entries added so far (every kind): the 1-based line of the last one."""
+
+    def add(self, entries: list[dict[str, Any]]) -> None:
+        """Take the next entries of the log (GuardError on a malformed score or review)."""
+        sessions, key = self.sessions, self.checksum[:12]
+        for line, entry in enumerate(entries, start=self.total + 1):
+            self.total = line
+            if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
+                continue
+            if _key(entry.get("artifact")) != key:
+                self.ignored += 1
+                self.others.add(str(entry.get("session")))
+                continue
+            record = sessions.setdefault(str(entry.get("session")), SessionRecord(first=line))
+            record.last = line
+            ts = entry.get("ts")
+            if isinstance(ts, int | float) and not isinstance(ts, bool):
+                record.last_ts = float(ts) if record.last_ts is None else max(record.last_ts, float(ts))
+            if entry.get("event") == "session_end":
+                record.closed = True
+                record.end = _decode(entry.get("stop_max"))
+                record.review = _review(entry.get("review"))
+                continue
+            score = _decode(entry.get("score"))
+            call_id = str(entry.get("call_id"))
+            record.scores[call_id] = score  # a re-decision (after probes) replaces the earlier one, in place
+
+    def deployed(self, threshold: float, bound: OpenBound | None = None) -> Deployed:
+        """The sessions so far, as :func:`deployed_sessions` takes them."""
+        from guard.recorder import stop_max
+
+        started = sorted(self.sessions.items(), key=lambda item: item[1].first)
+        total = self.total
+        stale = {
+            sid for sid, s in started if not s.closed and bound is not None and bound.past(total - s.last, s.last_ts)
+        }
+        cut = next((k for k, (sid, s) in enumerate(started) if not s.closed and sid not in stale), len(started))
+        closed = started[:cut]
+        stats = tuple(s.end if s.end is not None else stop_max(s.scores.values(), threshold) for _, s in closed)
+        return Deployed(
+            sessions=tuple(sid for sid, _ in closed),
+            statistics=stats,
+            call_ids=tuple(frozenset(s.scores) for _, s in closed),
+            ignored=self.ignored,
+            open_sessions=sum(1 for _, s in started if not s.closed),
+            reviews=tuple(s.review for _, s in closed),
+            waiting=sum(1 for _, s in started[cut:] if s.closed),
+            blocked_by=started[cut][0] if cut < len(started) else None,
+            waiting_ids=frozenset(sid for sid, s in started[cut:] if s.closed),
+            waiting_picked=frozenset(sid for sid, s in started[cut:] if s.closed and s.review and s.review[0]),
+            other_ids=frozenset(self.others - self.sessions.keys()),
+            open_past_bound=tuple(sid for sid, _ in started if sid in stale),
+            bound=bound,
+        )
 
 
 def _review(value: Any) -> tuple[bool, float] | None:
@@ -258,6 +287,8 @@ __all__ = [
     "OPEN_BOUND_SECONDS",
     "Deployed",
     "OpenBound",
+    "SessionRecord",
+    "SessionTally",
     "deployed_sessions",
     "deployed_statistics",
     "realised_losses",

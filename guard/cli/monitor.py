@@ -32,15 +32,12 @@ import argparse
 import hashlib
 import io
 import json
+from pathlib import Path
 from typing import Any
 
-from guard.cli._common import ranged, write_output
-from guard.cli.deployed import (
-    Deployed,
-    deployed_sessions,
-    realised_losses,
-    sampled_terms,
-)
+from guard.cli._common import check_output, ranged, write_output
+from guard.cli.deployed import Deployed, realised_losses, sampled_terms
+from guard.cli.monitor_state import add_state_options, read_log, state_path
 from guard.cli.open_sessions import EXIT_OPEN, add_open_bound, open_bound, open_past_bound_line
 from guard.errors import GuardError
 from guard.jsonio import encode_float
@@ -93,11 +90,12 @@ def _monitor(args: argparse.Namespace) -> int:
     if missing:
         raise GuardError(f"the following arguments are required: {', '.join(missing)} (or use --delay-table)")
     inputs = [args.audit, args.artifact, args.key_file, args.labels]
+    state = state_path(args)
+    if state is not None:
+        inputs.append(str(check_output(state, inputs, "--state")))
     if args.plot:
-        from guard.cli._common import check_output
-
         check_output(args.plot, inputs, "--plot")
-    out, alarm, which = _run(args)
+    out, alarm, which = _run(args, state)
     if args.plot:
         risk = out.get("risk")
         _plot(out["path"], args.delta, out["alarm_at_episode"], risk, args.plot, inputs)
@@ -112,14 +110,11 @@ def _monitor(args: argparse.Namespace) -> int:
     return EXIT_OPEN if out["open_past_bound"] else 0
 
 
-def _deployed(args: argparse.Namespace, checksum: str, threshold: float, artifact_id: str) -> Deployed:
-    from guard.audit import read_entries, read_key_file, verify
-
-    key = read_key_file(args.key_file) if args.key_file else None
-    report = verify(args.audit, key=key)
-    if not report.ok:
-        raise GuardError(f"{args.audit}: audit log does not verify: {report.describe()}")
-    deployed = deployed_sessions(read_entries(args.audit), checksum, threshold, open_bound(args))
+def _deployed(
+    args: argparse.Namespace, checksum: str, threshold: float, artifact_id: str, state: Path | None
+) -> Deployed:
+    """The verified log's sessions (only the entries the state has not seen are read: guard.cli.monitor_state)."""
+    deployed = read_log(args.audit, checksum, args.key_file, state).deployed(threshold, open_bound(args))
     if not deployed.statistics:
         blocked = f"; the first session, {deployed.blocked_by!r}, is not closed" if deployed.blocked_by else ""
         raise GuardError(
@@ -129,7 +124,7 @@ def _deployed(args: argparse.Namespace, checksum: str, threshold: float, artifac
     return deployed
 
 
-def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
+def _run(args: argparse.Namespace, state: Path | None) -> tuple[dict[str, Any], bool, str]:
     """Both monitors on the audit log: the output object, whether either alarmed, and which one."""
     from guard.artifact import load_artifact
     from guard.calibration.monitor import monitor, read_artifact_statistics
@@ -137,7 +132,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], bool, str]:
 
     artifact = load_artifact(args.artifact)
     calibration = read_artifact_statistics(artifact.body, str(args.artifact))
-    deployed = _deployed(args, artifact.body["checksum"], artifact.threshold, artifact.artifact_id)
+    deployed = _deployed(args, artifact.body["checksum"], artifact.threshold, artifact.artifact_id, state)
     risk = None
     sampled: dict[str, Any] = {}
     if args.labels and any(r is not None for r in deployed.reviews):
@@ -370,4 +365,5 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--plot", metavar="PNG", help="write the martingale path (and the risk lower bound) as a PNG")
     add_open_bound(parser)
+    add_state_options(parser)
     parser.set_defaults(func=_monitor)

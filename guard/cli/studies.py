@@ -1,9 +1,10 @@
-"""``carbguard safecommit study|calibrate``: SafeCommit on the embedded AgentDojo episodes."""
+"""``carbguard safecommit study|calibrate``: SafeCommit on the embedded AgentDojo episodes, κ on your own."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from typing import Any
 
 from guard.cli._common import add_json, add_out, emit
@@ -35,6 +36,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from guard.calibration.kappa_cli import summary
     from guard.cli._common import check_output
 
+    if args.policy is not None or args.episodes is not None or args.labels is not None:
+        return _calibrate_own(args)
+    if args.alpha is None:
+        args.parser.error("the following arguments are required: --alpha (or --policy and --episodes)")
     if args.out is not None:
         check_output(args.out, [args.gate_artifact])
     command = "carbguard " + " ".join(args.argv)
@@ -46,9 +51,41 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate_own(args: argparse.Namespace) -> int:
+    """``--policy P --episodes E [--labels L]``: κ on the deployment's own episodes (guard.calibration.kappa_own)."""
+    from guard.calibration.kappa import Gate
+    from guard.calibration.kappa_own import calibrate_own_kappa, own_summary
+    from guard.cli._common import check_output
+
+    if args.policy is None or args.episodes is None:
+        raise GuardError(
+            "--policy and --episodes go together (--labels needs both): give both, or neither for AgentDojo"
+        )
+    if args.model != "all" or args.exclude_model:
+        raise GuardError("--model and --exclude-model select embedded AgentDojo episodes, not --episodes")
+    inputs = [args.policy, args.episodes, args.labels, args.gate_artifact]
+    if args.out is not None:
+        check_output(args.out, inputs)
+    gate = Gate.from_artifact(args.gate_artifact) if args.gate_artifact else None
+    body = calibrate_own_kappa(
+        args.policy,
+        args.episodes,
+        args.labels,
+        alpha=args.alpha,
+        out=args.out,
+        command=shlex.join(["carbguard", *args.argv]),
+        gate=gate,
+    )
+    print(json.dumps(body, indent=1, sort_keys=True) if args.json else own_summary(body))
+    if args.out is not None and not args.json:
+        use = f"safecommit: {{alpha: {body['alpha']}, kappa: {{artifact: {args.out}}}}}"
+        print(f"wrote {args.out}; point the policy at it (path relative to the policy file): {use}")
+    return 0
+
+
 def register(sub: Any) -> None:
     """``carbguard safecommit study|calibrate``."""
-    sc = sub.add_parser("safecommit", help="SafeCommit on AgentDojo: replay study, kappa calibration")
+    sc = sub.add_parser("safecommit", help="SafeCommit: AgentDojo replay study, kappa calibration (AgentDojo or yours)")
     cmds = sc.add_subparsers(dest="safecommit_command", required=True)
     study = cmds.add_parser(
         "study",
@@ -63,10 +100,18 @@ def register(sub: Any) -> None:
     study.set_defaults(func=_study)
     cal = cmds.add_parser(
         "calibrate",
-        help="kappa from ledger-labelled AgentDojo cases; writes a kappa artifact",
-        description="Kappa from the ledger-labelled cases of the embedded AgentDojo episodes.",
+        help="kappa from ledger-labelled cases (AgentDojo, or your --policy/--episodes); writes a kappa artifact",
+        description="Kappa from the ledger-labelled cases of the embedded AgentDojo episodes or, with --policy and "
+        "--episodes, of your own recorded episodes, labelled by the policy's ledger: rules and --labels.",
     )
-    cal.add_argument("--alpha", type=float, required=True, help="SafeCommit's miss level in (0, 1)")
+    cal.add_argument(
+        "--alpha",
+        type=float,
+        help="SafeCommit's miss level in (0, 1); required for AgentDojo, default the policy's safecommit.alpha",
+    )
+    cal.add_argument("--policy", help="your policy file (with a safecommit: section): calibrate on --episodes")
+    cal.add_argument("--episodes", help="your carbguard-episodes/1 file (recorded shadow sessions)")
+    cal.add_argument("--labels", help="labels file (JSON lines) that add to or override the ledger: rules")
     cal.add_argument("--model", default="all", help="embedded model name, or 'all' (default)")
     cal.add_argument("--exclude-model", action="append", default=[], help="leave a model out (repeatable)")
     cal.add_argument(
@@ -76,4 +121,4 @@ def register(sub: Any) -> None:
     )
     add_out(cal, "kappa artifact to write (default: print only)")
     add_json(cal, "the artifact body")
-    cal.set_defaults(func=_calibrate)
+    cal.set_defaults(func=_calibrate, parser=cal)

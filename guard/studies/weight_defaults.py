@@ -21,7 +21,6 @@ of episodes that never charge it on which a feature fires (after trusted evidenc
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import subprocess
@@ -384,11 +383,12 @@ def report(result: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m guard.studies.weight_defaults [--json]``."""
-    parser = argparse.ArgumentParser(prog="python -m guard.studies.weight_defaults", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    args = parser.parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in ([], ["--json"]):  # one flag: no parser (every argument parser lives under guard/cli)
+        sys.stderr.write(f"usage: python -m guard.studies.weight_defaults [--json]\nunknown arguments: {args}\n")
+        return 2
     result = study(deployments(progress=sys.stderr.isatty()))
-    sys.stdout.write(json.dumps(result, indent=1, sort_keys=True) + "\n" if args.json else report(result))
+    sys.stdout.write(json.dumps(result, indent=1, sort_keys=True) + "\n" if args else report(result))
     return 0
 
 
