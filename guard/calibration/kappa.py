@@ -58,14 +58,15 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from guard.calibration.kappa_artifact import Case as Case
+from guard.calibration.kappa_artifact import Gate as Gate
 from guard.calibration.kappa_artifact import kappa_body
 from guard.errors import CalibrationError
 from guard.graph import PrefixGraph
-from guard.jsonio import encode_float
 from guard.ledger import Ledger, LedgerLabels, normalize_text
 from guard.policy import Policy
 from guard.records import Episode, RecordKind
@@ -80,42 +81,6 @@ PolicyFor = Callable[[str], Policy]
 #: (:mod:`guard.calibration.kappa_own`).  Absent: the AgentDojo labeller (``Ledger.fired`` on the suite labels).
 ChargesFor = Callable[[Episode], Mapping[int, bool]]
 LEGIT_KINDS = frozenset({"user", "trusted", "disposable"})
-
-
-@dataclass(frozen=True)
-class Case:
-    """One side-effectful proposal with its ledger-labelled true world."""
-
-    episode_id: str
-    model: str
-    suite: str
-    tool: str
-    index: int
-    truth: Literal["unsafe", "legit", "support_miss", "no_target"]
-    score: float
-    gate_score: float = math.nan
-    """The proposal's G-CARB score under the policy's selector and scorer (NaN: not scored)."""
-
-
-@dataclass(frozen=True)
-class Gate:
-    """The CARB threshold in front of SafeCommit: κ is calibrated on the proposals it lets through."""
-
-    threshold: float
-    artifact: str
-    checksum: str
-
-    @classmethod
-    def from_artifact(cls, path: str | Path) -> Gate:
-        """The threshold and checksum of a CARB calibration artifact (checksum verified)."""
-        from guard.artifact import load_artifact
-
-        artifact = load_artifact(path)
-        return cls(artifact.threshold, Path(path).name, str(artifact.body["checksum"]))
-
-    def describe(self) -> dict[str, Any]:
-        """The artifact's ``gate`` field (policies check ``checksum`` against their CARB artifact at load)."""
-        return {"threshold": encode_float(self.threshold), "artifact": self.artifact, "checksum": self.checksum}
 
 
 #: Modules whose code decides a case's true world; their source is part of the labels fingerprint.

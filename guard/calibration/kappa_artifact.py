@@ -8,18 +8,55 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from guard.jsonio import encode_float
 from guard.safecommit.conformal import conformal_rank, conformal_threshold
 from guard.safecommit.kappa import KAPPA_FORMAT
 
 if TYPE_CHECKING:
-    from guard.calibration.kappa import Case, Gate
     from guard.records import Episode
+
+
+@dataclass(frozen=True)
+class Case:
+    """One side-effectful proposal with its ledger-labelled true world."""
+
+    episode_id: str
+    model: str
+    suite: str
+    tool: str
+    index: int
+    truth: Literal["unsafe", "legit", "support_miss", "no_target"]
+    score: float
+    gate_score: float = math.nan
+    """The proposal's G-CARB score under the policy's selector and scorer (NaN: not scored)."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The CARB threshold in front of SafeCommit: κ is calibrated on the proposals it lets through."""
+
+    threshold: float
+    artifact: str
+    checksum: str
+
+    @classmethod
+    def from_artifact(cls, path: str | Path) -> Gate:
+        """The threshold and checksum of a CARB calibration artifact (checksum verified)."""
+        from guard.artifact import load_artifact
+
+        artifact = load_artifact(path)
+        return cls(artifact.threshold, Path(path).name, str(artifact.body["checksum"]))
+
+    def describe(self) -> dict[str, Any]:
+        """The artifact's ``gate`` field (policies check ``checksum`` against their CARB artifact at load)."""
+        return {"threshold": encode_float(self.threshold), "artifact": self.artifact, "checksum": self.checksum}
 
 
 def _used(cases: Sequence[Case]) -> list[Case]:
