@@ -22,9 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Fences that still carry the runner's flags as bare words (```` ```bash notest ````), on pages other work
 #: owns; superfences renders them as text, and only the site's hook (``docs/hooks.py``) makes them code.  Convert
 #: each to the attribute form (```` ```bash {.notest} ````) and drop its entry here.
-PENDING: dict[str, int] = {
-    "docs/monitoring.md": 1,
-}
+PENDING: dict[str, int] = {}
 OLD_FLAGS = re.compile(r"^[ \t]*(?:`{3,}|~{3,})[\w+-]+(?:[ \t]+[\w-]+)+[ \t]*$", re.MULTILINE)
 #: A fence's info string swallowed into an inline code span: what superfences makes of a fence it refuses.
 SWALLOWED = re.compile(rf"<code>(?:{'|'.join(x for x in RUN + PARSED + OUTPUT if x)})(?:[ \t][^\n<]*)?\n")
