@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from guard import features as table
 from guard.calibration.evaluate import carb_lambdas, outcomes, split_indices, ungated
 from guard.calibration.fit import rescore, weight_vector
 from guard.calibration.jobs import Corpus, load_corpus, load_episodes_corpus, score_selectors
@@ -46,7 +47,7 @@ from guard.policy import SelectorName, load_policy
 from guard.progress import Progress
 from guard.records import Episode, RecordKind
 
-STUDIED = "private_in_url"
+STUDIED = table.PRIVATE_IN_URL.name
 CANDIDATES: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.52)
 ALPHAS: tuple[float, ...] = (0.05, 0.10)
 DEV_SEED = 0
