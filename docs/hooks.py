@@ -166,10 +166,16 @@ def feature_table() -> str:
     """Every scorer feature as a Markdown table, read from the feature table (``guard/features.py``)."""
     from guard.features import TABLE
 
-    rows = ["| feature | group | default weight | fires when | computed by |", "| --- | --- | --- | --- | --- |"]
+    rows = [
+        "| feature | group | default weight | fires when | lowered by | computed by |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for row in TABLE:
         evidence = _cell(row.evidence)
-        rows.append(f"| `{row.name}` | {row.group} | {row.weight:g} | {_cell(row.description)} | {evidence} |")
+        lowered = ", ".join(w for w, on in (("trust", row.dataflow), ("internal", row.private)) if on) or "never"
+        rows.append(
+            f"| `{row.name}` | {row.group} | {row.weight:g} | {_cell(row.description)} | {lowered} | {evidence} |"
+        )
     return "\n".join(rows)
 
 

@@ -9,9 +9,12 @@ structured values — the *free* text (:func:`free_fragments`); a call's argumen
 origin (scheme, host, port) is structured; its path, query and fragment stay free text, split at
 ``/ ? & = # ;``, so a private value carried inside a URL still matches, while a shared host does not.
 
-Validation is implemented here, not taken from a library: the decision path depends on five
-packages only (pydantic, networkx, numpy, structlog, pyyaml), and the checks needed are short and
-exact — IBAN ISO 13616 mod-97, the Luhn check of card numbers, E.164's 8–15 digits after ``+``.
+Validation is implemented here and in :mod:`guard.evidence.value_checks`, not taken from a library: the
+decision path depends on five packages only (pydantic, networkx, numpy, structlog, pyyaml), and the checks
+needed are short and exact — IBAN ISO 13616 mod-97, the Luhn check of card numbers, E.164's 8–15 digits
+after ``+``.  A value ends where its grammar ends: a neighbouring word or a sentence's full stop is never
+part of it, and a checksum that fails on a reading with the neighbour attached is tried again at the
+grammar's exact extents (:func:`guard.evidence.value_checks.iban_end`).
 A phone number without a leading ``+`` has no country, so it has no E.164 form and is not
 recognised as a phone (its digits still match as free text).  No public-suffix list is needed:
 whole values are compared whole, and a domain allow-list entry matches a host at a label boundary
@@ -26,6 +29,7 @@ from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
 from guard.evidence.regex_screen import matches_at
+from guard.evidence.value_checks import iban_end, iban_valid, luhn_valid, path_end
 
 __all__ = [
     "Value",
@@ -41,7 +45,7 @@ _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-
 _URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
 _URL_LOWER = re.compile(_URL.pattern)  # the same over a lowercased ASCII text: same spans, a faster scan
 _IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
-_CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?![\d-])")  # no digit or dash before: checked after the match
+_CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?!\d|-\d)")  # a dash joins digits only; the text before: checked after
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:\$|€|£|¥|USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN)"  # literals only: a fast scan
 _NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
@@ -60,7 +64,8 @@ _UNIX_PATH = re.compile(r"(?<![\w/:.~-])(?:~|\.{1,2})?/(?:[\w.-]{1,128}/+){0,32}
 _SLASH = re.compile("/")
 _WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\(?:[\w .-]{1,128}\\){0,32}[\w.-]{1,128}")
 _EXTENSION = re.compile(r"\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip|ya?ml|py|log)\b")
-_DIGIT_OR_DASH = frozenset("0123456789-")
+_EXTENSION_ONLY = re.compile(_EXTENSION.pattern[:-2])  # fullmatch: the extension of a file name, nothing more
+_DIGIT = frozenset("0123456789")
 _LETTERS2 = re.compile(r"[A-Za-z]{2}")
 _DIGIT_RUN = re.compile(r"\d+")  # the same digits as the recognisers' \d (Unicode decimal digits)
 _WORDISH = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,")
@@ -68,8 +73,6 @@ _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 _TRAILING = ".,;:!?'\")]}"
 _URL_SEPARATORS = re.compile(r"[/?&=#;]")
 _DEFAULT_PORTS = {"http": "80", "https": "443", "ftp": "21"}
-_IBAN_LENGTH = (15, 34)
-_IBAN_DIGITS = str.maketrans({chr(ord("A") + i): str(10 + i) for i in range(26)})  # A = 10 ... Z = 35 (ISO 13616)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,25 +90,6 @@ class Value:
     key: str
     free: tuple[tuple[int, int], ...] = ()
     nested: bool = False  # inside a free part of a URL
-
-
-def luhn_valid(digits: str) -> bool:
-    """The Luhn check of a string of digits (card numbers)."""
-    if not digits.isdigit():
-        return False
-    doubled = (int(char) * (2 if i % 2 else 1) for i, char in enumerate(reversed(digits)))
-    return sum(d - 9 if d > 9 else d for d in doubled) % 10 == 0
-
-
-def iban_valid(iban: str) -> bool:
-    """ISO 13616: country letters, two check digits, 11–30 alphanumerics, and mod-97 equal to 1."""
-    compact = iban.replace(" ", "").upper()
-    if not (_IBAN_LENGTH[0] <= len(compact) <= _IBAN_LENGTH[1]) or not compact.isalnum() or not compact.isascii():
-        return False
-    if not (compact[:2].isalpha() and compact[2:4].isdigit()):
-        return False
-    moved = compact[4:] + compact[:4]
-    return int(moved.translate(_IBAN_DIGITS)) % 97 == 1
 
 
 def url_parts(url: str) -> tuple[str, str, str, str]:
@@ -227,11 +211,11 @@ def _numeric(text: str, runs: list[tuple[int, int]]) -> list[Value]:
     """IBANs, card and phone numbers, amounts and dates of a text whose maximal runs of digits are ``runs``."""
     found: list[Value] = []
     total = sum(end - start for start, end in runs)
-    for m in _ibans(text, runs):
-        if iban_valid(m.group(0)):
-            found.append(Value("iban", m.start(), m.end(), "iban:" + m.group(0).replace(" ", "").upper()))
+    for lo, hi in _ibans(text, runs):
+        found.append(Value("iban", lo, hi, "iban:" + text[lo:hi].replace(" ", "").upper()))
     for m in _cards(text, runs) if total >= 13 else ():
-        if m.start() and text[m.start() - 1] in _DIGIT_OR_DASH:
+        at = m.start()
+        if at and (text[at - 1] in _DIGIT or (text[at - 1] == "-" and at > 1 and text[at - 2] in _DIGIT)):
             continue
         digits = re.sub(r"\D", "", m.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
@@ -272,19 +256,22 @@ def _chains(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int, int]
     return chains
 
 
-def _ibans(text: str, runs: list[tuple[int, int]]) -> list[re.Match[str]]:
-    """The matches of ``_IBAN.finditer(text)``, tried only where one can start: two letters right before a
-    run of two or more digits (the country code and the check digits)."""
-    found: list[re.Match[str]] = []
-    after = 0  # like finditer, a match starts at or after the end of the previous one
+def _ibans(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans of valid IBANs: ``_IBAN`` is tried only where one can start (two letters right before a run of
+    two or more digits: the country code and the check digits), and each match is read at the grammar's
+    exact extents (:func:`guard.evidence.value_checks.iban_end`), so a neighbour the pattern attached (``...1332
+    today``) neither hides the IBAN nor the next one; the next IBAN starts after the end of the last one."""
+    found: list[tuple[int, int]] = []
+    after = 0
     for start, end in runs:
         at = start - 2
         if end - start < 2 or at < after or not _LETTERS2.fullmatch(text, at, start):
             continue
         m = _IBAN.match(text, at)
-        if m is not None:
-            found.append(m)
-            after = m.end()
+        cut = iban_end(m.group(0)) if m is not None else None
+        if cut is not None:
+            found.append((at, at + cut))
+            after = at + cut
     return found
 
 
@@ -306,9 +293,10 @@ def _amounts(text: str) -> list[tuple[int, int]]:
 def _paths(text: str) -> list[Value]:
     """File paths: Unix and Windows paths, and file names with a common document extension."""
     slashes = [m.start() for m in _SLASH.finditer(text)]  # a Unix path starts at, or 1 or 2 before, a slash
-    spans = [m.span() for m in matches_at(_UNIX_PATH, text, (q - d for q in slashes for d in (2, 1, 0)))]
+    unix = matches_at(_UNIX_PATH, text, (q - d for q in slashes for d in (2, 1, 0)))
+    spans = [(m.start(), path_end(text, *m.span())) for m in unix]
     if ":\\" in text:
-        spans += [m.span() for m in _WINDOWS_PATH.finditer(text)]
+        spans += [(m.start(), path_end(text, *m.span())) for m in _WINDOWS_PATH.finditer(text)]
     for m in _EXTENSION.finditer(text):
         start = m.start()
         while start > 0 and m.start() - start < 128 and text[start - 1] in _NAME_CHARS:
@@ -349,8 +337,19 @@ def _in_component(text: str, lo: int, hi: int) -> list[Value]:
     part = text[lo:hi]
     decoded = unquote(part)
     if decoded != part:
-        return [Value(v.kind, lo, hi, v.key, nested=True) for v in find_values(decoded) if v.kind != "url"]
-    return [_shift(v, lo) for v in find_values(part) if v.kind != "url"]
+        return [Value(v.kind, lo, hi, v.key, nested=True) for v in _component_values(decoded)]
+    return [_shift(v, lo) for v in _component_values(part)]
+
+
+def _component_values(part: str) -> list[Value]:
+    """The values of a URL component; one that is a file name (``ID.csv``) also gives the values of its
+    name without the extension (``ID``), which the file name around them would hide."""
+    found = [v for v in find_values(part) if v.kind != "url"]
+    dot = part.rfind(".")
+    if dot <= 0 or _EXTENSION_ONLY.fullmatch(part, dot) is None:
+        return found
+    keys = {v.key for v in found}
+    return found + [v for v in find_values(part[:dot]) if v.kind != "url" and v.key not in keys]
 
 
 def _shift(value: Value, offset: int) -> Value:

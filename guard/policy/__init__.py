@@ -34,7 +34,7 @@ DEFAULT_VALUE_PATTERNS: dict[str, str] = {
     # runs are anchored (look-behind + possessive / bounded) so that a long run without a match is linear
     "email": r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@[A-Za-z0-9.-]+\.[A-Za-z]{2,}",
     "iban": r"\b[A-Z]{2}\d{2}[A-Z0-9]{10,30}\b",
-    "url": r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]+",
+    "url": r"(?:https?://|www\.)[^\s'\"<>(){}\[\],]*[^\s'\"<>(){}\[\],.!?:;]",  # a full stop after it is not its own
     "phone": r"\+\d[\d ()-]{7,}\d",
     "number": r"\b\d{4,}\b",
     "path": r"(?<![\w.-])[\w.-]{1,128}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|zip)\b",

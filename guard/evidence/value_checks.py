@@ -1,0 +1,105 @@
+"""Checksums and exact extents of structured values: where a value's grammar ends.
+
+A structured value ends where its grammar ends; a neighbouring word is never part of it.  The IBAN
+pattern of :mod:`guard.evidence.values` reads groups of four characters with or without a space
+between them, so a compact IBAN followed by a short word (``ES91...1332 today``, ``... from May``)
+matches with the word attached, and that reading fails the mod-97 check.  A failed checksum must not
+hide the IBAN the text holds without its neighbour, so :func:`iban_end` reads the match at the
+grammar's exact extents: an IBAN of a country in the ISO 13616 registry has that country's length
+(``DE`` 22, ``ES`` 24, ...), and is read at that length first; any other is read as its compact run
+(when no space follows its check digits), then whole, then cut before each space inside the match,
+longest first.  A shorter reading always ends at a group
+boundary (a space), never inside a run of characters, and must pass the checksum: a truncation never
+invents an IBAN of the wrong length for a registry country.  A path's segment may hold dots, so the
+path pattern reads a sentence's full stop as part of the last one; :func:`path_end` leaves it out.
+Every function is pure.
+"""
+
+from __future__ import annotations
+
+__all__ = ["IBAN_LENGTHS", "iban_end", "iban_valid", "luhn_valid", "path_end"]
+
+IBAN_LENGTHS: dict[str, int] = {  # ISO 13616 registry: country → IBAN length
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27,
+    "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25,
+    "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18,
+    "NO": 15, "OM": 23, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33,
+    "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+_IBAN_LENGTH = (15, 34)
+_IBAN_DIGITS = str.maketrans({chr(ord("A") + i): str(10 + i) for i in range(26)})  # A = 10 ... Z = 35 (ISO 13616)
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn check of a string of digits (card numbers)."""
+    if not digits.isdigit():
+        return False
+    doubled = (int(char) * (2 if i % 2 else 1) for i, char in enumerate(reversed(digits)))
+    return sum(d - 9 if d > 9 else d for d in doubled) % 10 == 0
+
+
+def iban_valid(iban: str) -> bool:
+    """ISO 13616: country letters, two check digits, 11–30 alphanumerics, and mod-97 equal to 1."""
+    compact = iban.replace(" ", "").upper()
+    if not (_IBAN_LENGTH[0] <= len(compact) <= _IBAN_LENGTH[1]) or not compact.isalnum() or not compact.isascii():
+        return False
+    if not (compact[:2].isalpha() and compact[2:4].isdigit()):
+        return False
+    moved = compact[4:] + compact[:4]
+    return int(moved.translate(_IBAN_DIGITS)) % 97 == 1
+
+
+def iban_end(raw: str) -> int | None:
+    """Where the IBAN read from ``raw`` (a match of the IBAN pattern, its neighbour possibly attached) ends,
+    as an offset into ``raw``; ``None`` if no reading passes the checksum.
+
+    Readings, in order: a registry country's own length (when shorter than ``raw``), or for another country
+    a compact IBAN's run of characters; ``raw`` whole; and for a country outside the registry ``raw`` cut
+    before each of its spaces, longest first.
+    """
+    length = IBAN_LENGTHS.get(raw[:2].upper())
+    cut = _after_alnums(raw, length) if length is not None else _compact_end(raw)
+    if cut is not None and 0 < cut < len(raw) and iban_valid(raw[:cut]):
+        return cut
+    if iban_valid(raw):
+        return len(raw)
+    if length is not None:
+        return None
+    cut = raw.rfind(" ")
+    while cut >= _IBAN_LENGTH[0]:
+        if iban_valid(raw[:cut]):
+            return cut
+        cut = raw.rfind(" ", 0, cut)
+    return None
+
+
+def _compact_end(raw: str) -> int | None:
+    """Where a compact IBAN (no space after its check digits) ends: at the end of its run of characters."""
+    return raw.find(" ", 4) if raw[4:5] != " " else None
+
+
+def _after_alnums(raw: str, count: int) -> int | None:
+    """The offset right after the first ``count`` non-space characters of ``raw``, if a group ends there
+    (the end of ``raw`` or a space follows)."""
+    seen = 0
+    for at, char in enumerate(raw):
+        if char != " ":
+            seen += 1
+            if seen == count:
+                end = at + 1
+                return end if end == len(raw) or raw[end] == " " else None
+    return None
+
+
+def path_end(text: str, lo: int, hi: int) -> int:
+    """The end of the path matched at ``text[lo:hi]`` without the dots that end it (a sentence's full stop,
+    an ellipsis), unless its last segment is dots alone (``..``)."""
+    if text[hi - 1] != ".":
+        return hi
+    segment = max(lo, text.rfind("/", lo, hi) + 1, text.rfind("\\", lo, hi) + 1)
+    kept = len(text[segment:hi].rstrip("."))
+    return segment + kept if kept else hi
