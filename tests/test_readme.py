@@ -85,3 +85,29 @@ def test_readme_paths_are_relative_to_the_root() -> None:
     assert names
     assert [n for n in names if not (ROOT / n).exists()] == []
     assert Path(ROOT / "CHANGELOG.md").exists()
+
+
+def _pooled_shift_rows() -> dict[str, tuple[str, str, str, str]]:
+    """The pooled corpus's rows of the shift report on docs/shift.md: row → (loss, hfree) at α .05 and .10."""
+    text = (ROOT / "docs" / "shift.md").read_text(encoding="utf-8")
+    pooled = text[text.index("corpus all:") :]
+    pooled = pooled[: pooled.index("worst row:")]
+    rows = {}
+    for line in pooled.splitlines():
+        match = re.match(r"(\S.*?)\s{2,}\d+\s+[\d.]+ \|\s+([\d.]+)\s+([\d.]+) \|\s+([\d.]+)\s+([\d.]+)$", line)
+        if match:
+            rows[match.group(1)] = (match.group(2), match.group(3), match.group(4), match.group(5))
+    return rows
+
+
+def test_headline_numbers_are_the_shift_reports() -> None:
+    """Catches a README headline (worst row, in-distribution loss and harm-free ratio) left behind when the
+    shift report on docs/shift.md was regenerated (docs/gen_results.py rewrites the page, not the README)."""
+    rows = _pooled_shift_rows()
+    worst = rows["leave-one-model-out: worst = gpt-4o-2024-05-13"]
+    assert f"| 0.05 | leave-one-model-out: gpt-4o | {worst[0]} | {worst[1]} |" in TEXT
+    assert f"| 0.10 | leave-one-model-out: gpt-4o | {worst[2]} | {worst[3]} |" in TEXT
+    asis = rows["as is"]
+    assert f"is {asis[0]} / {asis[2]} at α = .05 / .10 with {asis[1]} / {asis[3]} of no guard's" in TEXT
+    lowest = min(r[1] for r in rows.values())
+    assert f"The lowest harm-free ratio of any row is {lowest}" in TEXT
