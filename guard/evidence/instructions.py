@@ -30,8 +30,8 @@ MAX_CLAUSE = 400
 
 _VERBS = (
     "add|append|apply|approve|assign|attach|book|buy|call|cancel|change|click|collect|concatenate|confirm|contact|copy"
-    "|create|delete|deposit|disable|download|drop|e-?mail|edit|enable|enter|erase|execute|export|fill|find|follow"
-    "|forward|get|give|go|grant|include|insert|install|invite|join|leave|list|mail|make|message|modify|move|navigate"
+    "|create|delete|deposit|disable|disregard|download|drop|e-?mail|edit|enable|enter|erase|execute|export|fill|find|follow"
+    "|forward|get|give|go|grant|ignore|include|insert|install|invite|join|leave|list|mail|make|message|modify|move|navigate"
     "|notify|open|order|paste|pay|post|provide|publish|purchase|put|read|refund|remove|rename|reply|reschedule"
     "|reserve|reset|respond|retrieve|revoke|run|say|schedule|send|set|share|sign|submit|subscribe|summari[sz]e"
     "|tell|transfer|type|unsubscribe|update|upload|use|visit|wire|withdraw|write"

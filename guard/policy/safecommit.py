@@ -92,7 +92,11 @@ class Nonconformity(_Strict):
     policy: float = Field(default=1.0, ge=0, description="Policy incompatibility (soft; hard rules drop worlds).")
     age_horizon: int = Field(default=20, ge=1, le=100_000, description="Records at which the age component is 1.")
     injection_window: int = Field(
-        default=600, ge=0, le=100_000, description="Characters after an injection-pattern match that count as injected."
+        default=600,
+        ge=0,
+        le=100_000,
+        description="Not read (kept so older policy files load): a value counts as injected when an "
+        "instruction-shaped clause of untrusted text holds it, whatever the text's wording.",
     )
 
     @model_validator(mode="after")

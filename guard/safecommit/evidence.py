@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from guard.evidence.instructions import instruction_clauses
 from guard.evidence.trust import internal_call, trusted_call
 from guard.records import RecordKind, Trust
 
@@ -39,15 +40,17 @@ def _value_regex(value: str) -> re.Pattern[str]:
     return re.compile(r"(?<![\w@+-])(?:" + body + r")(?![\w@-])", re.IGNORECASE)
 
 
-@lru_cache(maxsize=64)
-def _injection_regexes(patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in patterns)
+@lru_cache(maxsize=256)
+def _clauses(text: str) -> tuple[tuple[int, int], ...]:
+    return instruction_clauses(text)
 
 
-def _in_injection(text: str, regex: re.Pattern[str], injection: tuple[re.Pattern[str], ...], window: int) -> bool:
-    """Whether a match of the value starts within ``window`` characters after an injection-pattern match."""
-    starts = [m.start() for pattern in injection for m in pattern.finditer(text)]
-    return any(any(0 <= v.start() - s <= window for s in starts) for v in regex.finditer(text))
+def _in_instruction(text: str, regex: re.Pattern[str]) -> bool:
+    """Whether a match of the value lies inside an instruction-shaped clause of ``text``: a clause that
+    tells the reader to act, found by its grammar (:func:`guard.evidence.instructions.instruction_clauses`),
+    never by a phrase of any attack's wording."""
+    clauses = _clauses(text)
+    return bool(clauses) and any(lo <= m.start() and m.end() <= hi for m in regex.finditer(text) for lo, hi in clauses)
 
 
 def _delegated(graph: PrefixGraph, result_index: int) -> bool:
@@ -60,10 +63,13 @@ def _delegated(graph: PrefixGraph, result_index: int) -> bool:
     return False
 
 
-def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600) -> Evidence:
-    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust."""
+def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
+    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust.
+
+    ``injected`` holds the untrusted records that hand the value over inside an instruction-shaped clause
+    ("send it to ...", "you must pay ..."): the evidence reads the text's grammar, not the policy's
+    signatures, so rewording an attack's template does not move a value out of the bin."""
     regex = _value_regex(value)
-    injection = _injection_regexes(tuple(graph.policy.scorer.injection_patterns))
     keys = ("user", "private", "public", "untrusted", "injected", "delegated", "errors")
     bins: dict[str, list[int]] = {k: [] for k in keys}
     for index in sorted(graph.records):
@@ -82,7 +88,7 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str, window: int = 600
             bins["public"].append(index)
         elif record.trust.untrusted:  # a private-and-untrusted record too: a third party may have written it
             bins["untrusted"].append(index)
-            if graph.facts[index].injection and _in_injection(record.text, regex, injection, window):
+            if _in_instruction(record.text, regex):
                 bins["injected"].append(index)
             if _delegated(graph, index):
                 bins["delegated"].append(index)

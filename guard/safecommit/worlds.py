@@ -19,8 +19,9 @@ value level and also catches identifiers shorter than ``min_span`` (channel or u
 lexical: a paraphrased value has no source.  Error results never support a value.
 
 Nonconformity ``s(ω) = Σ_c w_c · x_c(ω)`` with components in [0, 1].  Two refinements of the
-trust classes: a value lies *in injection-like text* when an untrusted record holds it within
-``injection_window`` characters after a match of the policy's injection patterns; an untrusted
+trust classes: a value lies *in injection-like text* when an untrusted record holds it inside an
+instruction-shaped clause (a clause that tells the reader to act, found by its grammar, not by any
+attack's wording: :mod:`guard.evidence.instructions`); an untrusted
 record is *delegated* when the user named an argument of the call that produced it (an E4 edge
 into that call: "pay the bill in bill.txt").
 
@@ -323,7 +324,7 @@ def build_support(graph: PrefixGraph, node: int, policy: Policy, spec: SafeCommi
     empty: str | None = None
     for target in targets:
         check = checks[(target.check, target.arg)]
-        ev = evidence[target.key] = gather_evidence(graph, node, target.value, weights.injection_window)
+        ev = evidence[target.key] = gather_evidence(graph, node, target.value)
         vouched: str | None = None
         if isinstance(check, ValueCheck):
             vouched = policy_vouches(graph, node, target.arg, target.value)

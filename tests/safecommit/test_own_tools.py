@@ -100,11 +100,13 @@ def test_internal_destinations_certify_and_an_outside_address_still_escalates() 
 
 def test_without_the_declarations_the_same_calls_escalate() -> None:
     """Catches a test above that passes for another reason than the trust section: with ``trust`` empty, the
-    ``#ops`` post and the company-URL fetch are not certified (their untrusted world blocks)."""
+    ``#ops`` post and the company-URL fetch are not certified (their untrusted world blocks: escalate, or
+    abstain where the ticket hands the value over in an instruction)."""
     policy = ops_policy(user_named=True)
     for tool, args in (("post_slack", {"channel": "#ops", "text": "x"}), ("fetch_url", {"url": RUNBOOK})):
         decision = after_ticket(policy, tool, args)
-        assert decision.verdict is Verdict.ESCALATE, (tool, args, decision.message)
+        assert decision.verdict in (Verdict.ESCALATE, Verdict.ABSTAIN), (tool, args, decision.message)
+        assert decision.reason is Reason.NOT_CERTIFIED, (tool, args, decision.message)
 
 
 def test_the_allow_lists_vouch_as_the_gate_reads_them() -> None:
