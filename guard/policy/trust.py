@@ -34,30 +34,23 @@ def _absolute_prefixes(value: tuple[str, ...]) -> tuple[str, ...]:
     return value
 
 
-class InternalSpec(_Strict):
-    """The deployment's own destinations (docs/policy.md#internal-destinations): private data sent to one of
-    them is not a leak.  A sink call whose every destination-bearing argument (its ``identifier_args``)
-    names an internal destination leaves the private-data evidence out of its score; untrusted provenance
-    and the action's own features still count.  Only the policy file can add a destination."""
+class _Destinations(_Strict):
+    """Destinations named by whole value, domain or URL prefix: what ``trust`` allows and ``trust.internal``
+    keeps inside the deployment are matched by the same rules (:mod:`guard.evidence.trust`)."""
 
     recipients: tuple[str, ...] = Field(
         default=(),
-        description="Internal recipients (e-mail addresses, account numbers, user names), matched as whole "
-        "normalised values, as trust.recipients.",
+        description="Recipients (e-mail addresses, account numbers, user names), matched as whole normalised values.",
     )
     domains: tuple[str, ...] = Field(
         default=(),
-        description="Internal domains: an e-mail address or URL whose domain or host is one of them, or a "
-        "subdomain of one, as trust.domains.",
+        description="Domains: an e-mail address or URL whose domain or host is one of them, or a subdomain of "
+        "one, matches (a URL only when every HTTP client reads its host the same way).",
     )
     url_prefixes: tuple[str, ...] = Field(
         default=(),
-        description="Internal URL prefixes (scheme and host, optionally a path), matched as trust.url_prefixes.",
-    )
-    identifiers: tuple[str, ...] = Field(
-        default=(),
-        description="Internal identifiers (channels such as '#ops', accounts, queues), matched as whole values "
-        "(case-insensitive, surrounding spaces ignored).",
+        description="URL prefixes (scheme and host, optionally a path): a URL at or under one, at a path-segment "
+        "boundary and in every way a client or server may read its path, matches.",
     )
 
     @field_validator("domains")
@@ -69,6 +62,19 @@ class InternalSpec(_Strict):
     @classmethod
     def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return _absolute_prefixes(value)
+
+
+class InternalSpec(_Destinations):
+    """The deployment's own destinations (docs/policy.md#internal-destinations): private data sent to one of
+    them is not a leak.  A sink call whose every destination-bearing argument (its ``identifier_args``)
+    names an internal destination leaves the private-data evidence out of its score; untrusted provenance
+    and the action's own features still count.  Only the policy file can add a destination."""
+
+    identifiers: tuple[str, ...] = Field(
+        default=(),
+        description="Internal identifiers (channels such as '#ops', accounts, queues), matched as whole values "
+        "(case-insensitive, surrounding spaces ignored).",
+    )
 
     @field_validator("identifiers")
     @classmethod
@@ -83,40 +89,15 @@ class InternalSpec(_Strict):
         return bool(self.recipients or self.domains or self.url_prefixes or self.identifiers)
 
 
-class TrustSpec(_Strict):
-    """Trusted evidence (guard.evidence.trust): what may lower the score of a call whose every argument it names."""
+class TrustSpec(_Destinations):
+    """Trusted evidence (guard.evidence.trust): what may lower the score of a call whose every argument it
+    names (the allow-lists ``recipients``, ``domains``, ``url_prefixes``, and values the user named)."""
 
     user_named: bool = Field(
         default=True,
         description="An argument value the user named in their own turn is trusted.",
     )
-    recipients: tuple[str, ...] = Field(
-        default=(),
-        description="Allowed recipients (e-mail addresses, account numbers, user names), matched as whole "
-        "normalised values.",
-    )
-    domains: tuple[str, ...] = Field(
-        default=(),
-        description="Allowed domains: an e-mail address or URL whose domain or host is one of them, or a "
-        "subdomain of one, is trusted (a URL only when every HTTP client reads its host the same way).",
-    )
-    url_prefixes: tuple[str, ...] = Field(
-        default=(),
-        description="Allowed URL prefixes (scheme and host, optionally a path): a URL at or under one, at a "
-        "path-segment boundary and in every way a client or server may read its path, is trusted.",
-    )
-
     internal: InternalSpec = Field(
         default_factory=InternalSpec,
         description=InternalSpec.__doc__,
     )
-
-    @field_validator("domains")
-    @classmethod
-    def _domains(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _plain_domains(value)
-
-    @field_validator("url_prefixes")
-    @classmethod
-    def _prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return _absolute_prefixes(value)
