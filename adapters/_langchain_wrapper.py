@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import (
@@ -34,33 +33,18 @@ from guard.adapters._langchain_core import (
     tool_output,
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
+from guard.adapters._langchain_sessions import SessionPool
+from guard.adapters._langchain_steps import Step, Steps, reject_message, request_for_edit, respond_message, with_args
 from guard.adapters._langchain_user import aread_inputs, learn, note_output, read_inputs
 from guard.adapters._lifecycle import closed_on_error
 from guard.adapters._shadow import guard_in_mode
-from guard.adapters.flow import Call, Outcome, Ran, Tools, aguarded, guarded
+from guard.adapters.flow import Call, Ran, Tools, aguarded, guarded
 from guard.decision import Decision, Mode, Verdict
 from guard.errors import AuditError, BindingError
-from guard.runtime import Guard, Session, decided_call
+from guard.runtime import Guard, decided_call
 
 
-@dataclass(frozen=True, slots=True)
-class _Step:
-    """A guarded call a tool-call generator asks for: ``call`` run as ``request``; answered with its outcome.
-
-    ``decision``: the decision already taken on exactly this call; ``cleared``: a human approved it
-    (see :func:`guard.adapters.flow.guarded`).
-    """
-
-    call: Call
-    request: Any
-    decision: Decision | None = None
-    cleared: bool = False
-
-
-Steps: TypeAlias = Generator[_Step, Outcome[Any], Any]
-
-
-class GuardToolWrapper:
+class GuardToolWrapper(SessionPool):
     """The tool-call interceptor: ``wrap_tool_call``/``awrap_tool_call`` for ``ToolNode`` and the middleware.
 
     Args:
@@ -110,56 +94,6 @@ class GuardToolWrapper:
             self._checked.add(names)
         return check_agent_tools(self.guard.policy, tools)
 
-    # ------------------------------------------------------------------ sessions
-
-    def key_for(self, config: Mapping[str, Any], messages: Sequence[Any]) -> str:
-        """The session key of a run: ``session_key(config)``, else ``run:<first message id>``.
-
-        Raises :class:`UnboundCallError` when neither exists: runs are never pooled into a shared session.
-        """
-        key = self.session_key(config)
-        if key is not None:
-            return key
-        first = next((m for m in messages if isinstance(m, BaseMessage)), None)
-        if first is None or type(first.id) is not str or not first.id:
-            raise UnboundCallError(
-                "carbguard: no thread id and the first message has no id; refusing (no shared session)"
-            )
-        return f"run:{first.id}"
-
-    def session(self, key: str) -> Session | None:
-        """The live session of ``key``, if it is in memory."""
-        tracker = self._trackers.get(key)
-        return tracker.session if tracker is not None else None
-
-    def close(self, key: str | None = None) -> None:
-        """Close the live session of ``key`` (every live one when None): its ``session_end`` audit entry.
-
-        A ``ToolNode`` does not see a run end: call this when a thread is done (a session dropped from
-        memory is closed then, and the middleware closes its own).  A closed session that decides
-        again continues as a new segment (docs/audit.md).
-        """
-        with self._lock:
-            trackers = [t for k, t in self._trackers.items() if key is None or k == key]
-        for tracker in trackers:
-            tracker.session.close()
-
-    def skipped(self, key: str) -> list[str]:
-        """Messages of session ``key`` that could not be fed (e.g. a result for an unknown call id)."""
-        tracker = self._trackers.get(key)
-        return list(tracker.skipped) if tracker is not None else []
-
-    def _tracker(self, key: str) -> Tracker:
-        with self._lock:
-            tracker = self._trackers.get(key)
-            if tracker is None:
-                tracker = Tracker(self.guard.session(key))
-                self._trackers[key] = tracker
-                while len(self._trackers) > self.max_sessions:
-                    self._trackers.popitem(last=False)[1].session.close()  # dropped: its session_end written
-            self._trackers.move_to_end(key)
-            return tracker
-
     def sync(
         self, config: Mapping[str, Any], messages: Sequence[Any], *, entry: bool = False
     ) -> tuple[Tracker, list[ToolMessage]]:
@@ -195,7 +129,7 @@ class GuardToolWrapper:
 
         def payload(target: Call, bound: dict[str, Any]) -> Any:
             if target == main:
-                return _with_args(request, call, bound)
+                return with_args(request, call, bound)
             tool = tools.get(target.tool)
             if tool is None:
                 return None
@@ -212,7 +146,7 @@ class GuardToolWrapper:
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
         cid, decision = bind_call(tracker, name, args, call_id)
-        outcome = yield _Step(Call(name, args, cid), request, decision)
+        outcome = yield Step(Call(name, args, cid), request, decision)
         if isinstance(outcome, Ran):
             return outcome.output
         decision = outcome.decision
@@ -227,7 +161,7 @@ class GuardToolWrapper:
 
     def _run(self, request: Any, main: Call, decision: Decision) -> Steps:
         """authorize → run exactly ``main`` (an approved or edited call); the refusal message otherwise."""
-        outcome = yield _Step(main, request, decision, cleared=True)
+        outcome = yield Step(main, request, decision, cleared=True)
         if isinstance(outcome, Ran):
             return outcome.output
         return not_executed(outcome.decision, request.tool_call)
@@ -238,7 +172,7 @@ class GuardToolWrapper:
             return reviewed.message
         call = dict(reviewed.call)
         if call is not request.tool_call and call != request.tool_call:
-            edited = _edited_request(request, call)
+            edited = request_for_edit(request, call)
             if edited is None:
                 return not_executed(reviewed.decision, call)
             request = edited
@@ -308,9 +242,9 @@ class GuardToolWrapper:
         if kind == "approve":
             return Reviewed(first, cid, call, None)
         if kind == "respond":
-            return Reviewed(first, cid, call, _respond_message(call, message))
+            return Reviewed(first, cid, call, respond_message(call, message))
         if kind == "reject" or new_call is None:
-            return Reviewed(first, cid, call, _reject_message(call, decision, message))
+            return Reviewed(first, cid, call, reject_message(call, decision, message))
         new_cid = link["edited_call_id"]
         known = session.decision(new_cid)
         again = known if known is not None and decided_call(known, new_call["name"], new_call["args"]) else None
@@ -343,11 +277,11 @@ class GuardToolWrapper:
             if kind == "approve":
                 return (yield from self._run(request, Call(call.get("name"), call.get("args"), cid), decision))
             if kind == "respond":
-                return _respond_message(call, message)
+                return respond_message(call, message)
             if kind == "reject" or new_call is None:
-                return _reject_message(call, decision, message)
+                return reject_message(call, decision, message)
             # edit: the reviewer's call is a new call, decided (and probed) on its own arguments before it may run
-            edited_request = _edited_request(request, new_call)
+            edited_request = request_for_edit(request, new_call)
             if edited_request is None:
                 return not_executed(decision, new_call)
             request, call = edited_request, new_call
@@ -356,7 +290,7 @@ class GuardToolWrapper:
             main = Call(call["name"], call["args"], cid)
             known = session.decision(cid)
             known = known if known is not None and decided_call(known, call["name"], call["args"]) else None
-            outcome = yield _Step(main, request, known)
+            outcome = yield Step(main, request, known)
             if isinstance(outcome, Ran):
                 return outcome.output
             decision = outcome.decision
@@ -430,39 +364,3 @@ class GuardToolWrapper:
         return ToolMessage(
             content=str(exc), name=plain(call.get("name")), tool_call_id=plain(call.get("id")), status="error"
         )
-
-
-# --------------------------------------------------------------------------- create_agent middleware
-
-
-def _respond_message(call: Mapping[str, Any], message: str | None) -> ToolMessage:
-    """The human's answer in place of the tool's (the tool does not run)."""
-    return ToolMessage(
-        content=message or "", name=plain(call.get("name")), tool_call_id=plain(call.get("id")), status="success"
-    )
-
-
-def _reject_message(call: Mapping[str, Any], decision: Decision, message: str | None) -> ToolMessage:
-    """The refusal the model gets when a human rejected an escalated call."""
-    name = plain(call.get("name"))
-    text = f"User rejected the tool call for `{name}` (carbguard escalated it: {decision.message})"
-    return ToolMessage(
-        content=f"{text} Reason: {message}" if message else text,
-        name=name,
-        tool_call_id=plain(call.get("id")),
-        status="error",
-    )
-
-
-def _with_args(request: Any, call: Mapping[str, Any], bound: dict[str, Any]) -> Any:
-    """The request with its tool call carrying the authorized canonical arguments (a fresh copy)."""
-    return request.override(tool_call={**call, "args": bound})
-
-
-def _edited_request(request: Any, call: Mapping[str, Any]) -> Any | None:
-    """The request pointed at the reviewer's call; None when the agent has no tool of that name."""
-    tools = {t.name: t for t in getattr(request.runtime, "tools", None) or ()}
-    tool = tools.get(call.get("name"))
-    if tool is None and call.get("name") == request.tool_call.get("name"):
-        tool = request.tool
-    return None if tool is None else request.override(tool_call=dict(call), tool=tool)
