@@ -21,18 +21,19 @@ from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import chain
 from typing import TypeAlias
 
 import numpy as np
 
 from guard.evidence.bitset import few_bits, index_bits, members, to_bits
+from guard.evidence.boilerplate import marked, minus, read_body, strong_grams, wrapped_bits, zone_holes
 from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.evidence.normalize import normalize_value
 from guard.evidence.postings import Posting, post_all, posting_bits
 from guard.evidence.regex_screen import alternation, alternation_for
-from guard.evidence.specificity import background
+from guard.evidence.specificity import table_for
 from guard.evidence.value_cores import CoreIndex
 from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
 from guard.evidence.values import Value, find_values, free_ranges
@@ -45,9 +46,9 @@ class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
     A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
-    itself (one holder: most k-grams), an ``array`` of node indices
-    (up to :data:`~guard.evidence.postings.DENSE` entries,
-    read by numpy without a loop in Python), or beyond that a one-element list holding their
+    itself (one holder: most k-grams), a ``bytearray`` of node indices, which the garbage collector
+    does not track (up to :data:`~guard.evidence.postings.DENSE` entries,
+    read without a loop in Python), or beyond that a one-element list holding their
     integer bit set (one OR per lookup, updated in place).
 
     A session's first :data:`SMALL` indexed texts keep their k-gram sets instead (``_small``): adding
@@ -64,6 +65,7 @@ class ValueIndex:
         boilerplate: frozenset[str] = frozenset(),
         *,
         whole_values: bool = True,
+        shapes: bool = False,
     ) -> None:
         self._token_sources = tuple(patterns)
         if self._token_sources:
@@ -71,6 +73,7 @@ class ValueIndex:
         self.min_span = min_span
         self._boilerplate = _boilerplate_keys(boilerplate, min_span)
         self.whole_values = whole_values
+        self.shapes = shapes and whole_values  # zones, identifiers, weak spans (guard.evidence.boilerplate)
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
@@ -88,7 +91,10 @@ class ValueIndex:
             return seen[1]
         if not self.whole_values:
             return (), ((0, len(text)),)
-        found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
+        if self.shapes:  # identifiers, bare hosts and URL first segments too (guard.evidence.boilerplate)
+            found = _marked(text) if len(text) <= _CACHED_CHARS else _mark(text)
+        else:
+            found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
         self._seen = (text, found)
         return found
 
@@ -98,12 +104,14 @@ class ValueIndex:
             return frozenset()
         if len(text) > _CACHED_CHARS:
             return _tokens(self._token_sources, self._analysed(text), text)
-        return _cached_tokens(self._token_sources, self.whole_values, text)
+        return _cached_tokens(self._token_sources, self.whole_values + self.shapes, text)
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
         values, ranges = self._analysed(text)
+        holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones
+        ranges = minus(ranges, holes) if holes else ranges
         tokens, wholes, one = self.tokens, self.wholes, 1 << node
         for token in self.tokens_in(text):
             tokens[token] = tokens.get(token, 0) | one
@@ -111,15 +119,17 @@ class ValueIndex:
         for ident in identifiers:
             self.identifiers[ident].add(node)
         for value in values:
-            wholes[value.key] = wholes.get(value.key, 0) | one
+            if value.key:  # a bare host or a URL's first segment has none: namespace
+                wholes[value.key] = wholes.get(value.key, 0) | one
         if values:
             self.cores.add(node, values)
         k = self.min_span
         free = gram_keys(text, ranges, k)
         near: set[Key] = set()
-        if values:  # the k-grams that overlap a structured value
+        if values or holes:  # the k-grams that overlap a structured value or a zone
             last = len(text) - k + 1
-            near = keys_at(text, [(max(0, v.start - k + 1), min(v.end, last)) for v in values], k) - free
+            spans = [(v.start, v.end) for v in values] + list(holes)
+            near = keys_at(text, [(max(0, lo - k + 1), min(hi, last)) for lo, hi in spans], k) - free
         small = self._small
         if small is not None and len(small) < SMALL:
             small.append((node, free, near))
@@ -174,9 +184,12 @@ class ValueIndex:
             return self._gram_bits(value, ((0, len(value)),))
         bits = self.cores.bits(value) if self.cores else 0
         values = self._analysed(value)[0]
-        if not values:  # no structure: the whole text is read, as free text always was
-            return bits | self._gram_bits(value, ((0, len(value)),))
+        if not values:  # no structure: the whole text is read but its zones, as free text always was
+            whole = ((0, len(value)),)
+            return bits | self._gram_bits(value, read_body(value, whole) if self.shapes else whole)
         read = _cached_read(value) if len(value) <= _CACHED_CHARS else read_ranges_of(value, values)
+        if self.shapes:  # an identifier the sink built a URL or path around; a call's zones are not read
+            bits, read = bits | wrapped_bits(self.wholes, value, values), read_body(value, read)
         return bits | self._gram_bits(value, read) | self.inner_token_bits(value, values)
 
     def inner_token_bits(self, value: str, values: tuple[Value, ...] | None = None) -> int:
@@ -198,6 +211,8 @@ class ValueIndex:
         """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``."""
         k = self.min_span
         grams = gram_keys(value, ranges, k)
+        if self.shapes and grams:  # weak spans (a city, a product name) make no edge
+            grams = strong_grams(value, ranges, k, grams, self._small, self._kgrams, self._analysed(value)[0])
         if self._boilerplate:
             grams -= self._boilerplate
         if self._small is not None:
@@ -214,7 +229,7 @@ class ValueIndex:
             elif isinstance(posting, list):
                 bits |= posting[0]
             else:
-                joined.extend(posting)
+                joined.frombytes(posting)  # a bytearray of 8-byte node indices (guard.evidence.postings)
         return bits | index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
 
     def gram_bits(self, gram: str) -> int:
@@ -306,8 +321,10 @@ def index_for(policy: Policy) -> ValueIndex:
     """An empty value index with the policy's graph rules (normalisation, whole values, background)."""
     spec = policy.graph
     index_type = NormalizingValueIndex if spec.normalize else ValueIndex
-    boilerplate = background().boilerplate(spec.min_span) if spec.background else frozenset()
-    return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
+    table = table_for(policy)
+    boilerplate = table.boilerplate(spec.min_span) if table is not None else frozenset()
+    patterns = spec.value_patterns.values()
+    return index_type(patterns, spec.min_span, boilerplate, whole_values=spec.whole_values, shapes=True)
 
 
 @lru_cache(maxsize=8192)
@@ -333,6 +350,8 @@ def _analyse(text: str) -> _Analysis:
 
 
 _analysis = lru_cache(maxsize=8192)(_analyse)
+_mark = partial(marked, cached=_analysis, uncached=_analyse)  # with identifiers (guard.evidence.boilerplate)
+_marked = lru_cache(maxsize=8192)(_mark)
 
 
 def values_of(text: str) -> tuple[Value, ...]:
@@ -366,10 +385,10 @@ def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozens
 
 
 @lru_cache(maxsize=8192)
-def _cached_tokens(sources: tuple[str, ...], whole_values: bool, text: str) -> frozenset[str]:
+def _cached_tokens(sources: tuple[str, ...], mode: int, text: str) -> frozenset[str]:
     """:func:`_tokens` of a text of at most :data:`_CACHED_CHARS` characters (texts repeat across the
     episodes of one corpus and between a proposal's decision and its indexing)."""
-    analysis = _analysis(text) if whole_values else ((), ((0, len(text)),))
+    analysis = (_marked(text) if mode == 2 else _analysis(text)) if mode else ((), ((0, len(text)),))
     return _tokens(sources, analysis, text)
 
 
