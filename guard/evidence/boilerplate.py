@@ -10,21 +10,22 @@ Three rules keep shared text that says nothing about where a value came from out
   independent of the text's length.
 - **Identifiers** (:func:`identifier_values`): a run of letters, digits and ``. _ + -`` of at least
   :data:`IDENT_MIN` characters holding a digit or an inner ``.`` is an identifier.  It is matched as a whole
-  (key ``id:TOKEN``); its parts make no edge (``ORD-2024-118823`` and ``ORD-2024-118991`` share nothing).  A
-  dotted name ending in a top-level-domain label (``intranet.example.com``) is a bare host: namespace, like a
-  URL's host, it makes no edge at all.  A URL's first path segment, when another follows, is namespace too.
-- **Weak spans** (:func:`weak`): a shared run of letters (no digit, no symbol) with at most :data:`WEAK_WORDS`
-  content words — a city, a street, a product name, an amount in words — makes no edge.
+  (key ``id:TOKEN``), and of its parts only its last :data:`IDENT_TAIL` characters are free text
+  (:func:`with_tails`): a common prefix makes no edge (``ORD-2024-118823`` and ``ORD-2024-118991`` share
+  nothing), its serial end still links (``X4821-99317`` sent as ``+482199317``).  A dotted name ending in a
+  top-level-domain label (``intranet.example.com``) is a bare host: namespace, like a URL's host, it makes no
+  edge at all.  A URL's first path segment, when another follows, is namespace too.
+- **Weak spans** (:mod:`guard.evidence.weak_spans`): a shared run of letters alone with few content words — a
+  city, a street, a product name, an amount in words — makes no edge on its own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import TypeAlias
 
-from guard.evidence.kgrams import Key, window_keys
 from guard.evidence.values import Value
 
 Analysis: TypeAlias = "tuple[tuple[Value, ...], tuple[tuple[int, int], ...]]"
@@ -32,12 +33,13 @@ Analysis: TypeAlias = "tuple[tuple[Value, ...], tuple[tuple[int, int], ...]]"
 __all__ = [
     "CLOSING_LINES",
     "IDENT_MIN",
+    "IDENT_TAIL",
     "OPENING_LINES",
-    "WEAK_WORDS",
+    "STOPWORDS",
     "body_range",
     "identifier_values",
     "namespace_segments",
-    "weak",
+    "with_tails",
 ]
 
 OPENING_LINES = 2  # greeting / header lines at the start of a text
@@ -49,8 +51,7 @@ FOOTER_CHARS = 1200  # a footer paragraph is at most this long
 FOOTER_PARAGRAPHS = 2
 IDENT_MIN = 6
 NUMBER_MIN = 4  # a run of digits (and separators) this long is an identifier: #48213 and #48377 share nothing
-WEAK_WORDS = 3
-NAME_WORDS = 5  # a proper name or title of capitalised words
+IDENT_TAIL = 8  # the last characters of a longer identifier stay free text: its serial end links, its prefix does not
 
 
 def _words(text: str) -> frozenset[str]:
@@ -238,30 +239,6 @@ def namespace_segments(text: str, values: Iterable[Value]) -> list[tuple[int, in
     return out
 
 
-def weak(text: str, lo: int, hi: int) -> bool:
-    """Whether the shared span ``text[lo:hi]`` is weak: letters, white space and ``, . ' & - : ; ! ? ( ) /`` only,
-    with at most :data:`WEAK_WORDS` whole content words, or at most :data:`NAME_WORDS` all capitalised (a word cut
-    by the span's ends, a field label ending in ``:`` or a stop word does not count)."""
-    if lo > 0 and text[lo - 1].isalnum() and text[lo].isalnum():  # a word or number cut by the span's start
-        space = _SPACE.search(text, lo, hi)
-        lo = space.start() if space else hi
-    if hi < len(text) and text[hi].isalnum() and text[hi - 1].isalnum():
-        cut = max(text.rfind(" ", lo, hi), text.rfind("\n", lo, hi))
-        hi = cut if cut >= 0 else lo
-    span = text[lo:hi]
-    if any(not (c.isalpha() or c.isspace() or c in _WEAK_MARKS) for c in span):
-        return False
-    words = re.split(r"[^\w'’:]+", span)
-    content = [w for w in words if len(w) >= 2 and not w.endswith(":") and w.lower() not in STOPWORDS]
-    if len(content) <= WEAK_WORDS:
-        return True
-    return len(content) <= NAME_WORDS and all(w[0].isupper() and not w[1:].isupper() for w in content)  # a name
-
-
-_WEAK_MARKS = frozenset(",.'’&-:;!?()/#")
-_SPACE = re.compile(r"\s")
-
-
 def minus(ranges: Iterable[tuple[int, int]], holes: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     """``ranges`` without ``holes`` (both ascending ``[lo, hi)``)."""
     cuts = sorted(holes)
@@ -356,45 +333,16 @@ _PIECES = re.compile(r"[@/:\\?#&=;\s]+")
 _CACHED_CHARS = 4096
 
 
-def strong_grams(
-    text: str,
-    ranges: tuple[tuple[int, int], ...],
-    k: int,
-    grams: set[Key],
-    small: list[tuple[int, set[Key], set[Key]]] | None,
-    postings: Mapping[Key, object],
-    values: tuple[Value, ...],
-) -> set[Key]:
-    """The keys of ``grams`` (of ``text`` in ``ranges``) that earlier free text holds (in the value index's ``small``
-    k-gram sets, or else its ``postings``), but those that lie only in weak spans (:func:`strong_keys`); a span
-    that overlaps a structured value or identifier of ``values`` (``TOKEN@host``) is never weak."""
-    if small is not None:
-        matched: set[Key] = set().union(*(grams & free for _, free, _ in small))
-    else:
-        matched = grams & postings.keys()
-    return strong_keys(text, ranges, k, matched, tuple((v.start, v.end) for v in values)) if matched else matched
-
-
-def strong_keys(
-    text: str, ranges: tuple[tuple[int, int], ...], k: int, matched: set[Key], built: tuple[tuple[int, int], ...] = ()
-) -> set[Key]:
-    """The keys of ``matched`` (k-gram keys of ``text`` that earlier free text holds) that lie in a run of
-    matched k-grams that is not :func:`weak`: a run is a maximal stretch of consecutive matched positions."""
-    weak_keys: set[Key] = set()
-    strong: set[Key] = set()
-    for lo, hi in ranges:
-        keys = window_keys(text[lo:hi], k)
-        hit = [key in matched for key in keys]
-        i, n = 0, len(keys)
-        while i < n:
-            if not hit[i]:
-                i += 1
-                continue
-            j = i
-            while j + 1 < n and hit[j + 1]:
-                j += 1
-            start, end = lo + i, lo + j + k
-            inside = any(a < end and start < b for a, b in built)  # a structure the sink built around it
-            (strong if inside or not weak(text, start, end) else weak_keys).update(keys[i : j + 1])
-            i = j + 1
-    return matched - (weak_keys - strong)
+def with_tails(ranges: tuple[tuple[int, int], ...], values: Iterable[Value]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` (ascending, disjoint) with the last :data:`IDENT_TAIL` characters of each longer identifier of
+    ``values`` added: the part of an identifier that tells it from its neighbours in a series."""
+    tails = [(v.end - IDENT_TAIL, v.end) for v in values if v.kind == "ident" and v.end - v.start > IDENT_TAIL]
+    if not tails:
+        return ranges
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted([*ranges, *tails]):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return tuple(out)

@@ -13,6 +13,8 @@ traversed by them; an ``array`` is tracked, and its collections showed in the sl
 from __future__ import annotations
 
 import sys
+from array import array
+from collections.abc import Iterable, Mapping
 from typing import TypeAlias
 
 import numpy as np
@@ -20,7 +22,7 @@ import numpy as np
 from guard.evidence.bitset import few_bits, index_bits
 from guard.evidence.kgrams import Key
 
-__all__ = ["DENSE", "Posting", "post_all", "posting_bits"]
+__all__ = ["DENSE", "Posting", "holders_of", "post_all", "posting_bits"]
 
 Posting: TypeAlias = "int | bytearray | list[int]"
 
@@ -78,3 +80,19 @@ def posting_bits(posting: Posting | None) -> int:
     if len(posting) <= _FEW:
         return few_bits(memoryview(posting).cast("q"))
     return index_bits(np.frombuffer(posting, dtype=_DTYPE))
+
+
+def holders_of(postings: Mapping[Key, Posting], grams: Iterable[Key]) -> int:
+    """The nodes that hold one of ``grams`` (each posting read in its own form, the arrays joined once)."""
+    get, joined, bits = postings.get, array("q"), 0
+    for gram in grams:
+        posting = get(gram)
+        if posting is None:
+            continue
+        if isinstance(posting, int):
+            joined.append(posting)
+        elif isinstance(posting, list):
+            bits |= posting[0]
+        else:
+            joined.frombytes(posting)
+    return bits | index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits

@@ -17,7 +17,6 @@ an integer bit set (:mod:`guard.evidence.postings`), so a lookup costs one OR fo
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
@@ -25,18 +24,17 @@ from functools import lru_cache, partial
 from itertools import chain
 from typing import TypeAlias
 
-import numpy as np
-
-from guard.evidence.bitset import few_bits, index_bits, members, to_bits
-from guard.evidence.boilerplate import marked, minus, read_body, strong_grams, wrapped_bits, zone_holes
+from guard.evidence.bitset import few_bits, members, to_bits
+from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.evidence.normalize import normalize_value
-from guard.evidence.postings import Posting, post_all, posting_bits
+from guard.evidence.postings import Posting, holders_of, post_all, posting_bits
 from guard.evidence.regex_screen import alternation, alternation_for
 from guard.evidence.specificity import table_for
 from guard.evidence.value_cores import CoreIndex
 from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
 from guard.evidence.values import Value, find_values, free_ranges
+from guard.evidence.weak_spans import strong_grams
 from guard.policy import Policy
 
 SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
@@ -45,17 +43,13 @@ SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-g
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
-    itself (one holder: most k-grams), a ``bytearray`` of node indices, which the garbage collector
-    does not track (up to :data:`~guard.evidence.postings.DENSE` entries,
-    read without a loop in Python), or beyond that a one-element list holding their
-    integer bit set (one OR per lookup, updated in place).
+    A k-gram's holders take one dict entry, in the cheapest form for their number
+    (:mod:`guard.evidence.postings`): a node index, a ``bytearray`` of them, or a bit set.
 
     A session's first :data:`SMALL` indexed texts keep their k-gram sets instead (``_small``): adding
     one costs no dict entry per k-gram, and a lookup is one C-level set operation per text.  The
     inverted postings are built from those sets, in node order, when the index outgrows them or when
-    :attr:`kgrams` or :attr:`held` is read, so they are exactly the postings of indexing one text at
-    a time; every answer is the same in both forms.
+    :attr:`kgrams` or :attr:`held` is read: every answer is the same in both forms.
     """
 
     def __init__(
@@ -74,6 +68,7 @@ class ValueIndex:
         self._boilerplate = _boilerplate_keys(boilerplate, min_span)
         self.whole_values = whole_values
         self.shapes = shapes and whole_values  # zones, identifiers, weak spans (guard.evidence.boilerplate)
+        self.runs: list[set[Key]] | None = None  # the weak runs of the values looked up, while a call collects them
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
@@ -110,8 +105,8 @@ class ValueIndex:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
         values, ranges = self._analysed(text)
-        holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones
-        ranges = minus(ranges, holes) if holes else ranges
+        holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
+        ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
         tokens, wholes, one = self.tokens, self.wholes, 1 << node
         for token in self.tokens_in(text):
             tokens[token] = tokens.get(token, 0) | one
@@ -208,29 +203,21 @@ class ValueIndex:
         return bits
 
     def _gram_bits(self, value: str, ranges: tuple[tuple[int, int], ...]) -> int:
-        """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``."""
+        """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``; a weak span
+        makes no edge, its keys go to :attr:`runs` when collected (guard.evidence.weak_spans.reuse_bits)."""
         k = self.min_span
         grams = gram_keys(value, ranges, k)
-        if self.shapes and grams:  # weak spans (a city, a product name) make no edge
-            grams = strong_grams(value, ranges, k, grams, self._small, self._kgrams, self._analysed(value)[0])
-        if self._boilerplate:
-            grams -= self._boilerplate
+        if self.shapes and grams:
+            grams, runs = strong_grams(value, ranges, k, grams, self._small, self._kgrams, self._analysed(value)[0])
+            if self.runs is not None:
+                self.runs += [run - self._boilerplate for run in runs]
+        return self.free_bits(grams - self._boilerplate if self._boilerplate else grams)
+
+    def free_bits(self, grams: set[Key]) -> int:
+        """The nodes whose free text holds one of the k-gram keys ``grams``."""
         if self._small is not None:
             return few_bits(node for node, free, _ in self._small if not grams.isdisjoint(free))
-        get = self._kgrams.get
-        joined = array("q")
-        bits = 0
-        for gram in grams:
-            posting = get(gram)
-            if posting is None:
-                continue
-            if isinstance(posting, int):
-                joined.append(posting)
-            elif isinstance(posting, list):
-                bits |= posting[0]
-            else:
-                joined.frombytes(posting)  # a bytearray of 8-byte node indices (guard.evidence.postings)
-        return bits | index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
+        return holders_of(self._kgrams, grams)
 
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
@@ -308,7 +295,12 @@ class NormalizingValueIndex(ValueIndex):
         """Nodes sharing a ``min_span`` span with ``value`` or with its normal form (a bit set)."""
         found = super().span_bits(value)
         norm = normalize_value(value)
-        return found | super().span_bits(norm) if norm != value else found
+        if norm == value:
+            return found
+        runs, self.runs = self.runs, None  # a weak run's normal form is the same run
+        found |= super().span_bits(norm)
+        self.runs = runs
+        return found
 
     def token_bits(self, value: str) -> int:
         """Nodes holding a whole value token of ``value`` or of its normal form (a bit set)."""

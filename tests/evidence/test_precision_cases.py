@@ -133,3 +133,47 @@ def test_the_same_table_by_path_or_by_true_has_one_fingerprint(tmp_path: Path) -
     assert named == pipeline_components(guard.Policy.model_validate(POLICY))["graph"]
     off = {**POLICY, "graph": {"background": False}}
     assert named != pipeline_components(guard.Policy.model_validate(off))["graph"]
+
+
+def _send(private: str, args: dict[str, str], tool: str = "send_email") -> guard.Decision:
+    policy = guard.Policy.model_validate(
+        {**POLICY, "tools": {**POLICY["tools"], "reserve_hotel": {"kind": "sink", "effect": "irreversible"}}}
+    )
+    session = guard.Guard(policy, threshold=THRESHOLD).session("precision")
+    session.observe_user("Please handle my mail.")
+    session.decide("read_file", {"file_path": "notes.txt"}, call_id="c1")
+    session.observe_result("c1", private)
+    return session.decide(tool, args, call_id="c2")
+
+
+NOTE = "Consultation note\nPatient: Lukas Keller, born 26 Sep 1980\nDiagnosis: Coeliac disease\nReview: in 4 weeks"
+
+
+def test_two_weak_values_of_one_record_link_across_a_calls_arguments() -> None:
+    """A name in the subject and a diagnosis in the body, each weak alone, link together (catches weak runs read
+    per argument only, or not at all: guard.evidence.weak_spans.reuse_bits); each alone still runs as fresh."""
+    subject, body = "Lukas Keller - follow-up", "As discussed, the diagnosis is Coeliac disease."
+    to = "partner@outside.test"
+    both = _send(NOTE, {"to": to, "subject": subject, "body": body})
+    assert both.verdict is guard.Verdict.ESCALATE
+    for alone in ({"to": to, "subject": subject, "body": "See you soon."}, {"to": to, "body": body}):
+        fresh = _send("Nothing in common with the message at all.", alone)
+        assert _send(NOTE, alone).score == fresh.score, alone
+
+
+def test_a_template_skeleton_is_not_two_weak_values() -> None:
+    """Two tickets of one template share labels, an opening and a whole closing line, never values in a line
+    (catches guard.evidence.weak_spans.in_line_value dropped, which links every pair of templated texts)."""
+    private = "Ticket #48213 has been updated.\nStatus: Resolved\nRefund issued to Marta.\nPlease do not reply to this."
+    body = "Ticket #48377 has been updated.\nStatus: Open\nThe printer is jammed.\nPlease do not reply to this."
+    assert _send(private, {"to": "partner@outside.test", "body": body}).verdict is guard.Verdict.EXECUTE
+
+
+def test_a_name_that_is_the_whole_argument_links() -> None:
+    """A hotel name the call books, taken whole from a record, links; the same name inside a sentence is weak
+    (catches the whole-argument rule of guard.evidence.weak_spans.strong_keys dropped)."""
+    private = "Shortlist from the travel desk: Riverside View Hotel, three nights, breakfast included."
+    booked = _send(private, {"hotel": "Riverside View Hotel"}, tool="reserve_hotel")
+    assert booked.verdict is guard.Verdict.ESCALATE
+    mentioned = {"to": "partner@outside.test", "body": "We stayed at the Riverside View Hotel last spring, lovely."}
+    assert _send(private, mentioned).verdict is guard.Verdict.EXECUTE
