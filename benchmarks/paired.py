@@ -8,7 +8,7 @@ length T to both, episode by episode, alternating which goes first, so that a sl
 machine falls on both sides alike.  Each pass starts with the workers' per-text memos cleared; a
 decision's latency is its median over the passes.
 
-Reported: the p50 of ``incl.`` (``Session.decide`` plus indexing the records observed since the
+Reported: the p50 and p99 of ``incl.`` (``Session.decide`` plus indexing the records observed since the
 previous decision, as in ``bench latency``) and of ``decide`` alone, per version, their ratios
 (this version over the baseline), and the median of the per-decision ratios.
 """
@@ -71,13 +71,22 @@ def summarise(samples: dict[str, Samples]) -> dict[str, Any]:
         out[side] = {
             "incl_p50_us": round(statistics.median(v[0] for v in per.values()), 1),
             "decide_p50_us": round(statistics.median(v[1] for v in per.values()), 1),
+            "incl_p99_us": round(_p99([v[0] for v in per.values()]), 1),
+            "decide_p99_us": round(_p99([v[1] for v in per.values()]), 1),
         }
     out["ratio_incl_p50"] = round(out["candidate"]["incl_p50_us"] / out["baseline"]["incl_p50_us"], 3)
     out["ratio_decide_p50"] = round(out["candidate"]["decide_p50_us"] / out["baseline"]["decide_p50_us"], 3)
+    out["ratio_incl_p99"] = round(out["candidate"]["incl_p99_us"] / out["baseline"]["incl_p99_us"], 3)
     pairs = [medians["candidate"][k][0] / medians["baseline"][k][0] for k in medians["baseline"]]
     out["median_decision_ratio_incl"] = round(statistics.median(pairs), 3)
     out["decisions"] = len(pairs)
     return out
+
+
+def _p99(values: list[float]) -> float:
+    """The 0.99-quantile by the nearest-rank rule, as ``bench latency`` reports it."""
+    ordered = sorted(values)
+    return ordered[max(1, -(-99 * len(ordered) // 100)) - 1]
 
 
 def run(
@@ -119,14 +128,18 @@ def format_paired(result: dict[str, Any]) -> str:
     lines = [
         f"T = {result['T']}, {result['episodes']} episodes x {result['passes']} passes, interleaved "
         f"({result['clock']} clock); baseline {result['baseline_checkout']}",
-        f"{'version':<10} {'incl. p50 µs':>13} {'decide p50 µs':>14}",
+        f"{'version':<10} {'incl. p50 µs':>13} {'decide p50 µs':>14} {'incl. p99 µs':>13} {'decide p99 µs':>14}",
     ]
     for side in ("candidate", "baseline"):
         row = result[side]
-        lines.append(f"{side:<10} {row['incl_p50_us']:>13.1f} {row['decide_p50_us']:>14.1f}")
+        lines.append(
+            f"{side:<10} {row['incl_p50_us']:>13.1f} {row['decide_p50_us']:>14.1f}"
+            f" {row.get('incl_p99_us', float('nan')):>13.1f} {row.get('decide_p99_us', float('nan')):>14.1f}"
+        )
     lines.append(
         f"ratio (this / baseline): incl. p50 {result['ratio_incl_p50']}, decide p50 {result['ratio_decide_p50']}, "
-        f"median per-decision incl. {result['median_decision_ratio_incl']} over {result['decisions']} decisions"
+        f"median per-decision incl. {result['median_decision_ratio_incl']} over {result['decisions']} decisions; "
+        f"incl. p99 {result.get('ratio_incl_p99')}"
     )
     return "\n".join(lines)
 

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from guard.errors import ArtifactError
-from guard.evidence.specificity import background
+from guard.evidence.specificity import table_for
 from guard.features import DEFAULT_WEIGHTS
 from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
 
 FORMAT = "carbguard-artifact/1"
-GRAPH_RULES_VERSION = "E1-E4/v2"
+GRAPH_RULES_VERSION = "E1-E4/v3"
 #: v3: signatures act as a rule outside the score; the default evidence does not read attack wording.
 SCORER_VERSION = "weighted-binary/v3"
 #: The version of the feature table (guard/features.py): the rows and what computes them.  Recorded in every
@@ -44,8 +44,9 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     for option in ("whole_values", "background"):  # both off: the lexical rules, fingerprints from before them
         if not graph.get(option):
             graph.pop(option, None)
-    if graph.get("background"):
-        graph["background"] = background().fingerprint  # the table the edges were made with
+    table = table_for(policy) if graph.get("background") else None
+    if table is not None:
+        graph["background"] = table.fingerprint  # the table the edges were made with (shipped or named by path)
     weights = dumped["scorer"]["weights"]
     for name in [n for n in weights if n not in DEFAULT_WEIGHTS and weights[n] == 0]:
         weights.pop(name)  # an opt-in feature added later at weight 0 leaves the fingerprint as it was

@@ -37,6 +37,7 @@ from guard.evidence.kgrams import Key
 from guard.evidence.node_facts import NodeFacts, admitted_text, node_facts, record_text
 from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import ValueIndex, index_for
+from guard.evidence.weak_spans import reuse_bits
 from guard.policy import Policy
 from guard.records import Record, RecordKind
 
@@ -191,9 +192,10 @@ class PrefixGraph:
             return
         spec = self.policy.tool(record.tool or "")
         ident_args = set(spec.identifier_args) if spec else set()
-        for name, value in record.arg_values():
-            for source in self.index.span_sources(value) | self.index.token_sources(value):
+        for name, bits in reuse_bits(self.index, record.arg_values()).items():  # weak spans: per call
+            for source in members(bits):
                 yield source, self._reuse_type(source, E2), name
+        for name, value in record.arg_values():
             if name in ident_args:
                 for ident in self._identifier_forms(value):
                     for source in self.index.identifiers.get(ident, ()):
@@ -219,13 +221,10 @@ class PrefixGraph:
             return
         spec = self.policy.tool(record.tool or "")
         ident_args = set(spec.identifier_args) if spec else set()
-        reuse: dict[str, int] = {}
         named: dict[str, int] = {}
         index = self.index
+        reuse = reuse_bits(index, record.arg_values())  # span and token sources, weak spans read per call
         for name, value in record.arg_values():
-            found = index.span_bits(value) | index.token_bits(value)
-            if found:
-                reuse[name] = reuse.get(name, 0) | found
             if name in ident_args:
                 for ident in self._identifier_forms(value):
                     holders = index.identifier_bits(ident)

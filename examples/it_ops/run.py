@@ -1,6 +1,7 @@
 """The IT-ops deployment's steps: ``python -m examples.it_ops.run record|deploy|breaker|report`` (docs/it-ops.md).
 
-- ``record``: scripted episodes through a **shadow-mode** guard, recorded to ``episodes.jsonl``; the
+- ``record``: scripted episodes through a **shadow-mode** guard, recorded to ``episodes.jsonl``; the deployed
+  policy ``policy.yaml`` (the example's, naming the table ``carbguard data background --episodes`` builds); the
   script's truth per episode to ``truth.jsonl``; and ``labels.jsonl``: override labels only for the
   episodes where the policy's ledger rules disagree with that truth (:mod:`.labels`).
 - calibration is the product's own CLI (``carbguard calibrate ... --alpha A``, once per α).
@@ -40,6 +41,24 @@ def _policy() -> Policy:
     return load_policy(POLICY)
 
 
+DEPLOYED = "policy.yaml"  # the deployed policy, beside the artifacts: the example's, naming its own background table
+TABLE = "background.json"  # built by `carbguard data background --episodes` from the recorded episodes
+
+
+def _write_deployed(out: Path) -> Path:
+    """``out/policy.yaml``: the example policy with ``graph.background`` naming ``out/background.json``."""
+    path = out / DEPLOYED
+    text = POLICY.read_text(encoding="utf-8")
+    path.write_text(f"{text.rstrip()}\ngraph:\n  background: {TABLE}  # this deployment's own boilerplate\n", "utf-8")
+    return path
+
+
+def _deployed(artifact: Path) -> Policy:
+    """The policy ``artifact`` was calibrated with: the deployed one beside it, else the example's."""
+    path = artifact.parent / DEPLOYED
+    return load_policy(path) if path.exists() and (artifact.parent / TABLE).exists() else _policy()
+
+
 def _truth(outcome: Outcome) -> dict[str, Any]:
     """The harm the agent knows it did: the followed injection's categories, on its last (harmful) call."""
     harms = []
@@ -58,6 +77,7 @@ def record(out: Path, episodes: int, seed: int) -> dict[str, Any]:
     truth = [_truth(run_episode(guard, f"rec-{seed}-{k:04d}", rng, CALM)) for k in range(episodes)]
     (out / "truth.jsonl").write_text("".join(json.dumps(t, sort_keys=True) + "\n" for t in truth), encoding="utf-8")
     found = write_labels(_policy(), path, truth, out / "labels.jsonl")
+    _write_deployed(out)
     found |= {"episodes": episodes, "harmed": sum(bool(t["harms"]) for t in truth), "seed": seed}
     (out / "record.json").write_text(json.dumps(found, indent=1, sort_keys=True), encoding="utf-8")
     print(
@@ -69,7 +89,7 @@ def record(out: Path, episodes: int, seed: int) -> dict[str, Any]:
 
 
 def _guard(artifact: Path, **kwargs: Any) -> Guard:
-    policy = _policy()
+    policy = _deployed(artifact)
     art = load_artifact(artifact, policy)
     return Guard(policy, threshold=art.threshold, artifact_id=art.artifact_id, **kwargs)
 
@@ -86,7 +106,7 @@ def _sends(outcomes: list[Outcome], untrusted: bool) -> tuple[int, int]:
 
 def deploy(artifact: Path, out: Path, episodes: int, seed: int, mix: Mix = CALM) -> dict[str, Any]:
     """Enforcing on fresh seeded episodes with ``artifact``: harm, stopped internal sends, completion."""
-    art = load_artifact(artifact, _policy())
+    art = load_artifact(artifact, _deployed(artifact))
     guard = _guard(artifact)
     rng = random.Random(seed)
     outcomes = [run_episode(guard, f"dep-{seed}-{k:04d}", rng, mix) for k in range(episodes)]
@@ -119,7 +139,7 @@ def breaker(artifact: Path, out: Path, episodes: int, seed: int) -> dict[str, An
     """Benign completion before a trip and after it under each fallback (the same seeded benign episodes)."""
     out.mkdir(parents=True, exist_ok=True)
     trip = out / "trip"
-    art = load_artifact(artifact, _policy())
+    art = load_artifact(artifact, _deployed(artifact))
     trip.write_text(trip_text(art.artifact_id, "risk alarm (it-ops worked example)"), encoding="utf-8")
     found: dict[str, Any] = {"episodes": episodes}
     for name, kwargs in (("before", {}), *((f, {"fallback": f, "trip_file": trip}) for f in FALLBACKS)):

@@ -43,12 +43,23 @@ def _agentdojo(args: argparse.Namespace) -> int:
 
 
 def _background(args: argparse.Namespace) -> int:
-    from guard.evidence.specificity import BACKGROUND_PATH
-    from guard.studies.background import write_background
+    from guard.studies.background import AGENTDOJO_PATH, write_background, write_episodes_table, write_generic
 
     if not 0 < args.min_share < 1:
         raise GuardError(f"--min-share must be in (0, 1), got {args.min_share}")
-    print(write_background(Path(args.out) if args.out else BACKGROUND_PATH, args.min_share, args.min_groups, args.seed))
+    if args.episodes:
+        if not args.out:
+            raise GuardError("data background --episodes needs --out TABLE.json (name it in graph.background)")
+        policy = Path(args.policy) if args.policy else None
+        try:
+            print(write_episodes_table(Path(args.out), Path(args.episodes), policy, args.min_share, args.min_groups))
+        except (OSError, ValueError) as exc:
+            raise GuardError(f"data background --episodes: {exc}") from None
+    elif args.agentdojo:
+        out = Path(args.out) if args.out else AGENTDOJO_PATH
+        print(write_background(out, args.min_share, args.min_groups, args.seed))
+    else:
+        print(write_generic(Path(args.out)) if args.out else write_generic())
     return 0
 
 
@@ -71,9 +82,17 @@ def register(sub: Any) -> None:
     add_out(ad, "output folder, e.g. guard/data/agentdojo", required=True, metavar="DIR")
     ad.add_argument("--quiet", action="store_true", help="no progress counter")
     ad.set_defaults(func=_agentdojo)
-    bg = cmds.add_parser("background", help="the background k-gram table of boilerplate (development split only)")
+    bg = cmds.add_parser(
+        "background",
+        help="a background k-gram table of boilerplate: the shipped generic one (default), a deployment's own "
+        "(--episodes) or AgentDojo's development split (--agentdojo)",
+    )
     add_out(bg, "where to write the table (default: the shipped guard/data/background/kgrams.json)", metavar="FILE")
-    bg.add_argument("--min-share", type=float, default=0.01, help="share of a suite's records that makes a gram common")
-    bg.add_argument("--min-groups", type=int, default=2, help="how many suites a gram must be common in")
-    bg.add_argument("--seed", type=int, default=0, help="seed of the three-way development split")
+    which = bg.add_mutually_exclusive_group()
+    which.add_argument("--episodes", metavar="FILE", help="a deployment's carbguard-episodes/1 file (needs --out)")
+    which.add_argument("--agentdojo", action="store_true", help="AgentDojo's development split (agentdojo.json)")
+    bg.add_argument("--policy", metavar="FILE", help="with --episodes: the policy the episodes are read under")
+    bg.add_argument("--min-share", type=float, default=0.01, help="share of a group's records that makes a gram common")
+    bg.add_argument("--min-groups", type=int, default=2, help="how many groups (suites; origins) a gram is common in")
+    bg.add_argument("--seed", type=int, default=0, help="with --agentdojo: seed of the three-way development split")
     bg.set_defaults(func=_background)

@@ -14,9 +14,11 @@ costs lookups in the size of the proposal instead:
 from __future__ import annotations
 
 import re
-from array import array
+import sys
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
+
+from guard.evidence.kgrams import Key, keys_at
 
 SHORT_ID_MAX = 12
 GRAM = 5
@@ -120,7 +122,7 @@ class SubstringIndex(UntilAsked):
 
     def __init__(self) -> None:
         super().__init__()
-        self.grams: dict[str, array[int]] = {}
+        self.grams: dict[Key, bytes | bytearray] = {}  # k-gram key (guard.evidence.kgrams) → node indices ("q")
         self.texts: dict[int, str] = {}
         self.chars = 0
 
@@ -131,13 +133,20 @@ class SubstringIndex(UntilAsked):
         self._take(node, text)
 
     def _index(self, node: int, text: str, starts: tuple[int, ...]) -> None:
+        """Post ``node`` under each distinct ``GRAM``-gram of ``text``: the grams new to the index share one
+        ``bytes`` (one C-level update), a gram's second holder turns it into a ``bytearray`` that later
+        holders extend.  Neither is tracked by the garbage collector (an ``array`` per gram was)."""
         grams = self.grams
-        for gram in {text[i : i + GRAM] for i in range(len(text) - GRAM + 1)}:
-            posting = grams.get(gram)
-            if posting is None:
-                grams[gram] = array("q", (node,))
+        keys = keys_at(text, [(0, len(text) - GRAM + 1)], GRAM)
+        raw = node.to_bytes(8, sys.byteorder)
+        old = keys & grams.keys()
+        grams.update(dict.fromkeys(keys - old if old else keys, raw))
+        for key in old:
+            posting = grams[key]
+            if posting.__class__ is bytes:
+                grams[key] = bytearray(posting + raw)
             else:
-                posting.append(node)
+                posting += raw
 
     def holders(self, token: str) -> Iterator[int]:
         """Indexed nodes whose text contains ``token`` (``len(token) >= GRAM``), ascending."""
@@ -148,12 +157,13 @@ class SubstringIndex(UntilAsked):
             return
         self._ask()
         postings = []
-        for gram in {token[i : i + GRAM] for i in range(len(token) - GRAM + 1)}:
-            posting = self.grams.get(gram)
+        for key in keys_at(token, [(0, len(token) - GRAM + 1)], GRAM):
+            posting = self.grams.get(key)
             if posting is None:
                 return
             postings.append(posting)
         postings.sort(key=len)
-        candidates = set(postings[0]).intersection(*postings[1:])
+        nodes = [memoryview(posting).cast("q") for posting in postings]
+        candidates = set(nodes[0]).intersection(*nodes[1:])
         texts = self.texts
         yield from (node for node in sorted(candidates) if token in texts[node])

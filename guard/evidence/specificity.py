@@ -3,31 +3,31 @@
 A span shared by a sink's argument and an earlier record is evidence of provenance in proportion to
 its information content.  Two sources of rarity are used:
 
-- **Background rarity** — ``−log2`` of the share of development records that hold the span's
-  k-gram, from a table shipped with the package (``guard/data/background/kgrams.json``, built by
-  ``carbguard data background`` on development episodes only).  A k-gram in the table is
-  *boilerplate* (held by at least ``min_share`` of development records): it makes no edge.
+- **Background rarity** — ``−log2`` of the share of a background corpus's records that hold the span's
+  k-gram, from a table the policy names (``graph.background``): ``true`` is the shipped cold-start table
+  (``guard/data/background/kgrams.json``, built by ``carbguard data background`` from a corpus of everyday
+  business boilerplate written for it, no benchmark's text), a path is a deployment's own table (built by
+  ``carbguard data background --episodes``).  A k-gram in the table is *boilerplate*: it makes no edge.
 - **Session rarity** — ``−log2`` of the share of the session's earlier records that hold it.  It
   grades evidence (:func:`information`) but never removes an edge: untrusted text can repeat any
   string, so letting a count over the session remove an edge would let an attacker lower a score
   by adding text.
 
-The table's hash (:data:`BACKGROUND_FINGERPRINT`) is part of the pipeline fingerprint: a calibration
-artifact records which table its edges were made with.
+The table's hash (:attr:`Background.fingerprint`) is part of the pipeline fingerprint: a calibration
+artifact records which table its edges were made with.  The rules by position and shape (zones,
+identifiers, weak spans) are in :mod:`guard.evidence.boilerplate`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-from functools import cache
 from pathlib import Path
 
-__all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "information"]
+from guard.policy import Policy
+from guard.policy.background import FORMAT, K, check_table, read_table
 
-FORMAT = "carbguard-background/1"
-K = 8
+__all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "information", "table_for"]
+
 BACKGROUND_PATH = Path(__file__).parent.parent / "data" / "background" / "kgrams.json"
 
 
@@ -35,16 +35,10 @@ class Background:
     """The background table: boilerplate k-grams and their development-record counts."""
 
     def __init__(self, body: dict[str, object], fingerprint: str) -> None:
-        grams = body.get("grams")
-        records = body.get("records")
-        if body.get("format") != FORMAT or body.get("k") != K or not isinstance(grams, dict):
-            raise ValueError(f"background table: expected format {FORMAT!r} with k = {K} and a 'grams' mapping")
-        if not isinstance(records, int) or records < 1:
-            raise ValueError("background table: 'records' must be a positive integer")
-        if not all(
-            isinstance(g, str) and len(g) == K and isinstance(c, int) and 0 < c <= records for g, c in grams.items()
-        ):
-            raise ValueError(f"background table: every gram must be {K} characters with a count in 1..records")
+        check_table(body)
+        grams = body["grams"]
+        records = body["records"]
+        assert isinstance(grams, dict) and isinstance(records, int)
         self.counts: dict[str, int] = grams
         self.records = records
         self.fingerprint = fingerprint
@@ -64,11 +58,26 @@ class Background:
         return -math.log2((self.counts.get(gram, 0) + 1) / (self.records + 2))
 
 
-@cache
-def background() -> Background:
-    """The shipped table (read once; a missing or malformed file raises, so the guard fails closed)."""
-    raw = BACKGROUND_PATH.read_bytes()
-    return Background(json.loads(raw), hashlib.sha256(raw).hexdigest())
+def background(path: Path = BACKGROUND_PATH) -> Background:
+    """The table in ``path`` (default: the shipped cold-start one), read once per file version; a missing or
+    malformed file raises, so the guard fails closed."""
+    body, fingerprint = read_table(path)
+    table = _TABLES.get(fingerprint)
+    if table is None:
+        table = _TABLES[fingerprint] = Background(body, fingerprint)
+    return table
+
+
+_TABLES: dict[str, Background] = {}  # fingerprint → table (one object per table content: its grams are shared)
+
+
+def table_for(policy: Policy) -> Background | None:
+    """The table ``policy`` names: ``graph.background`` ``true`` (the shipped one), ``false`` (none) or a path
+    relative to the policy file."""
+    named = policy.graph.background
+    if named is False:
+        return None
+    return background() if named is True else background(policy.resolve(named))
 
 
 def information(gram: str, holders: int, earlier: int, table: Background | None = None) -> float:

@@ -17,25 +17,24 @@ an integer bit set (:mod:`guard.evidence.postings`), so a lookup costs one OR fo
 
 from __future__ import annotations
 
-from array import array
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import chain
 from typing import TypeAlias
 
-import numpy as np
-
-from guard.evidence.bitset import few_bits, index_bits, members, to_bits
+from guard.evidence.bitset import few_bits, members, to_bits
+from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.evidence.normalize import normalize_value
-from guard.evidence.postings import Posting, post_all, posting_bits
+from guard.evidence.postings import Posting, holders_of, post_all, posting_bits
 from guard.evidence.regex_screen import alternation, alternation_for
-from guard.evidence.specificity import background
+from guard.evidence.specificity import table_for
 from guard.evidence.value_cores import CoreIndex
 from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
 from guard.evidence.values import Value, find_values, free_ranges
+from guard.evidence.weak_spans import strong_grams
 from guard.policy import Policy
 
 SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
@@ -44,17 +43,13 @@ SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-g
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's holders take one dict entry, in the cheapest form for their number: the node index
-    itself (one holder: most k-grams), an ``array`` of node indices
-    (up to :data:`~guard.evidence.postings.DENSE` entries,
-    read by numpy without a loop in Python), or beyond that a one-element list holding their
-    integer bit set (one OR per lookup, updated in place).
+    A k-gram's holders take one dict entry, in the cheapest form for their number
+    (:mod:`guard.evidence.postings`): a node index, a ``bytearray`` of them, or a bit set.
 
     A session's first :data:`SMALL` indexed texts keep their k-gram sets instead (``_small``): adding
     one costs no dict entry per k-gram, and a lookup is one C-level set operation per text.  The
     inverted postings are built from those sets, in node order, when the index outgrows them or when
-    :attr:`kgrams` or :attr:`held` is read, so they are exactly the postings of indexing one text at
-    a time; every answer is the same in both forms.
+    :attr:`kgrams` or :attr:`held` is read: every answer is the same in both forms.
     """
 
     def __init__(
@@ -64,6 +59,7 @@ class ValueIndex:
         boilerplate: frozenset[str] = frozenset(),
         *,
         whole_values: bool = True,
+        shapes: bool = False,
     ) -> None:
         self._token_sources = tuple(patterns)
         if self._token_sources:
@@ -71,6 +67,8 @@ class ValueIndex:
         self.min_span = min_span
         self._boilerplate = _boilerplate_keys(boilerplate, min_span)
         self.whole_values = whole_values
+        self.shapes = shapes and whole_values  # zones, identifiers, weak spans (guard.evidence.boilerplate)
+        self.runs: list[set[Key]] | None = None  # the weak runs of the values looked up, while a call collects them
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
@@ -88,7 +86,10 @@ class ValueIndex:
             return seen[1]
         if not self.whole_values:
             return (), ((0, len(text)),)
-        found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
+        if self.shapes:  # identifiers, bare hosts and URL first segments too (guard.evidence.boilerplate)
+            found = _marked(text) if len(text) <= _CACHED_CHARS else _mark(text)
+        else:
+            found = _analysis(text) if len(text) <= _CACHED_CHARS else _analyse(text)
         self._seen = (text, found)
         return found
 
@@ -98,12 +99,14 @@ class ValueIndex:
             return frozenset()
         if len(text) > _CACHED_CHARS:
             return _tokens(self._token_sources, self._analysed(text), text)
-        return _cached_tokens(self._token_sources, self.whole_values, text)
+        return _cached_tokens(self._token_sources, self.whole_values + self.shapes, text)
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
         values, ranges = self._analysed(text)
+        holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
+        ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
         tokens, wholes, one = self.tokens, self.wholes, 1 << node
         for token in self.tokens_in(text):
             tokens[token] = tokens.get(token, 0) | one
@@ -111,15 +114,17 @@ class ValueIndex:
         for ident in identifiers:
             self.identifiers[ident].add(node)
         for value in values:
-            wholes[value.key] = wholes.get(value.key, 0) | one
+            if value.key:  # a bare host or a URL's first segment has none: namespace
+                wholes[value.key] = wholes.get(value.key, 0) | one
         if values:
             self.cores.add(node, values)
         k = self.min_span
         free = gram_keys(text, ranges, k)
         near: set[Key] = set()
-        if values:  # the k-grams that overlap a structured value
+        if values or holes:  # the k-grams that overlap a structured value or a zone
             last = len(text) - k + 1
-            near = keys_at(text, [(max(0, v.start - k + 1), min(v.end, last)) for v in values], k) - free
+            spans = [(v.start, v.end) for v in values] + list(holes)
+            near = keys_at(text, [(max(0, lo - k + 1), min(hi, last)) for lo, hi in spans], k) - free
         small = self._small
         if small is not None and len(small) < SMALL:
             small.append((node, free, near))
@@ -174,9 +179,12 @@ class ValueIndex:
             return self._gram_bits(value, ((0, len(value)),))
         bits = self.cores.bits(value) if self.cores else 0
         values = self._analysed(value)[0]
-        if not values:  # no structure: the whole text is read, as free text always was
-            return bits | self._gram_bits(value, ((0, len(value)),))
+        if not values:  # no structure: the whole text is read but its zones, as free text always was
+            whole = ((0, len(value)),)
+            return bits | self._gram_bits(value, read_body(value, whole) if self.shapes else whole)
         read = _cached_read(value) if len(value) <= _CACHED_CHARS else read_ranges_of(value, values)
+        if self.shapes:  # an identifier the sink built a URL or path around; a call's zones are not read
+            bits, read = bits | wrapped_bits(self.wholes, value, values), read_body(value, read)
         return bits | self._gram_bits(value, read) | self.inner_token_bits(value, values)
 
     def inner_token_bits(self, value: str, values: tuple[Value, ...] | None = None) -> int:
@@ -195,27 +203,21 @@ class ValueIndex:
         return bits
 
     def _gram_bits(self, value: str, ranges: tuple[tuple[int, int], ...]) -> int:
-        """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``."""
+        """The nodes whose free text shares a (non-boilerplate) k-gram with ``value`` inside ``ranges``; a weak span
+        makes no edge, its keys go to :attr:`runs` when collected (guard.evidence.weak_spans.reuse_bits)."""
         k = self.min_span
         grams = gram_keys(value, ranges, k)
-        if self._boilerplate:
-            grams -= self._boilerplate
+        if self.shapes and grams:
+            grams, runs = strong_grams(value, ranges, k, grams, self._small, self._kgrams, self._analysed(value)[0])
+            if self.runs is not None:
+                self.runs += [run - self._boilerplate for run in runs]
+        return self.free_bits(grams - self._boilerplate if self._boilerplate else grams)
+
+    def free_bits(self, grams: set[Key]) -> int:
+        """The nodes whose free text holds one of the k-gram keys ``grams``."""
         if self._small is not None:
             return few_bits(node for node, free, _ in self._small if not grams.isdisjoint(free))
-        get = self._kgrams.get
-        joined = array("q")
-        bits = 0
-        for gram in grams:
-            posting = get(gram)
-            if posting is None:
-                continue
-            if isinstance(posting, int):
-                joined.append(posting)
-            elif isinstance(posting, list):
-                bits |= posting[0]
-            else:
-                joined.extend(posting)
-        return bits | index_bits(np.frombuffer(joined, dtype=np.int64)) if joined else bits
+        return holders_of(self._kgrams, grams)
 
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
@@ -293,7 +295,12 @@ class NormalizingValueIndex(ValueIndex):
         """Nodes sharing a ``min_span`` span with ``value`` or with its normal form (a bit set)."""
         found = super().span_bits(value)
         norm = normalize_value(value)
-        return found | super().span_bits(norm) if norm != value else found
+        if norm == value:
+            return found
+        runs, self.runs = self.runs, None  # a weak run's normal form is the same run
+        found |= super().span_bits(norm)
+        self.runs = runs
+        return found
 
     def token_bits(self, value: str) -> int:
         """Nodes holding a whole value token of ``value`` or of its normal form (a bit set)."""
@@ -306,8 +313,10 @@ def index_for(policy: Policy) -> ValueIndex:
     """An empty value index with the policy's graph rules (normalisation, whole values, background)."""
     spec = policy.graph
     index_type = NormalizingValueIndex if spec.normalize else ValueIndex
-    boilerplate = background().boilerplate(spec.min_span) if spec.background else frozenset()
-    return index_type(spec.value_patterns.values(), spec.min_span, boilerplate, whole_values=spec.whole_values)
+    table = table_for(policy)
+    boilerplate = table.boilerplate(spec.min_span) if table is not None else frozenset()
+    patterns = spec.value_patterns.values()
+    return index_type(patterns, spec.min_span, boilerplate, whole_values=spec.whole_values, shapes=True)
 
 
 @lru_cache(maxsize=8192)
@@ -333,6 +342,8 @@ def _analyse(text: str) -> _Analysis:
 
 
 _analysis = lru_cache(maxsize=8192)(_analyse)
+_mark = partial(marked, cached=_analysis, uncached=_analyse)  # with identifiers (guard.evidence.boilerplate)
+_marked = lru_cache(maxsize=8192)(_mark)
 
 
 def values_of(text: str) -> tuple[Value, ...]:
@@ -366,10 +377,10 @@ def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozens
 
 
 @lru_cache(maxsize=8192)
-def _cached_tokens(sources: tuple[str, ...], whole_values: bool, text: str) -> frozenset[str]:
+def _cached_tokens(sources: tuple[str, ...], mode: int, text: str) -> frozenset[str]:
     """:func:`_tokens` of a text of at most :data:`_CACHED_CHARS` characters (texts repeat across the
     episodes of one corpus and between a proposal's decision and its indexing)."""
-    analysis = _analysis(text) if whole_values else ((), ((0, len(text)),))
+    analysis = (_marked(text) if mode == 2 else _analysis(text)) if mode else ((), ((0, len(text)),))
     return _tokens(sources, analysis, text)
 
 

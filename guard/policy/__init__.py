@@ -12,12 +12,13 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from guard.decision import Verdict
 from guard.errors import PolicyError
+from guard.policy.background import read_table
 from guard.policy.defaults import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, policy_warnings
 from guard.policy.ledger import LedgerSpec
 from guard.policy.loader import KeyLines, format_validation_error, read_policy_mapping
@@ -83,10 +84,12 @@ class GraphSpec(_Strict):
         "dates, paths) only as whole normalised values: a span covering only a part of one (its domain, host, a "
         "common prefix) makes no edge. Off: the lexical rules of earlier versions.",
     )
-    background: bool = Field(
+    background: bool | Annotated[str, Field(min_length=1)] = Field(
         default=True,
-        description="Boilerplate spans (k-grams common across environments in the shipped background table, "
-        "built on development data) make no edge. Applies when min_span is 8, the table's k.",
+        description="The background table whose boilerplate spans make no edge: true (the shipped cold-start table, "
+        "built from generic business boilerplate), false (none), or a table file built by `carbguard data "
+        "background --episodes` from the deployment's own episodes (path relative to the policy file; read and "
+        "checked when the policy is loaded). Applies when min_span is 8, the table's k.",
     )
 
     @field_validator("value_patterns")
@@ -266,6 +269,12 @@ class Policy(_Strict):
             # a read-only tool that still carries data out is certified: "egress" (not a valid probe, may have worlds)
             declared = {n: (_effect_label(t), (*t.payload_args, *t.identifier_args)) for n, t in self.tools.items()}
             self.safecommit.check_tools(declared, tuple(self.graph.value_patterns))
+        return self
+
+    @model_validator(mode="after")
+    def _background_table(self) -> Policy:
+        if isinstance(self.graph.background, str):  # a deployment's table: read and checked now, naming the file
+            read_table(self.resolve(self.graph.background))
         return self
 
     @model_validator(mode="after")

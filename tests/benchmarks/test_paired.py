@@ -20,9 +20,11 @@ def test_summary_takes_medians_over_passes_then_the_ratios_of_candidate_to_basel
     baseline = {(0, 8): [(100.0, 10.0), (900.0, 90.0), (110.0, 11.0)], (1, 9): [(200.0, 20.0)] * 3}
     candidate = {key: [(2 * a, 2 * b) for a, b in values] for key, values in baseline.items()}
     out = summarise({"candidate": candidate, "baseline": baseline})
-    assert out["baseline"] == {"incl_p50_us": 155.0, "decide_p50_us": 15.5}
-    assert out["candidate"] == {"incl_p50_us": 310.0, "decide_p50_us": 31.0}
-    assert out["ratio_incl_p50"] == 2.0 and out["ratio_decide_p50"] == 2.0
+    p99 = {"incl_p99_us": 200.0, "decide_p99_us": 20.0}  # nearest rank: the larger of the two medians
+    assert out["baseline"] == {"incl_p50_us": 155.0, "decide_p50_us": 15.5, **p99}
+    doubled = {"incl_p99_us": 400.0, "decide_p99_us": 40.0}
+    assert out["candidate"] == {"incl_p50_us": 310.0, "decide_p50_us": 31.0, **doubled}
+    assert out["ratio_incl_p50"] == 2.0 and out["ratio_decide_p50"] == 2.0 and out["ratio_incl_p99"] == 2.0
     assert out["median_decision_ratio_incl"] == 2.0 and out["decisions"] == 2
 
 

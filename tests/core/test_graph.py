@@ -34,8 +34,8 @@ def test_e2_span_reuse(small_policy: Policy) -> None:
     """An argument holding a span of min_span characters of earlier text makes an E2 edge."""
     g = _graph(
         small_policy,
-        result(0, "x", "the quarterly numbers are fine", Trust.TOOL_PUBLIC, "read_document"),
-        proposal(1, "post_note", {"body": "say that quarterly numbers"}, "c1"),
+        result(0, "x", "the quarterly numbers for Q3 2024 are fine", Trust.TOOL_PUBLIC, "read_document"),
+        proposal(1, "post_note", {"body": "say that quarterly numbers for Q3 2024"}, "c1"),
     )
     assert g.graph.edges[0, 1]["etype"] == E2
     assert g.graph.edges[0, 1]["args"] == {"body"}
@@ -426,7 +426,7 @@ def test_a_proposals_own_text_reaches_the_index_before_any_later_read(small_poli
     """A proposal's own text is indexed after its decision, but every later reader sees it: the next
     proposal's edges (catches a deferred text that is never indexed), ``index`` itself, and
     ``gram_bits_before`` for a later node (catches a read that skips the deferred text)."""
-    text = "the quarterly numbers are fine"
+    text = "the quarterly numbers for Q3 2024 are fine"
     g = _graph(small_policy, proposal(0, "post_note", {"body": text}, "c1"))
     assert g.gram_bits_before("quarterl", 0) == 0  # older than 0: none, deferred or not
     assert g.gram_bits_before("quarterl", 1) == 1  # node 0 holds it, though not yet indexed

@@ -11,6 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guard.evidence.feature_index import GRAM, SCAN_CHARS, SHORT_ID_MAX, InjectedTokens, SubstringIndex, token_spans
+from guard.evidence.kgrams import gram_key
 from guard.graph import PrefixGraph, build_graph
 from guard.records import RecordKind, Trust
 from guard.scorer import WeightedScorer
@@ -209,6 +210,13 @@ def test_feature_indexes_queue_until_asked_then_take_each_record_when_it_is_adde
     substrings.add(4, "x" * SCAN_CHARS)
     assert substrings.grams == {}
     assert list(substrings.holders("passphrase")) == [3]  # past the budget: the queue is indexed
-    assert list(substrings.grams["passp"]) == [3]
+    assert _nodes(substrings, "passp") == [3]
     substrings.add(6, "another secret")
-    assert list(substrings.grams["secre"]) == [6]
+    assert _nodes(substrings, "secre") == [6]
+    substrings.add(8, "secret again")
+    assert _nodes(substrings, "secre") == [6, 8]  # a second holder extends the posting
+
+
+def _nodes(index: SubstringIndex, gram: str) -> list[int]:
+    """The nodes of ``gram``'s posting in ``index`` (8-byte node indices in the machine's byte order)."""
+    return memoryview(index.grams[gram_key(gram, GRAM)]).cast("q").tolist()

