@@ -139,14 +139,17 @@ class SubstringIndex(UntilAsked):
         grams = self.grams
         keys = keys_at(text, [(0, len(text) - GRAM + 1)], GRAM)
         raw = node.to_bytes(8, sys.byteorder)
-        old = keys & grams.keys()
-        grams.update(dict.fromkeys(keys - old if old else keys, raw))
-        for key in old:
-            posting = grams[key]
-            if posting.__class__ is bytes:
+        get = grams.get
+        new: list[Key] = []
+        for key in keys:  # one dict lookup per gram (as guard.evidence.postings.post_all)
+            posting = get(key)
+            if posting is None:
+                new.append(key)
+            elif posting.__class__ is bytes:
                 grams[key] = bytearray(posting + raw)
             else:
                 posting += raw
+        grams.update(dict.fromkeys(new, raw))
 
     def holders(self, token: str) -> Iterator[int]:
         """Indexed nodes whose text contains ``token`` (``len(token) >= GRAM``), ascending."""

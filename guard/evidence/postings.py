@@ -50,15 +50,17 @@ def _post(postings: dict[Key, Posting], gram: Key, node: int) -> None:
 
 
 def post_all(postings: dict[Key, Posting], grams: set[Key], node: int) -> None:
-    """:func:`_post` for every k-gram of ``grams``: the ones new to ``postings`` in one C-level update
-    (most k-grams of a record are new to its session), the others one by one."""
-    old = grams & postings.keys()
-    postings.update(dict.fromkeys(grams - old if old else grams, node))
+    """:func:`_post` for every k-gram of ``grams``: one dict lookup per k-gram (a long session's dict outgrows
+    the caches, so a second lookup costs a memory read), the ones new to ``postings`` in one C-level update."""
+    get = postings.get
+    new: list[Key] = []
     one = 1 << node
     raw = node.to_bytes(_WIDTH, _ORDER)
-    for gram in old:  # _post, inlined: this loop is most of the indexing cost of a record that repeats others
-        posting = postings[gram]
-        if type(posting) is bytearray:
+    for gram in grams:  # _post, inlined: this loop is most of the indexing cost of a record that repeats others
+        posting = get(gram)
+        if posting is None:
+            new.append(gram)
+        elif type(posting) is bytearray:
             if len(posting) < _FULL:
                 posting += raw
             else:
@@ -67,6 +69,7 @@ def post_all(postings: dict[Key, Posting], grams: set[Key], node: int) -> None:
             posting[0] |= one
         elif type(posting) is int:
             postings[gram] = bytearray(posting.to_bytes(_WIDTH, _ORDER) + raw)
+    postings.update(dict.fromkeys(new, node))
 
 
 def posting_bits(posting: Posting | None) -> int:

@@ -21,14 +21,15 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from functools import lru_cache, partial
-from itertools import chain
 from typing import TypeAlias
 
-from guard.evidence.bitset import few_bits, members, to_bits
+from guard.evidence.bitset import members, to_bits
 from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
+from guard.evidence.gram_store import SMALL as SMALL  # the texts kept as k-gram sets before any is posted
+from guard.evidence.gram_store import GramStore
 from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.evidence.normalize import normalize_value
-from guard.evidence.postings import Posting, holders_of, post_all, posting_bits
+from guard.evidence.postings import Posting
 from guard.evidence.regex_screen import alternation, alternation_for
 from guard.evidence.specificity import table_for
 from guard.evidence.value_cores import CoreIndex
@@ -37,19 +38,14 @@ from guard.evidence.values import Value, find_values, free_ranges
 from guard.evidence.weak_spans import strong_grams
 from guard.policy import Policy
 
-SMALL = 16  # a session's first texts keep their k-gram sets (no posting per k-gram); beyond, inverted postings
-
 
 class ValueIndex:
     """Value tokens and k-grams of earlier records → the nodes that hold them.
 
-    A k-gram's holders take one dict entry, in the cheapest form for their number
-    (:mod:`guard.evidence.postings`): a node index, a ``bytearray`` of them, or a bit set.
-
-    A session's first :data:`SMALL` indexed texts keep their k-gram sets instead (``_small``): adding
-    one costs no dict entry per k-gram, and a lookup is one C-level set operation per text.  The
-    inverted postings are built from those sets, in node order, when the index outgrows them or when
-    :attr:`kgrams` or :attr:`held` is read: every answer is the same in both forms.
+    A k-gram's holders are kept by a :class:`~guard.evidence.gram_store.GramStore`: inverted postings in the
+    cheapest form for their number (:mod:`guard.evidence.postings`: a node index, a ``bytearray`` of them, or a
+    bit set), and a session's first :data:`SMALL` texts as per-text k-gram sets, posted a bounded number of keys
+    per later text; every answer is the same in both forms.
     """
 
     def __init__(
@@ -72,9 +68,7 @@ class ValueIndex:
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
-        self._kgrams: dict[Key, Posting] = {}  # k-grams of free text: they make edges, unless boilerplate
-        self._held: dict[Key, Posting] = {}  # k-grams that overlap a structured value: for gram_bits only
-        self._small: list[tuple[int, set[Key], set[Key]]] | None = []  # (node, free, held) per text; never mutated
+        self._grams = GramStore()  # k-grams of free text (edges, unless boilerplate) and overlapping a value
         self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
         self._seen: tuple[str, _Analysis] | None = None
 
@@ -104,6 +98,11 @@ class ValueIndex:
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
         (nodes in ascending order)."""
+        self._post(node, *self._collect(node, text, identifiers))
+
+    def _collect(self, node: int, text: str, identifiers: Iterable[str]) -> tuple[set[Key], set[Key]]:
+        """Index the tokens, identifiers, structured values and cores of ``text`` under ``node``; its k-gram keys
+        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`)."""
         values, ranges = self._analysed(text)
         holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
@@ -125,38 +124,29 @@ class ValueIndex:
             last = len(text) - k + 1
             spans = [(v.start, v.end) for v in values] + list(holes)
             near = keys_at(text, [(max(0, lo - k + 1), min(hi, last)) for lo, hi in spans], k) - free
-        small = self._small
-        if small is not None and len(small) < SMALL:
-            small.append((node, free, near))
-            return
-        self._inverted()
-        post_all(self._kgrams, free, node)
-        post_all(self._held, near, node)
+        return free, near
 
-    def _inverted(self) -> None:
-        """Leave the small form: post the kept k-gram sets, in node order, into the inverted postings."""
-        small, self._small = self._small, None
-        for node, free, near in small or ():
-            post_all(self._kgrams, free, node)
-            post_all(self._held, near, node)
+    def _post(self, node: int, free: set[Key], near: set[Key]) -> None:
+        """Keep the k-gram keys ``free`` and ``near`` of ``node`` (the newest) in the store."""
+        self._grams.add(node, free, near)
 
     @property
     def kgrams(self) -> dict[Key, Posting]:
         """Free-text k-gram key (:mod:`guard.evidence.kgrams`) → its holders (the inverted postings;
-        reading them leaves the small form)."""
-        self._inverted()
-        return self._kgrams
+        reading them posts every waiting text)."""
+        self._grams.post()
+        return self._grams.free
 
     @kgrams.setter
     def kgrams(self, postings: dict[Key, Posting]) -> None:
-        self._inverted()
-        self._kgrams = postings
+        self._grams.post()
+        self._grams.free = postings
 
     @property
     def held(self) -> dict[Key, Posting]:
-        """Key of a k-gram overlapping a structured value → its holders (leaves the small form, as :attr:`kgrams`)."""
-        self._inverted()
-        return self._held
+        """Key of a k-gram overlapping a structured value → its holders (posts every text, as :attr:`kgrams`)."""
+        self._grams.post()
+        return self._grams.near
 
     def span_sources(self, value: str) -> set[int]:
         """Nodes whose text shares an exact span of at least ``min_span`` chars with ``value``."""
@@ -208,24 +198,22 @@ class ValueIndex:
         k = self.min_span
         grams = gram_keys(value, ranges, k)
         if self.shapes and grams:
-            grams, runs = strong_grams(value, ranges, k, grams, self._small, self._kgrams, self._analysed(value)[0])
+            store = self._grams
+            grams, runs = strong_grams(
+                value, ranges, k, grams, store.matched(grams), store.free, self._analysed(value)[0]
+            )
             if self.runs is not None:
                 self.runs += [run - self._boilerplate for run in runs]
         return self.free_bits(grams - self._boilerplate if self._boilerplate else grams)
 
     def free_bits(self, grams: set[Key]) -> int:
         """The nodes whose free text holds one of the k-gram keys ``grams``."""
-        if self._small is not None:
-            return few_bits(node for node, free, _ in self._small if not grams.isdisjoint(free))
-        return holders_of(self._kgrams, grams)
+        return self._grams.free_bits(grams)
 
     def gram_bits(self, gram: str) -> int:
         """The nodes whose indexed text holds the k-gram ``gram`` anywhere (free text, inside a
         structured value, boilerplate), as a bit set."""
-        key = gram_key(gram, self.min_span)
-        if self._small is not None:
-            return few_bits(node for node, free, near in self._small if key in free or key in near)
-        return posting_bits(self._kgrams.get(key)) | posting_bits(self._held.get(key))
+        return self._grams.gram_bits(gram_key(gram, self.min_span))
 
     def grams_bits(self, grams: Iterable[str]) -> dict[str, int]:
         """:meth:`gram_bits` of each of ``grams`` that some node holds (absent: held by none)."""
@@ -235,22 +223,7 @@ class ValueIndex:
     def keys_bits(self, keys: Iterable[Key], among: int = -1) -> dict[Key, int]:
         """:meth:`grams_bits` by k-gram key (:mod:`guard.evidence.kgrams`): the holders of each key some node holds;
         only the holders in the bit set ``among`` need be reported (the others may be, or not)."""
-        wanted = set(keys)
-        out: dict[Key, int] = {}
-        if self._small is None:
-            kgrams, held = self._kgrams.get, self._held.get
-            for key in wanted:
-                bits = posting_bits(kgrams(key)) | posting_bits(held(key))
-                if bits:
-                    out[key] = bits
-            return out
-        for node, free, near in self._small:
-            one = 1 << node
-            if not one & among:
-                continue
-            for key in chain(wanted & free, wanted & near):
-                out[key] = out.get(key, 0) | one
-        return out
+        return self._grams.keys_bits(keys, among)
 
     def token_sources(self, value: str) -> set[int]:
         """Nodes that hold a whole value token found in ``value``."""
@@ -283,13 +256,19 @@ class NormalizingValueIndex(ValueIndex):
     """A :class:`ValueIndex` that indexes and looks up raw *and* normalized text (``graph.normalize``)."""
 
     def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
-        """Index ``text`` and its normal form (k-grams, value tokens, identifiers) under ``node``."""
+        """Index ``text`` and its normal form (k-grams, value tokens, identifiers) under ``node``.
+
+        The k-grams of both forms are posted in one pass, as one text: a k-gram both forms hold (most of a
+        text's lower-case stretches) takes one posting update, and the node one small-form entry."""
         idents = list(identifiers)
-        super().add(node, text, idents)
+        free, near = self._collect(node, text, idents)
         norm = normalize_value(text)
         norm_idents = [normalize_value(i) for i in idents]
         if norm != text or norm_idents != idents:
-            super().add(node, norm, norm_idents)
+            norm_free, norm_near = self._collect(node, norm, norm_idents)
+            free |= norm_free
+            near |= norm_near
+        self._post(node, free, near)
 
     def span_bits(self, value: str) -> int:
         """Nodes sharing a ``min_span`` span with ``value`` or with its normal form (a bit set)."""
