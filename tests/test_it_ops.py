@@ -73,13 +73,18 @@ def test_results_block_is_what_results_prints(steps: dict[str, Any]) -> None:
 def test_prose_numbers_are_printed(steps: dict[str, Any]) -> None:
     """Catches a number in the page's prose that no command printed (each quoted figure, against its source)."""
     deployed = [_json(steps, f"deploy_a{a}.json") for a in ("0.05", "0.1")]
-    record, brk = _json(steps, "record.json"), _json(steps, "breaker.json")
+    record, brk, kappa = _json(steps, "record.json"), _json(steps, "breaker.json"), _json(steps, "kappa.json")
+    cases, cover = kappa["cases"], kappa["coverage_in_sample"]
     quiet, loud = deployed[0]["sends_trusted"], deployed[0]["sends_untrusted"]
     before = [d["threshold_before_slack"] for d in deployed]
     share = record["harmed"] / record["episodes"]
     claims = [
         f"{record['harmed']} of the {record['episodes']} recorded episodes ({share:.3f})",
-        f"none of the {deployed[0]['episodes']} deployed episodes did",
+        f"{deployed[0]['harmed']} of the {deployed[0]['episodes']} deployed episodes did, at either α",
+        f"{kappa['kappa']:g} at α = 0.10, from {cases['used']} cases",
+        f"({cases['unsafe']} unsafe, {cases['legit']} legit), against the 1.25",
+        f"for {round(100 * cover['all'])} % of the cases",
+        f"for only {round(100 * cover['unsafe'])} % of the unsafe ones",
         f"CRC gives {before[0]:g} at α = 0.05 and {before[1]:g} at α = 0.10",
         f"lowers both\n  to {deployed[0]['threshold']:g}",
         f"{quiet[0]} of {quiet[1]} were stopped",
@@ -89,7 +94,7 @@ def test_prose_numbers_are_printed(steps: dict[str, Any]) -> None:
         f"complete ({brk['escalate']:.3f})",
         f"complete too ({brk['escalate_risky']:.3f})",
     ]
-    assert all(d["harmed"] == 0 for d in deployed) and deployed[0]["threshold"] == deployed[1]["threshold"]
+    assert deployed[0]["harmed"] == deployed[1]["harmed"] and deployed[0]["threshold"] == deployed[1]["threshold"]
     for claim in claims:
         assert claim in RESULTS, claim
     assert f"{record['episodes']} episodes through a shadow-mode guard" in PAGE

@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import random
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,10 +54,30 @@ def _write_deployed(out: Path) -> Path:
     return path
 
 
+KAPPA = "kappa.json"  # built by `carbguard safecommit calibrate` from the recorded episodes and their labels
+_KAPPA_LINE = re.compile(r"^  kappa: .*$", re.M)
+
+
 def _deployed(artifact: Path) -> Policy:
-    """The policy ``artifact`` was calibrated with: the deployed one beside it, else the example's."""
+    """The policy ``artifact`` was calibrated with: the deployed one beside it (naming its own κ artifact once
+    ``kappa.json`` is there), else the example's."""
     path = artifact.parent / DEPLOYED
-    return load_policy(path) if path.exists() and (artifact.parent / TABLE).exists() else _policy()
+    if not (path.exists() and (artifact.parent / TABLE).exists()):
+        return _policy()
+    return load_policy(_with_kappa(path) if (artifact.parent / KAPPA).exists() else path)
+
+
+def _with_kappa(path: Path) -> Path:
+    """``policy_kappa.yaml`` beside ``path``: the deployed policy with ``safecommit.kappa`` naming ``kappa.json``
+    (the same policy otherwise: the κ artifact is bound to its name and world-scoring fingerprint)."""
+    text, found = _KAPPA_LINE.subn(
+        f"  kappa: {{artifact: {KAPPA}}}  # calibrated on this deployment's own episodes", path.read_text("utf-8")
+    )
+    if found != 1:
+        raise RuntimeError(f"{path}: expected one 'kappa:' line in the safecommit section, found {found}")
+    named = path.with_name("policy_kappa.yaml")
+    named.write_text(text, encoding="utf-8")
+    return named
 
 
 def _truth(outcome: Outcome) -> dict[str, Any]:
@@ -175,6 +196,13 @@ def report(out: Path) -> str:
     )
     counts = ", ".join(f"{c} {n}" for c, n in rec["rule_counts"].items())
     lines.append(f"ledger rules charge (episodes per rule): {counts}")
+    if (out / KAPPA).exists():
+        kappa = json.loads((out / KAPPA).read_text(encoding="utf-8"))
+        cases = kappa["cases"]
+        lines.append(
+            f"kappa={kappa['kappa']:g} at alpha {kappa['alpha']:g} from {cases['used']} recorded cases "
+            f"({cases['unsafe']} unsafe, {cases['legit']} legit; {cases['support_miss']} support misses)"
+        )
     for run in runs:
         q, u = run["sends_trusted"], run["sends_untrusted"]
         lines.append(
