@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 OPENING_LINES = 2  # greeting / header lines at the start of a text
-CLOSING_LINES = 7  # non-blank lines at the end of a text searched for a sign-off
-SIGNATURE_LINES = 5  # at most this many lines after the sign-off, each short
+CLOSING_LINES = 10  # non-blank lines at the end of a text searched for a sign-off
+SIGNATURE_LINES = 8  # lines after the sign-off, each short (name, title, company, address, phones, e-mail)
 LINE_CHARS = 80  # a zone line (greeting, header) is at most this long
 SIGNATURE_CHARS = 60  # a signature line after a sign-off is at most this long
 FOOTER_CHARS = 1200  # a footer paragraph is at most this long
@@ -81,6 +81,13 @@ FOOTER_STARTS = _phrases(
     "the information contained|the information in this|the content of this|any views or opinions|do not reply|"
     "please do not reply"
 )
+#: Company-register wording that marks a footer anywhere in its first :data:`FOOTER_LEAD` characters ("Acme Ltd.
+#: Registered in England and Wales, company number ..."), where the paragraph starts with the company's name.
+FOOTER_INNER = _phrases(
+    "registered in|registered office|company number|company no.|registration number|all rights reserved|"
+    "vat number|vat reg|is a trading name|is authorised and regulated"
+)
+FOOTER_LEAD = 120
 STOPWORDS = _words(
     "a an the of in on at to for from by with and or our your my their his her its is are was be been has have "
     "had will would can could should may this that these those we you i it as per via all any each every no not "
@@ -146,7 +153,7 @@ def _closing_start(text: str, lo: int, footer: bool) -> int:
             cut = text.rfind("\n\n", lo, hi)
             start = cut + 2 if cut >= 0 else lo
             paragraph = text[start:hi].strip()
-            if start == lo or len(paragraph) > FOOTER_CHARS or not paragraph.lower().startswith(FOOTER_STARTS):
+            if start == lo or len(paragraph) > FOOTER_CHARS or not _footer(paragraph.lower()):
                 break
             hi = len(text[:cut].rstrip())
     start, end, seen = hi, hi, 0
@@ -158,12 +165,18 @@ def _closing_start(text: str, lo: int, footer: bool) -> int:
             seen += 1
             if line_start > lo and _signoff_line(line):
                 return line_start if seen - 1 <= SIGNATURE_LINES else hi
-            if len(line.strip()) > SIGNATURE_CHARS or len(line.split()) > 8:
+            if len(line.strip()) > SIGNATURE_CHARS or sum(any(c.isalpha() for c in w) for w in line.split()) > 8:
                 return start
         if nl < 0:
             break
         end = nl
     return start
+
+
+def _footer(paragraph: str) -> bool:
+    """Whether a (lower-case) last paragraph reads as a footer: it starts with footer wording, or names the
+    company register early on."""
+    return paragraph.startswith(FOOTER_STARTS) or any(p in paragraph[:FOOTER_LEAD] for p in FOOTER_INNER)
 
 
 def _signoff_line(line: str) -> bool:

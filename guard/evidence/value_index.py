@@ -36,6 +36,7 @@ from guard.evidence.value_cores import CoreIndex
 from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
 from guard.evidence.values import Value, find_values, free_ranges
 from guard.evidence.weak_spans import strong_grams
+from guard.evidence.zoned import blanked, in_holes, zone_only
 from guard.policy import Policy
 
 
@@ -68,6 +69,7 @@ class ValueIndex:
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
+        self.zoned: dict[str, int] = {}  # a token or value key a holder has only in its zones (guard.evidence.zoned)
         self._grams = GramStore()  # k-grams of free text (edges, unless boilerplate) and overlapping a value
         self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
         self._seen: tuple[str, _Analysis] | None = None
@@ -106,17 +108,20 @@ class ValueIndex:
         values, ranges = self._analysed(text)
         holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
-        tokens, wholes, one = self.tokens, self.wholes, 1 << node
+        one, zoned = 1 << node, self.zoned
+        only, only_keys = zone_only(text, values, holes, self.tokens_in)  # the signature's phone, the footer's number
         for token in self.tokens_in(text):
-            tokens[token] = tokens.get(token, 0) | one
+            held = zoned if token in only else self.tokens
+            held[token] = held.get(token, 0) | one
             self.identifiers[token].add(node)
         for ident in identifiers:
             self.identifiers[ident].add(node)
         for value in values:
             if value.key:  # a bare host or a URL's first segment has none: namespace
-                wholes[value.key] = wholes.get(value.key, 0) | one
+                held = zoned if value.key in only_keys else self.wholes
+                held[value.key] = held.get(value.key, 0) | one
         if values:
-            self.cores.add(node, values)
+            self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
         k = self.min_span
         free = gram_keys(text, ranges, k)
         near: set[Key] = set()
@@ -181,15 +186,15 @@ class ValueIndex:
         """Holders of a value token found in ``value`` anywhere but inside a date, an amount, a phone, card or
         IBAN number (whose digits are parts of one quantity: a year, a sum), as a bit set; ``values`` are
         the structured values of ``value`` when the caller has them."""
-        if not self._token_sources or not self.tokens:
+        if not self._token_sources or not (self.tokens or self.zoned):
             return 0
         if not any(v.kind in WRAPPERS for v in (self._analysed(value)[0] if values is None else values)):
             return 0  # outside addresses, URLs and paths the tokens are those of token_bits
         inner = _cached_inner_tokens if len(value) <= _CACHED_CHARS else _inner_tokens
-        get = self.tokens.get
+        get, zoned = self.tokens.get, self.zoned.get  # a wrapper the sink builds is body: zone-only holders too
         bits = 0
         for token in inner(self._token_sources, value):
-            bits |= get(token, 0)
+            bits |= get(token, 0) | zoned(token, 0)
         return bits
 
     def _gram_bits(self, value: str, ranges: tuple[tuple[int, int], ...]) -> int:
@@ -237,6 +242,20 @@ class ValueIndex:
             bits |= get(token, 0)
         for whole in self._analysed(value)[0]:
             bits |= get_whole(whole.key, 0)
+        return bits | self._zoned_bits(value) if self.zoned else bits
+
+    def _zoned_bits(self, value: str) -> int:
+        """Holders of a token or structured value of ``value`` that they hold only in their zones, when ``value``
+        holds it outside its own zones (guard.evidence.zoned: a shared signature block makes no edge)."""
+        holes = zone_holes(value)  # footers too: only values its records hold in their own zones are read here
+        body = self.tokens_in(blanked(value, holes)) if holes else self.tokens_in(value)
+        get = self.zoned.get
+        bits = 0
+        for token in body:
+            bits |= get(token, 0)
+        for whole in self._analysed(value)[0]:
+            if not in_holes(whole.start, whole.end, holes):
+                bits |= get(whole.key, 0)
         return bits
 
     def whole_bits(self, value: str) -> int:
@@ -245,7 +264,7 @@ class ValueIndex:
         bits = 0
         for whole in self._analysed(value)[0]:
             bits |= get_whole(whole.key, 0)
-        return bits
+        return bits | self._zoned_bits(value) if self.zoned else bits
 
     def identifier_bits(self, value: str) -> int:
         """Nodes that name ``value`` as an identifier, as a bit set."""
