@@ -109,8 +109,9 @@ class ValueIndex:
         holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
         one, zoned = 1 << node, self.zoned
-        only, only_keys = zone_only(text, values, holes, self.tokens_in)  # the signature's phone, the footer's number
-        for token in self.tokens_in(text):
+        found = self.tokens_in(text)
+        only, only_keys = zone_only(text, values, holes, found, self.tokens_in)  # a signature's phone, a footer's no.
+        for token in found:
             held = zoned if token in only else self.tokens
             held[token] = held.get(token, 0) | one
             self.identifiers[token].add(node)

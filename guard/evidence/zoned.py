@@ -36,13 +36,16 @@ def in_holes(lo: int, hi: int, holes: Holes) -> bool:
 
 
 def zone_only(
-    text: str, values: Sequence[Value], holes: Holes, tokens_in: Callable[[str], frozenset[str]]
+    text: str,
+    values: Sequence[Value],
+    holes: Holes,
+    tokens: frozenset[str],
+    tokens_in: Callable[[str], frozenset[str]],
 ) -> tuple[frozenset[str], frozenset[str]]:
-    """The value tokens and structured-value keys of ``text`` that occur only inside ``holes``
-    (``tokens_in``: the index's token reader)."""
+    """The value tokens (of ``tokens``, those of ``text``) and structured-value keys of ``text`` that occur only
+    inside ``holes`` (``tokens_in``: the index's token reader)."""
     if not holes:
         return frozenset(), frozenset()
-    tokens = tokens_in(text)
     only_tokens = tokens - tokens_in(blanked(text, holes)) if tokens else frozenset()
     inside = {v.key for v in values if v.key and in_holes(v.start, v.end, holes)}
     outside = {v.key for v in values if v.key and not in_holes(v.start, v.end, holes)}

@@ -18,7 +18,7 @@ from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
 from guard.safecommit.conformal import conformal_threshold
 
 KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
-WORLDS_VERSION = "safecommit-worlds/v2"  # v2: the trust section vouches for values
+WORLDS_VERSION = "safecommit-worlds/v3"  # v2: the trust section vouches for values; v3: injected = instruction clause
 
 _FINGERPRINTS: dict[int, tuple[Policy, str]] = {}
 
@@ -37,7 +37,8 @@ def scoring_fingerprint(policy: Policy) -> str:
 
 def _scoring_fingerprint(policy: Policy) -> str:
     """A hash of everything world scores depend on: tool trust, the ``trust`` section (values it vouches for
-    lose their untrusted world), patterns, weights, constructors, code."""
+    lose their untrusted world), value patterns, weights, constructors, code (the instruction-clause grammar
+    that fills the injected bin is code: :data:`WORLDS_VERSION`; the signatures are not read)."""
     spec = policy.safecommit
     dumped = policy.model_dump(mode="json")
     body = {
@@ -45,7 +46,6 @@ def _scoring_fingerprint(policy: Policy) -> str:
         "tools": dumped["tools"],
         "trust": dumped["trust"],
         "value_patterns": dumped["graph"]["value_patterns"],
-        "injection_patterns": dumped["scorer"]["injection_patterns"],
         "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
         "worlds": {k: v.model_dump(mode="json") for k, v in spec.worlds.items()} if spec else None,
         "unconfigured": spec.unconfigured if spec else None,

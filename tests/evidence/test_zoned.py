@@ -38,6 +38,6 @@ def test_zone_only_keeps_what_the_body_also_holds() -> None:
         Value("number", sig + 9, sig + 13, "2222"),
     )
     values += (Value("number", sig + 14, sig + 18, "3333"),)
-    tokens, keys = zone_only(text, values, [(sig, len(text))], _tokens)
+    tokens, keys = zone_only(text, values, [(sig, len(text))], _tokens(text), _tokens)
     assert tokens == {"3333"} and keys == {"3333"}
-    assert zone_only(text, values, [], _tokens) == (frozenset(), frozenset())
+    assert zone_only(text, values, [], _tokens(text), _tokens) == (frozenset(), frozenset())
