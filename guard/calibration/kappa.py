@@ -193,7 +193,10 @@ def episode_cases(
 ) -> list[Case]:
     """Replay the episode's records into a prefix graph; one case per side-effectful proposal.
 
-    With ``charges_for`` the declared ledger says which proposals are unsafe (:func:`proposal_case`).
+    Every proposal of a certified tool is a case, whether or not the signature rule would escalate it before
+    SafeCommit at run time: κ, like λ̂, is calibrated without the signatures, so a reworded attack that the rule's
+    wording misses reaches SafeCommit with a κ that did see its kind.  With ``charges_for`` the declared ledger says
+    which proposals are unsafe (:func:`proposal_case`).
     """
     spec = policy.safecommit
     if spec is None:
@@ -209,9 +212,7 @@ def episode_cases(
         if tool is None or not tool.certified:  # the population SafeCommit certifies at run time
             continue
         chosen = selector.select(graph, record.index, episode.episode_id)
-        gate_score, features = scorer.score(graph, record.index, chosen)
-        if scorer.signature_hit(graph, record.index, features):
-            continue  # the signature rule escalates it before SafeCommit, whatever the gate
+        gate_score, _ = scorer.score(graph, record.index, chosen)
         support = build_support(graph, record.index, policy, spec)
         charged = None if charges is None else charges.get(record.index, False)
         cases.append(proposal_case(support, episode, labels, ledger, record.index, gate_score, charged))

@@ -80,9 +80,16 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
     trace = ledger.trace(episode)
     states: dict[str, ProposalState] = session.certifier_state.get(STATE_KEY, {})
     proposals, cases = [], []
+    ruled: dict[str, ProposalState] | None = None  # states of a session without the signature rule, when needed
     for ordinal, (decision, record) in enumerate(zip(decisions, episode.proposals(), strict=True)):
         tool = policy.tool(record.tool or "")
         state = states.get(record.call_id or "")
+        if tool is not None and tool.certified and state is None and decision.reason is Reason.SIGNATURE:
+            ruled = _states_without_rule(guard, episode) if ruled is None else ruled  # a case, not a proposal:
+            state = ruled.get(record.call_id or "")  # κ is calibrated without the rule (guard.calibration.kappa)
+            if state is not None:
+                cases.append(proposal_case(state.support, episode, labels, ledger, record.index, _score(decision)))
+            continue
         if tool is None or not tool.certified or state is None:
             continue
         proposals.append(Proposal(ordinal, record, state, decision.verdict))
@@ -99,6 +106,16 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
     )
     errors = sum(d.reason is Reason.INTERNAL_ERROR for d in decisions)
     return Replayed(episode, scores, tuple(proposals), tuple(cases), errors)
+
+
+def _states_without_rule(guard: Guard, episode: Episode) -> dict[str, ProposalState]:
+    """SafeCommit's proposal states of the episode fed through a session whose policy has the signature rule off."""
+    policy = guard.policy
+    off = policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"signature_rule": "off"})})
+    session = Guard(off, threshold=math.inf).session(episode.episode_id)
+    feed(session, episode)
+    states: dict[str, ProposalState] = session.certifier_state.get(STATE_KEY, {})
+    return states
 
 
 def _score(decision: Decision) -> float:

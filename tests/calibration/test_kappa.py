@@ -304,10 +304,15 @@ def test_kappa_cases_are_the_population_safecommit_certifies() -> None:
     assert "get_webpage" in tools
 
 
-def test_the_signature_rule_keeps_its_escalations_out_of_the_cases() -> None:
-    """Catches kappa calibrated on proposals that never reach SafeCommit: with the signature rule on, the injected
-    proposal the rule escalates is not a case; with it off, it is (the two tests above)."""
+def test_the_signature_rule_leaves_the_cases_unchanged() -> None:
+    """Catches kappa calibrated on the signatures' wording: the injected proposal the rule escalates at run time is a
+    case all the same, in the calibration and in the session replay the SafeCommit study uses (with the rule's filter
+    back in the calibration, or a replay that skips the rule's stops, the rule-on cases would be empty); the replay
+    keeps it out of the proposals SafeCommit re-decides (it never reaches SafeCommit)."""
     policy = load_suite_policy("banking")
     episode, labels = _password_episode()
-    assert episode_cases(policy, episode, labels) == []
-    assert len(episode_cases(_without_signature_rule(policy), episode, labels)) == 1
+    off = episode_cases(_without_signature_rule(policy), episode, labels)
+    assert len(off) == 1 and episode_cases(policy, episode, labels) == off
+    replayed = replay_episode(Guard(policy, threshold=math.inf), episode)
+    assert replayed.cases == tuple(episode_cases(policy, episode, episode_ledger_labels(episode)))
+    assert len(replayed.cases) == 1 and not replayed.proposals
