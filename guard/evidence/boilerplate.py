@@ -160,12 +160,12 @@ def _closing_start(text: str, lo: int, footer: bool) -> int:
     while seen < CLOSING_LINES and end > lo:
         nl = text.rfind("\n", lo, end)
         line_start = nl + 1 if nl >= 0 else lo
-        line = text[line_start:end]
-        if line.strip():
+        line = text[line_start:end].strip()  # stripping it changes neither test below
+        if line:
             seen += 1
             if line_start > lo and _signoff_line(line):
                 return line_start if seen - 1 <= SIGNATURE_LINES else hi
-            if len(line.strip()) > SIGNATURE_CHARS or sum(any(c.isalpha() for c in w) for w in line.split()) > 8:
+            if len(line) > SIGNATURE_CHARS or _wordy(line):
                 return start
         if nl < 0:
             break
@@ -179,9 +179,15 @@ def _footer(paragraph: str) -> bool:
     return paragraph.startswith(FOOTER_STARTS) or any(p in paragraph[:FOOTER_LEAD] for p in FOOTER_INNER)
 
 
+def _wordy(line: str) -> bool:
+    """Whether more than 8 of the words of ``line`` hold a letter (never with 8 words or fewer)."""
+    words = line.split()
+    return len(words) > 8 and sum(any(c.isalpha() for c in w) for w in words) > 8
+
+
 def _signoff_line(line: str) -> bool:
     stripped = line.strip().lower().rstrip(",!.;:")
-    if len(stripped) > 40:
+    if len(stripped) > 40 or not stripped.startswith(SIGNOFFS):  # the loop below finds which one
         return False
     for phrase in SIGNOFFS:
         if stripped.startswith(phrase):
@@ -191,6 +197,8 @@ def _signoff_line(line: str) -> bool:
 
 
 _RUN = re.compile(r"(?<![\w.+-])(?:\d{2,}(?: \d{2,})+(?![\w.+-])|[\w.+-]*[\d.][\w.+-]*)")
+_KEY = re.compile(r"[\d.][\w.+-]*")  # a digit or dot and the rest of its run: where a match of _RUN can be
+_WORD_MARKS = frozenset("_.+-")  # with the alphanumerics (re's \w but _), the characters of [\w.+-]
 _TRIM = "._+-"
 
 
@@ -199,17 +207,40 @@ def identifier_values(text: str, ranges: Iterable[tuple[int, int]]) -> list[Valu
     whole match) in the free ``ranges`` of ``text``."""
     found: list[Value] = []
     for lo, hi in ranges:
-        for m in _RUN.finditer(text, lo, hi):
-            start, end = m.span()
+        for m in _runs(text, lo, hi):
             token = m.group(0)
             stripped = token.strip(_TRIM)
-            if len(stripped) < (NUMBER_MIN if _numeric(stripped) else IDENT_MIN):
+            size = len(stripped)
+            if size < IDENT_MIN and (size < NUMBER_MIN or not _numeric(stripped)):  # IDENT_MIN > NUMBER_MIN
                 continue
-            start += len(token) - len(token.lstrip(_TRIM))
-            end = start + len(stripped)
             kind = _kind(stripped)
             if kind:
-                found.append(Value(kind, start, end, f"id:{stripped}" if kind == "ident" else ""))
+                start = m.start() + (len(token) - len(token.lstrip(_TRIM)) if token[0] in _TRIM else 0)
+                found.append(Value(kind, start, start + size, f"id:{stripped}" if kind == "ident" else ""))
+    return found
+
+
+def _runs(text: str, lo: int, hi: int) -> list[re.Match[str]]:
+    """``list(_RUN.finditer(text, lo, hi))``, tried only at the start of each run of ``[\\w.+-]`` that holds a
+    digit or a dot (found by :data:`_KEY`, a fast scan): every match of ``_RUN`` starts a run (its lookbehind) and
+    has a digit or dot in its first run; a run that starts before ``lo`` has no match in ``[lo, hi)``; a run
+    that fails leaves nothing before its end, and a match ends where a run does."""
+    found: list[re.Match[str]] = []
+    pos = lo
+    for key in _KEY.finditer(text, lo, hi):
+        at = key.start()
+        if at < pos:  # inside the last match
+            continue
+        start = at
+        while start > pos and ((c := text[start - 1]).isalnum() or c in _WORD_MARKS):
+            start -= 1
+        if start == pos and start > 0 and ((c := text[start - 1]).isalnum() or c in _WORD_MARKS):
+            pos = key.end()  # the run began before lo
+            continue
+        m = _RUN.match(text, start, hi)
+        if m is not None:
+            found.append(m)
+        pos = key.end() if m is None else m.end()
     return found
 
 
@@ -219,17 +250,21 @@ def _numeric(token: str) -> bool:
 
 
 _SEPARATORS = str.maketrans("", "", " .-_+")
+_ASCII_DIGIT = re.compile("[0-9]")  # an ASCII character is a digit (str.isdigit) exactly when it is one of these
 
 
 def _kind(token: str) -> str:
-    labels = token.split(".")
-    if len(labels) >= 2 and labels[-1].lower() in TLDS and all(x and x.replace("-", "").isalnum() for x in labels):
-        return "host"
-    if any(c.isdigit() for c in token):
+    dotted = "." in token
+    if dotted:
+        labels = token.split(".")
+        if labels[-1].lower() in TLDS and all(x and x.replace("-", "").isalnum() for x in labels):
+            return "host"
+    if _ASCII_DIGIT.search(token) if token.isascii() else any(c.isdigit() for c in token):
         return "ident"
-    for i in range(1, len(token) - 1):
-        if token[i] == "." and token[i - 1].isalnum() and token[i + 1].isalnum():
-            return "ident"
+    if dotted:
+        for i in range(1, len(token) - 1):
+            if token[i] == "." and token[i - 1].isalnum() and token[i + 1].isalnum():
+                return "ident"
     return ""
 
 

@@ -24,7 +24,17 @@ from collections.abc import Iterable
 from functools import lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # re's own parser (3.11+)
 
-__all__ = ["GROUP_REFERENCE", "alternation", "alternation_for", "live", "matches_at", "screen", "screens"]
+__all__ = [
+    "GROUP_REFERENCE",
+    "alternation",
+    "alternation_for",
+    "first_class",
+    "gated",
+    "live",
+    "matches_at",
+    "screen",
+    "screens",
+]
 
 Screen = frozenset[str] | None
 
@@ -95,6 +105,114 @@ def alternation_for(sources: tuple[str, ...], text: str) -> re.Pattern[str] | No
     if kept is None:
         return alternation(sources)
     return alternation(tuple(sources[i] for i in kept)) if kept else None
+
+
+@lru_cache(maxsize=256)
+def gated(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    """``pattern`` behind a lookahead for the characters its matches can start with (:func:`first_class`): the
+    same matches (spans, groups) found by ``finditer``, ``search`` and ``match``, but a position whose character
+    cannot start one is left after one class test instead of a try of every branch; ``pattern`` itself when it
+    may match the empty string or its first characters are not known.
+
+    Exact: a match of ``pattern`` is not empty, so it starts with a character it consumes, which lies in the
+    class; at any other position (the text's end included) neither pattern matches.
+    """
+    first = first_class(pattern)
+    if first is None:
+        return pattern
+    return re.compile(f"(?={first})(?:{pattern.pattern})", pattern.flags)
+
+
+def first_class(pattern: re.Pattern[str]) -> str | None:
+    """A character class (regex source) holding the first character of every match of ``pattern``, or None:
+    ``pattern`` may match the empty string, is compared without case, or starts with an item not read here
+    (any character, a negated class or literal, a group reference)."""
+    if not isinstance(pattern.pattern, str) or pattern.flags & re.IGNORECASE:
+        return None
+    try:
+        parsed = _sre_parse.parse(pattern.pattern, pattern.flags)
+    except Exception:  # noqa: BLE001 - an unparsable pattern gets no gate
+        return None
+    if parsed.state.flags & re.IGNORECASE:
+        return None
+    first = _first(list(parsed))
+    if first is None or first[1] or not first[0]:
+        return None
+    return "[" + "".join(sorted(first[0])) + "]"
+
+
+_ZERO_WIDTH = {"AT", "ASSERT", "ASSERT_NOT"}
+_CATEGORIES = {
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
+}
+
+
+def _first(items: list[tuple[object, object]]) -> tuple[set[str], bool] | None:
+    """``(class items, nullable)`` of a parsed sequence: the class items (regex source) that hold the first
+    character a match of ``items`` consumes, and whether a match may consume none; None if not known."""
+    found: set[str] = set()
+    for op, av in items:
+        name = str(op)
+        if name in _ZERO_WIDTH:
+            continue
+        if name == "LITERAL":
+            found.add(_char(av))  # type: ignore[arg-type]
+            return found, False
+        if name == "IN":
+            members = _members(av)  # type: ignore[arg-type]
+            if members is None:
+                return None
+            return found | members, False
+        if name == "SUBPATTERN":
+            if av[1] & re.IGNORECASE:  # type: ignore[index]
+                return None
+            inner = _first(list(av[-1]))  # type: ignore[index]
+        elif name == "ATOMIC_GROUP":
+            inner = _first(list(av))  # type: ignore[call-overload]
+        elif name in _REPEATS:
+            inner = _first(list(av[2]))  # type: ignore[index]
+            if inner is not None and av[0] == 0:  # type: ignore[index]
+                inner = inner[0], True
+        elif name == "BRANCH":
+            inner = set(), False
+            for branch in av[1]:  # type: ignore[index]
+                one = _first(list(branch))
+                if one is None:
+                    return None
+                inner = inner[0] | one[0], inner[1] or one[1]
+        else:
+            return None
+        if inner is None:
+            return None
+        found |= inner[0]
+        if not inner[1]:
+            return found, False
+    return found, True
+
+
+def _char(code: int) -> str:
+    return f"\\U{code:08x}"
+
+
+def _members(items: list[tuple[object, object]]) -> set[str] | None:
+    """The class items (regex source) of a parsed character class, or None for a negated one."""
+    out: set[str] = set()
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.add(_char(av))  # type: ignore[arg-type]
+        elif name == "RANGE":
+            out.add(f"{_char(av[0])}-{_char(av[1])}")  # type: ignore[index]
+        elif name == "CATEGORY" and str(av) in _CATEGORIES:
+            out.add(_CATEGORIES[str(av)])
+        else:
+            return None
+    return out
 
 
 def matches_at(pattern: re.Pattern[str], text: str, starts: Iterable[int]) -> list[re.Match[str]]:

@@ -30,7 +30,7 @@ from guard.evidence.gram_store import GramStore
 from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
 from guard.evidence.normalize import normalize_value
 from guard.evidence.postings import Posting
-from guard.evidence.regex_screen import alternation, alternation_for
+from guard.evidence.regex_screen import alternation, alternation_for, gated
 from guard.evidence.specificity import table_for
 from guard.evidence.value_cores import CoreIndex
 from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
@@ -354,10 +354,12 @@ def values_of(text: str) -> tuple[Value, ...]:
 def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozenset[str]:
     """The value tokens the alternation of ``sources`` finds in ``text`` outside its structured values
     (``analysis``); the patterns that cannot match ``text`` are left out of the scan
-    (:func:`guard.evidence.regex_screen.alternation_for`), which changes no match."""
-    token_re = alternation_for(sources, text)
-    if token_re is None:
+    (:func:`guard.evidence.regex_screen.alternation_for`), and the scan skips the positions where no match can
+    start (:func:`guard.evidence.regex_screen.gated`), which changes no match either."""
+    pruned = alternation_for(sources, text)
+    if pruned is None:
         return frozenset()
+    token_re = gated(pruned)
     values, ranges = analysis
     if not values:
         return frozenset(m.group(0) for m in token_re.finditer(text))

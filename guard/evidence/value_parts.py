@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from guard.evidence.regex_screen import alternation_for
+from guard.evidence.regex_screen import alternation_for, gated
 from guard.evidence.values import Value
 
 __all__ = ["NAMESPACE_LABELS", "WRAPPERS", "namespace_spans", "read_ranges", "read_ranges_of", "wrapped_tokens"]
@@ -47,7 +47,7 @@ def wrapped_tokens(sources: tuple[str, ...], text: str, values: Iterable[Value])
             continue
         spaced = _SEPARATORS.sub(" ", text[value.start : value.end])
         token_re = alternation_for(sources, spaced)
-        for m in token_re.finditer(spaced) if token_re is not None else ():
+        for m in gated(token_re).finditer(spaced) if token_re is not None else ():
             lo, hi = value.start + m.start(), value.start + m.end()
             if text[lo:hi] == m.group(0) and not any(start < hi and lo < end for start, end in opaque):
                 found.add(m.group(0))
