@@ -17,7 +17,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
-__all__ = ["Key", "gram_key", "gram_keys", "keys_at", "window_keys"]
+__all__ = ["Key", "gram_key", "gram_keys", "keys_at", "split_keys", "window_keys"]
 
 Key: TypeAlias = "int | str"
 
@@ -52,6 +52,47 @@ def keys_at(text: str, starts: Iterable[tuple[int, int]], k: int) -> set[Key]:
         lo, hi = spans[0]
         return set(words[lo:hi].tolist())
     return set(np.concatenate([words[lo:hi] for lo, hi in spans]).tolist())
+
+
+def split_keys(
+    text: str, ranges: Sequence[tuple[int, int]], spans: Sequence[tuple[int, int]], k: int
+) -> tuple[set[Key], set[Key]]:
+    """``(free, near)``: the keys of the k-grams of ``text`` inside one of ``ranges`` (:func:`gram_keys`), and
+    those of the k-grams overlapping one of ``spans`` (``[lo, hi)``, inside the text) that are not in ``free``.
+
+    The same sets as ``gram_keys(text, ranges, k)`` and ``keys_at(text, starts, k) - free`` (``starts`` the
+    positions ``[max(0, lo - k + 1), min(hi, len(text) - k + 1))`` of each span), read from one array of
+    words instead of two; and a position whose k-gram lies in ``ranges`` is not read for ``near`` at all: its
+    key is in ``free``, which ``near`` leaves out anyway.  The words are read as signed integers: an ASCII
+    byte is below 0x80, so the top bit of a word is clear and its signed value is its unsigned one.
+    """
+    last = len(text) - k + 1
+    free_starts = [(lo, hi - k + 1) for lo, hi in ranges if hi - lo >= k]
+    near_starts = [(max(0, lo - k + 1), min(hi, last)) for lo, hi in spans]
+    if k > WIDEST or last <= 0 or not text.isascii():
+        free = keys_at(text, free_starts, k)
+        return free, (keys_at(text, near_starts, k) - free if spans else set())
+    words = _words(text, len(text), k).view("<i8")
+    if not spans:
+        return _keys_of(words, free_starts), set()
+    read = np.zeros(len(text), dtype=np.bool_)  # the positions read for near: overlapping a span, not free
+    for lo, hi in near_starts:
+        read[lo:hi] = True
+    for lo, hi in free_starts:
+        read[lo:hi] = False
+    free = _keys_of(words, free_starts)
+    near: set[Key] = set(words[read].tolist())
+    near -= free
+    return free, near
+
+
+def _keys_of(words: np.ndarray[Any, np.dtype[np.int64]], starts: list[tuple[int, int]]) -> set[Key]:
+    """The members of ``words`` at the positions of ``starts`` (``[lo, hi)``), as a set of integers."""
+    spans = [(lo, hi) for lo, hi in starts if hi > lo]
+    if len(spans) == 1:
+        lo, hi = spans[0]
+        return set(words[lo:hi].tolist())
+    return set(np.concatenate([words[lo:hi] for lo, hi in spans]).tolist()) if spans else set()
 
 
 def window_keys(text: str, k: int) -> list[Key]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from guard.errors import InputError
-from guard.evidence.regex_screen import GROUP_REFERENCE, live
+from guard.evidence.regex_screen import GROUP_REFERENCE, gated, live
 from guard.limits import MAX_RECORD_CHARS, MAX_SESSION_CHARS, MAX_SESSION_RECORDS
 from guard.records import Record, RecordKind, Trust
 
@@ -66,14 +66,38 @@ def _matches(
 ) -> tuple[tuple[int, ...], bool]:
     """Where the injection patterns match in ``text``, and whether a canary pattern does: a pure function of
     its arguments, kept for the texts that repeat (tool outputs recur across the episodes of a corpus)."""
-    kept = live(injection + canary, text)
-    if kept is not None:  # an ASCII text: only the patterns whose screen strings it holds can match
-        n = len(injection)
-        injection, canary = tuple(injection[i] for i in kept if i < n), tuple(canary[i - n] for i in kept if i >= n)
+    return _scan(_plan(_key(injection), _key(canary)), text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What :func:`_scan` reads for one pair of pattern tuples, built once: the patterns in one tuple (its screens
+    are then found by identity, :func:`guard.evidence.regex_screen.live`), the one-scan gate, and each pattern
+    behind its first-character lookahead (:func:`guard.evidence.regex_screen.gated`: the same matches)."""
+
+    patterns: tuple[re.Pattern[str], ...]
+    injection: int  # how many of ``patterns`` are injection patterns (the first ones)
+    gate: re.Pattern[str] | None
+    gated: tuple[re.Pattern[str], ...]
+
+
+@lru_cache(maxsize=64)
+def _plan(injection: _Key, canary: _Key) -> _Plan:
+    patterns = injection.patterns + canary.patterns
+    return _Plan(patterns, len(injection.patterns), _gate(patterns), tuple(gated(p) for p in patterns))
+
+
+def _scan(plan: _Plan, text: str) -> tuple[tuple[int, ...], bool]:
+    """:func:`_matches` by a plan: an ASCII text runs only the patterns whose screen strings it holds; another
+    first tries the gate, which no text without a match of some pattern passes."""
+    kept = live(plan.patterns, text)
+    n, patterns = plan.injection, plan.gated
+    if kept is not None:
+        injection, canary = tuple(patterns[i] for i in kept if i < n), tuple(patterns[i] for i in kept if i >= n)
     else:
-        gate = _gate(injection + canary)
-        if gate is not None and gate.search(text) is None:  # no pattern matches anywhere: one scan, not each
+        if plan.gate is not None and plan.gate.search(text) is None:  # no pattern matches anywhere: one scan
             return (), False
+        injection, canary = patterns[:n], patterns[n:]
     injection_at = tuple(sorted(m.start() for p in injection for m in p.finditer(text)))
     return injection_at, any(p.search(text) for p in canary)
 
@@ -137,7 +161,7 @@ def _key(patterns: tuple[re.Pattern[str], ...]) -> _Key:
 @lru_cache(maxsize=8192)
 def _cached(injection: _Key, canary: _Key, text: str) -> tuple[tuple[int, ...], bool]:
     """:func:`_matches` of a text of at most :data:`_CACHED_CHARS` characters, kept (texts repeat)."""
-    return _matches(injection.patterns, canary.patterns, text)
+    return _scan(_plan(injection, canary), text)
 
 
 def admitted_text(

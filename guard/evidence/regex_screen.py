@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # re's own parser (3.11+)
+from typing import cast
 
 __all__ = [
     "GROUP_REFERENCE",
@@ -76,9 +77,16 @@ def live(patterns: tuple[re.Pattern[str], ...], text: str) -> tuple[int, ...] | 
     """
     if len(text) < SCREENED or not text.isascii():
         return None
+    plan = _PLANS.get(id(patterns))
+    if plan is None or plan[0] is not patterns:  # kept by identity: an entry holds its tuple, whose id is its own
+        _PLANS.clear() if len(_PLANS) >= 256 else None  # (at most 256 tuples: a compiled pattern's hash is slow)
+        plan = _PLANS[id(patterns)] = (patterns, _strings(patterns), screens(patterns))
     lowered = text.lower()
-    present = {s for s in _strings(patterns) if s in lowered}
-    return tuple(i for i, strings in enumerate(screens(patterns)) if strings is None or not strings.isdisjoint(present))
+    present = {s for s in plan[1] if s in lowered}
+    return tuple(i for i, strings in enumerate(plan[2]) if strings is None or not strings.isdisjoint(present))
+
+
+_PLANS: dict[int, tuple[tuple[re.Pattern[str], ...], tuple[str, ...], tuple[Screen, ...]]] = {}
 
 
 @lru_cache(maxsize=256)
@@ -118,9 +126,13 @@ def gated(pattern: re.Pattern[str]) -> re.Pattern[str]:
     class; at any other position (the text's end included) neither pattern matches.
     """
     first = first_class(pattern)
-    if first is None:
+    if first is None or pattern.flags & re.VERBOSE:  # verbose: a comment could swallow the closing parenthesis
         return pattern
-    return re.compile(f"(?={first})(?:{pattern.pattern})", pattern.flags)
+    source = re.sub(r"\A(?:\(\?[aiLmsux]+\))+", "", pattern.pattern)  # leading (?a) etc.: in pattern.flags
+    try:
+        return re.compile(f"(?={first})(?:{source})", pattern.flags)
+    except re.error:  # a global flag group past the start: left as it is
+        return pattern
 
 
 def first_class(pattern: re.Pattern[str]) -> str | None:
@@ -249,7 +261,7 @@ def _candidates(items: list[tuple[object, object]]) -> list[frozenset[str]]:
             run.append(chr(av))  # type: ignore[arg-type]
             continue
         if run:
-            found.append(frozenset({"".join(run)}))
+            found.append(_followed("".join(run), name, av))
             run = []
         found += _inner(name, av)
     if run:
@@ -275,3 +287,114 @@ def _inner(name: str, av: object) -> list[frozenset[str]]:
             union |= best
         return [frozenset(union)]
     return []
+
+
+_MAX_STRINGS = 64  # the most strings a set of exact strings or starts is grown to
+_SHORT = 3  # a run of literals shorter than this is joined to what follows it (_followed)
+
+
+def _followed(run: str, name: str, av: object) -> frozenset[str]:
+    """The candidate of a run of literals followed by the item ``name``/``av``: the run joined to each string a
+    match of the item starts with (:func:`_item_starts`), the strings that hold another one left out.
+
+    Every match of the sequence holds the run and, right after it, the item's match, which starts with one of
+    those strings; so every match holds one of the joined strings.  A string that holds another member adds
+    no text the other does not already admit.  (``\\.(?:md|jpe?g)``: ``.md``, ``.jpg``, ``.jpeg``, not ``.``.)
+    A run of :data:`_SHORT` characters or more is kept as it is: selective already, it would only grow the
+    strings each text is searched for.
+    """
+    if len(run) >= _SHORT:
+        return frozenset({run})
+    starts = _item_starts(name, av)
+    if not starts or len(starts) > _MAX_STRINGS:
+        return frozenset({run})
+    joined = {run + start for start in starts}
+    return frozenset(s for s in joined if not any(t != s and t in s for t in joined))
+
+
+def _item_starts(name: str, av: object) -> frozenset[str]:
+    """Strings one of which every match of one item starts with: its exact strings (:func:`_exact_item`) when
+    known, else those of a group, a required repeat or an alternation (every branch's); else only ``""``."""
+    exact = _exact_item(name, av)
+    if exact is not None:
+        return exact
+    if name == "SUBPATTERN":
+        return _starts(list(av[-1]))  # type: ignore[index]
+    if name == "ATOMIC_GROUP":
+        return _starts(list(av))  # type: ignore[call-overload]
+    if name in _REPEATS and av[0] >= 1:  # type: ignore[index]
+        return _starts(list(av[2]))  # type: ignore[index]
+    if name == "BRANCH":
+        union: set[str] = set()
+        for branch in av[1]:  # type: ignore[index]
+            union |= _starts(list(branch))
+        return frozenset(union) if len(union) <= _MAX_STRINGS else frozenset({""})
+    return frozenset({""})
+
+
+def _starts(items: list[tuple[object, object]]) -> frozenset[str]:
+    """Strings one of which every match of the sequence ``items`` starts with: the exact strings of its leading
+    items joined in turn, then the starts of the first item whose strings are not known."""
+    acc = frozenset({""})
+    for op, av in items:
+        name = str(op)
+        exact = _exact_item(name, av)
+        following = _product(acc, exact if exact is not None else _item_starts(name, av))
+        if following is None:
+            return acc
+        if exact is None:
+            return following
+        acc = following
+    return acc
+
+
+def _exact(items: list[tuple[object, object]]) -> frozenset[str] | None:
+    """Every string a match of the sequence ``items`` can consume (a finite superset of them), or None."""
+    acc: frozenset[str] | None = frozenset({""})
+    for op, av in items:
+        exact = _exact_item(str(op), av)
+        acc = _product(acc, exact) if exact is not None and acc is not None else None
+    return acc
+
+
+def _exact_item(name: str, av: object) -> frozenset[str] | None:
+    """Every string a match of one item can consume, or None when that is not known or more than
+    :data:`_MAX_STRINGS`: a literal, a class of literals, a zero-width assertion (``""``), a group, an
+    alternation, or a repeat of at most two of them."""
+    if name == "LITERAL":
+        return frozenset({chr(av)})  # type: ignore[arg-type]
+    if name in _ZERO_WIDTH:
+        return frozenset({""})
+    if name == "SUBPATTERN":
+        return _exact(list(av[-1]))  # type: ignore[index]
+    if name == "ATOMIC_GROUP":
+        return _exact(list(av))  # type: ignore[call-overload]
+    if name == "IN":
+        chars = [chr(code) for op, code in av if str(op) == "LITERAL"]  # type: ignore[attr-defined]
+        return frozenset(chars) if len(chars) == len(av) <= _MAX_STRINGS else None  # type: ignore[arg-type]
+    if name == "BRANCH":
+        union: set[str] = set()
+        for branch in av[1]:  # type: ignore[index]
+            exact = _exact(list(branch))
+            if exact is None:
+                return None
+            union |= exact
+        return frozenset(union) if len(union) <= _MAX_STRINGS else None
+    if name in _REPEATS and av[1] <= 2:  # type: ignore[index]
+        low, high, body = cast("tuple[int, int, list[tuple[object, object]]]", av)
+        one, found = _exact(list(body)), set[str]()
+        power: frozenset[str] | None = frozenset({""})  # the strings of ``count`` repeats
+        for count in range(high + 1):
+            if one is None or power is None:
+                return None
+            found |= power if count >= low else set()
+            power = _product(power, one)
+        return frozenset(found) if len(found) <= _MAX_STRINGS else None
+    return None
+
+
+def _product(heads: frozenset[str], tails: frozenset[str]) -> frozenset[str] | None:
+    """Each of ``heads`` joined to each of ``tails``, or None when that makes more than :data:`_MAX_STRINGS`."""
+    if len(heads) * len(tails) > _MAX_STRINGS:
+        return None
+    return frozenset(head + tail for head in heads for tail in tails)

@@ -17,7 +17,10 @@ Every function is pure.
 
 from __future__ import annotations
 
-__all__ = ["IBAN_LENGTHS", "iban_end", "iban_valid", "luhn_valid", "path_end"]
+import re
+from functools import lru_cache
+
+__all__ = ["IBAN_LENGTHS", "iban_end", "iban_spans", "iban_valid", "luhn_valid", "path_end"]
 
 IBAN_LENGTHS: dict[str, int] = {  # ISO 13616 registry: country → IBAN length
     "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
@@ -31,6 +34,8 @@ IBAN_LENGTHS: dict[str, int] = {  # ISO 13616 registry: country → IBAN length
     "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
 }  # fmt: skip
 _IBAN_LENGTH = (15, 34)
+_IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")  # [A-Za-z]
 _IBAN_DIGITS = str.maketrans({chr(ord("A") + i): str(10 + i) for i in range(26)})  # A = 10 ... Z = 35 (ISO 13616)
 
 
@@ -53,13 +58,15 @@ def iban_valid(iban: str) -> bool:
     return int(moved.translate(_IBAN_DIGITS)) % 97 == 1
 
 
+@lru_cache(maxsize=4096)
 def iban_end(raw: str) -> int | None:
     """Where the IBAN read from ``raw`` (a match of the IBAN pattern, its neighbour possibly attached) ends,
     as an offset into ``raw``; ``None`` if no reading passes the checksum.
 
     Readings, in order: a registry country's own length (when shorter than ``raw``), or for another country
     a compact IBAN's run of characters; ``raw`` whole; and for a country outside the registry ``raw`` cut
-    before each of its spaces, longest first.
+    before each of its spaces, longest first.  A pure function of ``raw``, kept (the accounts of a session recur
+    in its texts: one IBAN read again costs a lookup, not its checksums).
     """
     length = IBAN_LENGTHS.get(raw[:2].upper())
     cut = _after_alnums(raw, length) if length is not None else _compact_end(raw)
@@ -84,7 +91,14 @@ def _compact_end(raw: str) -> int | None:
 
 def _after_alnums(raw: str, count: int) -> int | None:
     """The offset right after the first ``count`` non-space characters of ``raw``, if a group ends there
-    (the end of ``raw`` or a space follows)."""
+    (the end of ``raw`` or a space follows).
+
+    When the first ``count`` characters of ``raw`` hold no space (a compact IBAN), they are its first ``count``
+    non-space characters, so the answer is read at ``count`` without the loop; and when ``raw`` is shorter than
+    ``count`` and holds no space, it has fewer than ``count`` non-space characters: None, as the loop finds.
+    """
+    if count > 0 and " " not in raw[:count]:
+        return count if count == len(raw) or (count < len(raw) and raw[count] == " ") else None
     seen = 0
     for at, char in enumerate(raw):
         if char != " ":
@@ -103,3 +117,25 @@ def path_end(text: str, lo: int, hi: int) -> int:
     segment = max(lo, text.rfind("/", lo, hi) + 1, text.rfind("\\", lo, hi) + 1)
     kept = len(text[segment:hi].rstrip("."))
     return segment + kept if kept else hi
+
+
+def iban_spans(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans of the valid IBANs of ``text``, whose maximal runs of digits are ``runs``: ``_IBAN`` is tried only
+    where one can start (two ASCII letters, tested as members of a set, right before a run of two or more
+    digits: the country code and the check digits), and each match is read at the grammar's exact extents
+    (:func:`iban_end`), so a neighbour the pattern attached (``...1332 today``) neither hides the IBAN nor the
+    next one; the next IBAN starts after the end of the last one (:mod:`guard.evidence.values` calls this)."""
+    found: list[tuple[int, int]] = []
+    after = 0
+    for start, end in runs:
+        at = start - 2
+        if end - start < 2 or at < after:
+            continue
+        if text[at] not in _LETTERS or text[at + 1] not in _LETTERS:  # two ASCII letters: [A-Za-z]{2}
+            continue
+        m = _IBAN.match(text, at)
+        cut = iban_end(m.group(0)) if m is not None else None
+        if cut is not None:
+            found.append((at, at + cut))
+            after = at + cut
+    return found

@@ -27,7 +27,7 @@ from guard.evidence.bitset import members, to_bits
 from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.gram_store import SMALL as SMALL  # the texts kept as k-gram sets before any is posted
 from guard.evidence.gram_store import GramStore
-from guard.evidence.kgrams import Key, gram_key, gram_keys, keys_at
+from guard.evidence.kgrams import Key, gram_key, gram_keys, split_keys
 from guard.evidence.normalize import normalize_value
 from guard.evidence.postings import Posting
 from guard.evidence.regex_screen import alternation, alternation_for, gated
@@ -123,14 +123,8 @@ class ValueIndex:
                 held[value.key] = held.get(value.key, 0) | one
         if values:
             self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
-        k = self.min_span
-        free = gram_keys(text, ranges, k)
-        near: set[Key] = set()
-        if values or holes:  # the k-grams that overlap a structured value or a zone
-            last = len(text) - k + 1
-            spans = [(v.start, v.end) for v in values] + list(holes)
-            near = keys_at(text, [(max(0, lo - k + 1), min(hi, last)) for lo, hi in spans], k) - free
-        return free, near
+        spans = [(v.start, v.end) for v in values] + list(holes)  # the k-grams that overlap them are near
+        return split_keys(text, ranges, spans, self.min_span)  # one read of the text's k-grams for both sets
 
     def _post(self, node: int, free: set[Key], near: set[Key]) -> None:
         """Keep the k-gram keys ``free`` and ``near`` of ``node`` (the newest) in the store."""

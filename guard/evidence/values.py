@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
 from guard.evidence.regex_screen import matches_at
-from guard.evidence.value_checks import iban_end, iban_valid, luhn_valid, path_end
+from guard.evidence.value_checks import iban_spans, iban_valid, luhn_valid, path_end
 
 __all__ = [
     "Value",
@@ -42,9 +42,10 @@ __all__ = [
 ]
 
 _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z]{2,24}\b")
+_LOCAL_BEFORE = re.compile(r"[A-Za-z0-9._%+-]{1,64}+\Z")  # searched up to an "@": where its local part starts
+_AT_SIGN = re.compile("@")
 _URL = re.compile(r"(?:(?:https?|ftp)://|www\.)[^\s'\"<>(){}\[\],]{1,2000}", re.IGNORECASE)
 _URL_LOWER = re.compile(_URL.pattern)  # the same over a lowercased ASCII text: same spans, a faster scan
-_IBAN = re.compile(r"\b[A-Za-z]{2}\d{2}(?: ?[A-Za-z0-9]{4}){2,7}(?: ?[A-Za-z0-9]{1,4})?\b")
 _CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?!\d|-\d)")  # a dash joins digits only; the text before: checked after
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:\$|€|£|¥|USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN)"  # literals only: a fast scan
@@ -152,8 +153,10 @@ def _amount_key(raw: str) -> str | None:
 def _dates(text: str, runs: list[tuple[int, int]]) -> list[Value]:
     """Dates: ``2024-03-05``, ``05/03/2024``, ``March 5, 2024``, ``5 Mar 2024`` (found from their year).
 
-    ``runs`` are the spans of the maximal runs of digits of ``text``; a year is the last four digits of
-    one (where ``\\d{4}(?!\\d)`` matches), and only a run of exactly four digits can be one.
+    ``runs`` are the spans of maximal runs of digits of ``text``; a year is the last four digits of
+    one (where ``\\d{4}(?!\\d)`` matches), and only a run of exactly four digits can be one: in a longer run
+    the character before its last four is a digit of the run (``\\d``, which ``str.isdigit`` holds too), so the
+    caller passes the runs of four digits only.
     """
     found = []
     for run_start, end in runs:
@@ -199,18 +202,35 @@ def _candidates(text: str) -> list[Value]:
             end -= 1
         found.append(Value("url", m.start(), end, _url_key(text[m.start() : end]), _url_free(text, m.start(), end)))
     if "@" in text:
-        found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _EMAIL.finditer(text)]
+        found += [Value("email", m.start(), m.end(), "email:" + m.group(0).casefold()) for m in _emails(text)]
     runs = [m.span() for m in _DIGIT_RUN.finditer(text)]
     if runs:  # every other recogniser needs digits: an IBAN two in a row, a card 13, a phone 8, a date 4 in a row
         found += _numeric(text, runs)
     return found + _paths(text)
 
 
+def _emails(text: str) -> list[re.Match[str]]:
+    """The matches of ``_EMAIL.finditer(text)``, tried only where the local part before an ``@`` starts.
+
+    A match starting at ``s`` has 1 to 64 local-part characters from ``s`` to an ``@`` at ``a``, and none right
+    before ``s`` (the lookbehind); so ``s`` is the leftmost position of ``[a - 64, a)`` from which local-part
+    characters run up to ``a``, which ``_LOCAL_BEFORE`` finds (``\\Z`` holds at the search's end, the ``@``).
+    Every match starts at such a position, so :func:`guard.evidence.regex_screen.matches_at` finds them all.
+    """
+    starts = []
+    for sign in _AT_SIGN.finditer(text):
+        at = sign.start()
+        local = _LOCAL_BEFORE.search(text, max(0, at - 64), at)
+        if local is not None:
+            starts.append(local.start())
+    return matches_at(_EMAIL, text, starts)
+
+
 def _numeric(text: str, runs: list[tuple[int, int]]) -> list[Value]:
     """IBANs, card and phone numbers, amounts and dates of a text whose maximal runs of digits are ``runs``."""
     found: list[Value] = []
     total = sum(end - start for start, end in runs)
-    for lo, hi in _ibans(text, runs):
+    for lo, hi in iban_spans(text, runs):
         found.append(Value("iban", lo, hi, "iban:" + text[lo:hi].replace(" ", "").upper()))
     for m in _cards(text, runs) if total >= 13 else ():
         at = m.start()
@@ -227,16 +247,22 @@ def _numeric(text: str, runs: list[tuple[int, int]]) -> list[Value]:
         key = _amount_key(text[lo:hi])
         if key is not None:
             found.append(Value("amount", lo, hi, key))
-    return found + _dates(text, [(lo, hi) for lo, hi in runs if hi - lo >= 4])
+    return found + _dates(text, [(lo, hi) for lo, hi in runs if hi - lo == 4])
 
 
 def _cards(text: str, runs: list[tuple[int, int]]) -> list[re.Match[str]]:
-    """The matches of ``_CARD.finditer(text)``, searched only in chains of digit runs joined by one space or
-    dash (a card number lies in one such chain) that hold 13 digits or more; each search sees one character
-    past its chain, so the lookahead reads the real text."""
+    """The matches of ``_CARD.finditer(text)`` that :func:`_numeric` may keep, searched only in chains of digit
+    runs joined by one space or dash (a card number lies in one such chain) that hold 13 digits or more; each
+    search sees one character past its chain, so the lookahead reads the real text.
+
+    A chain that is one run of more than 19 ASCII digits (an IBAN's digits, a long reference) is not searched:
+    a match there holds 13 to 19 digits and must end at the run's end (``(?!\\d)``; the character past the run
+    starts no further digit inside the search), so the first starts 19 digits before the end, after a digit of
+    the run, and ends at the run's end; :func:`_numeric` drops a match that follows a digit, so none is kept.
+    """
     found: list[re.Match[str]] = []
     for lo, hi, digits in _chains(text, runs):
-        if digits >= 13:
+        if digits >= 13 and not (digits == hi - lo > 19 and text[lo:hi].isascii()):
             found += _CARD.finditer(text, lo, hi + 1)
     return found
 
@@ -253,28 +279,6 @@ def _chains(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int, int]
         lo, hi, digits = start, end, end - start
     chains.append((lo, hi, digits))
     return chains
-
-
-def _ibans(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Spans of valid IBANs: ``_IBAN`` is tried only where one can start (two letters right before a run of
-    two or more digits: the country code and the check digits), and each match is read at the grammar's
-    exact extents (:func:`guard.evidence.value_checks.iban_end`), so a neighbour the pattern attached (``...1332
-    today``) neither hides the IBAN nor the next one; the next IBAN starts after the end of the last one."""
-    found: list[tuple[int, int]] = []
-    after = 0
-    for start, end in runs:
-        at = start - 2
-        if end - start < 2 or at < after:
-            continue
-        pair = text[at:start]
-        if not (pair.isascii() and pair.isalpha()):  # two ASCII letters: [A-Za-z]{2}
-            continue
-        m = _IBAN.match(text, at)
-        cut = iban_end(m.group(0)) if m is not None else None
-        if cut is not None:
-            found.append((at, at + cut))
-            after = at + cut
-    return found
 
 
 def _amounts(text: str) -> list[tuple[int, int]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard.evidence.kgrams import gram_key, gram_keys, window_keys
+from guard.evidence.kgrams import gram_key, gram_keys, split_keys, window_keys
 from guard.evidence.value_index import ValueIndex
 
 _TEXT = st.text(alphabet="ab \x00\x7fé€z9", max_size=40)
@@ -44,3 +44,28 @@ def test_an_ascii_span_of_a_non_ascii_text_links_to_an_ascii_text() -> None:
     assert index.span_bits("ascii text with QX-7731-ZZ in it") == 1
     index.add(1, "plain reference RT-5520-KK", ())
     assert index.span_bits("la référence RT-5520-KK") == 2
+
+
+_SPANS = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab \x00\x7fé€z9", max_size=40), st.integers(1, 10), _SPANS, _SPANS)
+@example("abcdefghijkl", 8, [(0, 4)], [(3, 6)])
+@example("zzzzzzzzzz\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f", 8, [(0, 18)], [(9, 12)])
+@example("abcdefghij", 3, [(0, 10)], [(2, 5), (0, 10)])
+def test_split_keys_are_the_free_keys_and_the_near_keys_outside_them(
+    text: str, k: int, ranges: list[tuple[int, int]], spans: list[tuple[int, int]]
+) -> None:
+    """:func:`split_keys` (one array of words, the positions already free not read again for near) gives the
+    keys of the k-grams inside ``ranges`` and, apart, those overlapping a span that are not free, as slices read
+    one at a time give them (catches a near position read though free whose key is not free, a free position
+    left unread, a span's first or last overlapping k-gram dropped, a signed word that differs from the key of
+    a k-gram ending in ``\\x7f``, or the near set returned with the free keys still in it)."""
+    size = len(text)
+    ranges = [(min(lo, hi, size), min(max(lo, hi), size)) for lo, hi in ranges]
+    spans = [(min(lo, hi, size), min(max(lo, hi), size)) for lo, hi in spans]
+    free = {gram_key(text[i : i + k], k) for lo, hi in ranges for i in range(lo, hi - k + 1)}
+    last = size - k + 1
+    near = {gram_key(text[i : i + k], k) for lo, hi in spans for i in range(max(0, lo - k + 1), min(hi, last))}
+    assert split_keys(text, ranges, spans, k) == (free, near - free)

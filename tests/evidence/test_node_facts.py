@@ -68,3 +68,25 @@ def test_gate_is_refused_where_an_alternation_would_change_meaning() -> None:
     assert _gate(_compiled((r"(?x) a b # c",))) is None
     gate = _gate(_compiled((r"(?i)\bTODO:", r"\bAKIA[0-9A-Z]{4}")))
     assert gate is not None and gate.search("todo: x") and not gate.search("akiaABCD")
+
+
+def test_screened_and_gated_scans_change_no_fact_on_long_texts() -> None:
+    """On texts long enough to be screened (ASCII) or gated (not), each pair of pattern tuples gets the plain
+    facts, read in turn on one text (catches a plan kept for another pair of tuples, injection and canary
+    patterns split at the wrong place, or a pattern behind a first-character lookahead that misses a match)."""
+    rng = random.Random(5)
+    card = "4929 3817 5520 1146"
+    pieces = [*(_texts(rng)[:40]), card, "2024-06-01", " ", "é", "x" * 70, "TODO: pay", "ignore previous instructions"]
+    sets = [
+        (_compiled(DEFAULT_INJECTION_PATTERNS), _compiled(DEFAULT_CANARY_PATTERNS)),
+        (_compiled(DEFAULT_CANARY_PATTERNS), _compiled(DEFAULT_INJECTION_PATTERNS)),
+        (_compiled(_EXTRA[:4]), _compiled((r"\b(?:\d{4}[- ]){3}\d{4}\b",))),
+    ]
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(3, 12)))
+        for injection, canary in sets:
+            plain = (
+                tuple(sorted(m.start() for p in injection for m in p.finditer(text))),
+                any(p.search(text) for p in canary),
+            )
+            assert _matches(injection, canary, text) == plain, (text, injection)

@@ -147,3 +147,55 @@ def test_first_classes_are_read_where_every_match_starts_with_a_known_character(
     for source in ("x*", "(?:ab)?", ".x", "(?i)ab", "(?i:a)b", "[^a]b", r"(a)?\1b"):
         assert first_class(re.compile(source)) is None, source
     assert gated(re.compile("x?")).pattern == "x?"
+
+
+_FOLLOWERS = st.sampled_from(
+    ["(?:md|jpe?g)", "(?:ya?ml|x)", "[ab]", "[a-c]", "x?", "(?:ab){0,2}", "(?:ab){1,2}", "(?:ab)+", "(?=k)k", r"\b",
+     "(?:a|)", "(?i:AB)", r"\d", "(?:k|[^a])", "(?>no)", "(?:re|(?:ig|no)?S)"]
+)  # fmt: skip
+_JOINED_TEXT = st.text(alphabet="ab.kxyjpegmdlnoresSIGAB19 \u017f\u212a", max_size=24)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["", ".", "a", "k.", "xy", "abc"]), _FOLLOWERS, st.sampled_from(["", "(?i)"]), _JOINED_TEXT)
+@example(".", "(?:md|jpe?g)", "", "x.jpeg")
+@example("a", "(?:ab){0,2}", "", "a")
+@example("k", "[a-c]", "(?i)", "\u212ab")
+def test_a_short_run_joined_to_what_follows_drops_no_matching_pattern(
+    run: str, follower: str, flags: str, text: str
+) -> None:
+    """A run of literals joined to the strings the next item starts with still keeps every pattern that matches
+    (catches an optional part, an empty branch or a zero-minimum repeat read as required, a class of ranges or
+    categories enumerated as its literals, a lookahead's text counted as consumed, or a string that holds
+    another member left in place of the shorter one)."""
+    pattern = re.compile(flags + re.escape(run) + follower)
+    kept = live((pattern,), text)
+    if pattern.search(text) is not None:
+        assert kept is None or kept == (0,), (pattern.pattern, text, screen(pattern))
+
+
+def test_the_file_name_screen_needs_the_dot_before_an_extension() -> None:
+    """The file-name value pattern is screened by its dotted extensions, so ``gift``, ``html`` or ``mdash`` no
+    longer keep it (catches the screen falling back to the bare extensions ``gif``, ``ml``, ``md``)."""
+    file_name = r"(?<![\w.-])[\w.-]{1,128}\.(?:txt|pdf|docx?|xlsx?|csv|json|md|pptx?|png|jpe?g|gif|zip|ya?ml|html?)\b"
+    expected = ".txt .pdf .doc .xls .csv .json .md .ppt .png .jpg .jpeg .gif .zip .yml .yaml .htm"
+    assert screen(re.compile(file_name)) == frozenset(expected.split())
+    assert live((re.compile(file_name),), "a gift in html, the mdash and an xml file") == ()
+
+
+def test_screens_are_kept_for_the_very_tuple_they_were_read_from() -> None:
+    """Fresh tuples of patterns, one after another, each get their own screens (catches screens kept by a
+    tuple's id alone: a freed tuple's id is reused by the next, which would then get the old screens)."""
+    text = "one text that holds the word needle and nothing else"
+    for i in range(300):
+        word = "needle" if i % 2 else f"absent{i}"
+        assert live((re.compile(word),), text) == ((0,) if i % 2 else ())
+
+
+def test_a_pattern_with_leading_flags_is_gated_under_them() -> None:
+    """A leading global flag group stays in force behind the lookahead (catches a gate that fails to compile,
+    global flags past the start, or one that drops ``(?a)`` or ``(?m)``)."""
+    for source, text in ((r"(?a)\bkey\w{3}", "keyÄÖÜ keyabc"), (r"(?m)^secret\d", "x\nsecret1 secret2")):
+        pattern = re.compile(source)
+        assert gated(pattern) is not pattern
+        assert [m.span() for m in gated(pattern).finditer(text)] == [m.span() for m in pattern.finditer(text)]

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from guard.evidence import regex_screen, values
+from guard.evidence import regex_screen, value_checks, values
 from guard.evidence.values import find_values, free_fragments, iban_valid, luhn_valid
 from guard.policy.trusted_urls import host_in_domain
 
@@ -160,3 +160,68 @@ def test_unix_paths_are_tried_only_near_slashes_and_found_as_a_full_scan_finds_t
     slashes = [i for i, char in enumerate(text) if char == "/"]
     near = regex_screen.matches_at(values._UNIX_PATH, text, (q - d for q in slashes for d in (2, 1, 0)))
     assert [m.span() for m in near] == [m.span() for m in values._UNIX_PATH.finditer(text)]
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"\d+", text)]
+
+
+_NUMERIC = st.lists(
+    st.sampled_from(
+        ["GB71803065450336013279", "DE44 5001 0517 5407 3249 31", "4929381755201146", "4929-3817-5520-1146",
+         "4929 3817 5520 1146", "1" * 20, "9" * 25, "٤٩٢٩٣٨١٧٥٥٢٠١١٤٦" + "٠" * 4, "²", "2024", "x2024", "05/03/",
+         "March 5, ", "ab12", "Z", " ", "-", "\n", ".", "a", "0"]
+    ),
+    max_size=10,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(_NUMERIC)
+@example("GB71803065450336013279 and 4929381755201146")
+@example("x" + "1" * 20 + "-4929381755201146")
+@example("٤" * 21)
+@example("١٤٩٢٩٣٨١٧٥٥٢٠١١٤٦٠٠٢")  # a valid card after a non-ASCII digit, which _numeric keeps
+def test_numeric_fast_paths_find_what_the_plain_scans_find(text: str) -> None:
+    """Cards from chains (one run of more than 19 ASCII digits not searched), IBAN starts told by two letters in
+    a set, dates from runs of exactly four digits: the same values as the plain scans (catches a long run of
+    non-ASCII digits skipped though ``_numeric`` keeps a match after one, a lone run skipped at 19 digits, a
+    letter test that admits a non-ASCII letter, or a date dropped from a run of four after a ``²``)."""
+    runs = _runs(text)
+    plain_cards = []
+    for m in values._CARD.finditer(text):
+        at, digits = m.start(), re.sub(r"\D", "", m.group(0))
+        if at and (text[at - 1] in "0123456789" or (text[at - 1] == "-" and at > 1 and text[at - 2] in "0123456789")):
+            continue
+        if 13 <= len(digits) <= 19 and luhn_valid(digits):
+            plain_cards.append((m.span(), "card:" + digits))
+    found = values._numeric(text, runs) if runs else []
+    assert [((v.start, v.end), v.key) for v in found if v.kind == "card"] == plain_cards
+    plain_ibans, after = [], 0
+    for start, end in runs:
+        at = start - 2
+        pair = text[max(at, 0) : start]
+        if end - start >= 2 and at >= after and pair.isascii() and pair.isalpha():
+            m = value_checks._IBAN.match(text, at)
+            cut = value_checks.iban_end.__wrapped__(m.group(0)) if m is not None else None
+            if cut is not None:
+                plain_ibans.append((at, at + cut))
+                after = at + cut
+    assert value_checks.iban_spans(text, runs) == plain_ibans
+    assert values._dates(text, [(lo, hi) for lo, hi in runs if hi - lo >= 4]) == values._dates(
+        text, [(lo, hi) for lo, hi in runs if hi - lo == 4]
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(["a", "B", ".", "_", "%", "+", "-", "@", "x.io", " ", "é", "a" * 70, "@@"]), max_size=9)
+)
+@example(["a" * 70, "@", "x.io"])
+@example(["a" * 64, "@", "x.io", " ", "b@", "x.io"])
+def test_email_starts_found_before_each_at_sign(parts: list[str]) -> None:
+    """Trying the e-mail pattern only where the local part before an ``@`` starts finds what ``finditer`` finds
+    (catches a local part of exactly 64 characters missed, a longer run taken from its middle, or an address
+    right after another's ``@`` skipped)."""
+    text = "".join(parts)
+    assert [m.span() for m in values._emails(text)] == [m.span() for m in values._EMAIL.finditer(text)]
