@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 from re import _parser as _sre_parse  # type: ignore[attr-defined]  # re's own parser (3.11+)
-from typing import cast
+from typing import Any, cast
 
 __all__ = [
     "GROUP_REFERENCE",
@@ -269,15 +269,22 @@ def _candidates(items: list[tuple[object, object]]) -> list[frozenset[str]]:
     return found
 
 
+def _required_body(name: str, av: object) -> list[tuple[object, object]] | None:
+    """The items every match of a group or of a repeat taken at least once matches in full; None for any other item."""
+    items = cast("tuple[Any, ...]", av)
+    if name == "SUBPATTERN":
+        return list(items[-1])
+    if name == "ATOMIC_GROUP":
+        return list(items)
+    return list(items[2]) if name in _REPEATS and items[0] >= 1 else None
+
+
 def _inner(name: str, av: object) -> list[frozenset[str]]:
     """The candidates one non-literal item contributes: groups and required repeats pass theirs on, and an
     alternation the union of its branches' best (when every branch has one); anything else none."""
-    if name == "SUBPATTERN":
-        return _candidates(list(av[-1]))  # type: ignore[index]
-    if name == "ATOMIC_GROUP":
-        return _candidates(list(av))  # type: ignore[call-overload]
-    if name in _REPEATS and av[0] >= 1:  # type: ignore[index]
-        return _candidates(list(av[2]))  # type: ignore[index]
+    body = _required_body(name, av)
+    if body is not None:
+        return _candidates(body)
     if name == "BRANCH":
         union: set[str] = set()
         for branch in av[1]:  # type: ignore[index]
@@ -295,14 +302,10 @@ _SHORT = 3  # a run of literals shorter than this is joined to what follows it (
 
 def _followed(run: str, name: str, av: object) -> frozenset[str]:
     """The candidate of a run of literals followed by the item ``name``/``av``: the run joined to each string a
-    match of the item starts with (:func:`_item_starts`), the strings that hold another one left out.
-
-    Every match of the sequence holds the run and, right after it, the item's match, which starts with one of
-    those strings; so every match holds one of the joined strings.  A string that holds another member adds
-    no text the other does not already admit.  (``\\.(?:md|jpe?g)``: ``.md``, ``.jpg``, ``.jpeg``, not ``.``.)
-    A run of :data:`_SHORT` characters or more is kept as it is: selective already, it would only grow the
-    strings each text is searched for.
-    """
+    match of the item starts with (:func:`_item_starts`), the strings that hold another one left out.  Every
+    match of the sequence holds the run and, right after it, the item's match, which starts with one of those
+    strings; a string that holds another member admits no text the other does not (``\\.(?:md|jpe?g)``: ``.md``,
+    ``.jpg``, ``.jpeg``, not ``.``).  A run of :data:`_SHORT` characters or more is selective already: kept."""
     if len(run) >= _SHORT:
         return frozenset({run})
     starts = _item_starts(name, av)
@@ -318,12 +321,9 @@ def _item_starts(name: str, av: object) -> frozenset[str]:
     exact = _exact_item(name, av)
     if exact is not None:
         return exact
-    if name == "SUBPATTERN":
-        return _starts(list(av[-1]))  # type: ignore[index]
-    if name == "ATOMIC_GROUP":
-        return _starts(list(av))  # type: ignore[call-overload]
-    if name in _REPEATS and av[0] >= 1:  # type: ignore[index]
-        return _starts(list(av[2]))  # type: ignore[index]
+    body = _required_body(name, av)
+    if body is not None:
+        return _starts(body)
     if name == "BRANCH":
         union: set[str] = set()
         for branch in av[1]:  # type: ignore[index]
@@ -365,10 +365,8 @@ def _exact_item(name: str, av: object) -> frozenset[str] | None:
         return frozenset({chr(av)})  # type: ignore[arg-type]
     if name in _ZERO_WIDTH:
         return frozenset({""})
-    if name == "SUBPATTERN":
-        return _exact(list(av[-1]))  # type: ignore[index]
-    if name == "ATOMIC_GROUP":
-        return _exact(list(av))  # type: ignore[call-overload]
+    if name in ("SUBPATTERN", "ATOMIC_GROUP"):
+        return _exact(_required_body(name, av) or [])
     if name == "IN":
         chars = [chr(code) for op, code in av if str(op) == "LITERAL"]  # type: ignore[attr-defined]
         return frozenset(chars) if len(chars) == len(av) <= _MAX_STRINGS else None  # type: ignore[arg-type]

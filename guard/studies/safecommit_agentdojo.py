@@ -3,7 +3,8 @@
 Protocol.
 
 1. Every ``user_task_*`` episode of the chosen embedded model(s) is replayed once through
-   ``Session`` with its suite policy (``safecommit:`` included) at threshold +inf: the G-CARB
+   ``Session`` with its suite policy (``safecommit:`` included; the signature rule off, :func:`study_guard`)
+   at threshold +inf: the G-CARB
    score of every proposal, the SafeCommit support of every side-effectful proposal (kept by the
    certifier in ``session.certifier_state``) and the episode's ledger trace.
 2. κ per α is calibrated **leave-one-model-out**: the κ used on a model's episodes comes from the
@@ -80,16 +81,9 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
     trace = ledger.trace(episode)
     states: dict[str, ProposalState] = session.certifier_state.get(STATE_KEY, {})
     proposals, cases = [], []
-    ruled: dict[str, ProposalState] | None = None  # states of a session without the signature rule, when needed
     for ordinal, (decision, record) in enumerate(zip(decisions, episode.proposals(), strict=True)):
         tool = policy.tool(record.tool or "")
         state = states.get(record.call_id or "")
-        if tool is not None and tool.certified and state is None and decision.reason is Reason.SIGNATURE:
-            ruled = _states_without_rule(guard, episode) if ruled is None else ruled  # a case, not a proposal:
-            state = ruled.get(record.call_id or "")  # κ is calibrated without the rule (guard.calibration.kappa)
-            if state is not None:
-                cases.append(proposal_case(state.support, episode, labels, ledger, record.index, _score(decision)))
-            continue
         if tool is None or not tool.certified or state is None:
             continue
         proposals.append(Proposal(ordinal, record, state, decision.verdict))
@@ -108,14 +102,15 @@ def replay_episode(guard: Guard, episode: Episode) -> Replayed:
     return Replayed(episode, scores, tuple(proposals), tuple(cases), errors)
 
 
-def _states_without_rule(guard: Guard, episode: Episode) -> dict[str, ProposalState]:
-    """SafeCommit's proposal states of the episode fed through a session whose policy has the signature rule off."""
-    policy = guard.policy
+def study_guard(suite: str) -> Guard:
+    """The guard the study replays a suite's episodes with: its shipped policy at threshold +inf, with the
+    signature rule off.  The study, like the published CARB results and κ (:mod:`guard.calibration.kappa`), is
+    computed without the signatures: a proposal the rule would escalate at run time reaches SafeCommit here."""
+    from guard.corpora.agentdojo import load_suite_policy
+
+    policy = load_suite_policy(suite)
     off = policy.model_copy(update={"scorer": policy.scorer.model_copy(update={"signature_rule": "off"})})
-    session = Guard(off, threshold=math.inf).session(episode.episode_id)
-    feed(session, episode)
-    states: dict[str, ProposalState] = session.certifier_state.get(STATE_KEY, {})
-    return states
+    return Guard(off, threshold=math.inf)
 
 
 def _score(decision: Decision) -> float:
@@ -166,7 +161,6 @@ def safecommit_replay_study(
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """The study of the module docstring; a JSON-ready dict (``format_study`` prints it)."""
-    from guard.corpora.agentdojo import load_suite_policy
 
     episodes = calibration_episodes(model)
     if len(episodes) < 2:
@@ -175,7 +169,7 @@ def safecommit_replay_study(
     replayed: list[Replayed] = []
     for i, episode in enumerate(episodes, start=1):
         suite = episode.meta.suite
-        guard = guards.get(suite) or guards.setdefault(suite, Guard(load_suite_policy(suite), threshold=math.inf))
+        guard = guards.get(suite) or guards.setdefault(suite, study_guard(suite))
         replayed.append(replay_episode(guard, episode))
         if progress is not None:
             progress(i, len(episodes))
@@ -297,4 +291,4 @@ def format_study(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Proposal", "Replayed", "format_study", "replay_episode", "safecommit_replay_study"]
+__all__ = ["Proposal", "Replayed", "format_study", "replay_episode", "safecommit_replay_study", "study_guard"]

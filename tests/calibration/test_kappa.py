@@ -28,7 +28,7 @@ from guard.records import Episode, EpisodeMeta, Record, Trust, proposal, result,
 from guard.runtime import Guard
 from guard.safecommit.conformal import SmallCalibrationWarning, conformal_rank
 from guard.safecommit.runtime import PolicyCertifier
-from guard.studies.safecommit_agentdojo import format_study, replay_episode
+from guard.studies.safecommit_agentdojo import format_study, replay_episode, study_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "calibration_artifacts" / "safecommit"
@@ -130,7 +130,7 @@ def few_episodes() -> list[Episode]:
 
 def test_the_session_replay_builds_the_same_cases_as_the_calibration(few_episodes: list[Episode]) -> None:
     direct = collect_cases(few_episodes)
-    guards = {s: Guard(load_suite_policy(s), threshold=math.inf) for s in ("banking", "slack")}
+    guards = {s: study_guard(s) for s in ("banking", "slack")}
     replayed = [replay_episode(guards[e.meta.suite], e) for e in few_episodes]
     assert [c for r in replayed for c in r.cases] == direct
     assert {c.truth for c in direct} >= {"unsafe", "legit"}
@@ -305,14 +305,14 @@ def test_kappa_cases_are_the_population_safecommit_certifies() -> None:
 
 
 def test_the_signature_rule_leaves_the_cases_unchanged() -> None:
-    """Catches kappa calibrated on the signatures' wording: the injected proposal the rule escalates at run time is a
-    case all the same, in the calibration and in the session replay the SafeCommit study uses (with the rule's filter
-    back in the calibration, or a replay that skips the rule's stops, the rule-on cases would be empty); the replay
-    keeps it out of the proposals SafeCommit re-decides (it never reaches SafeCommit)."""
+    """Catches kappa or the SafeCommit study computed with the signatures' wording: the injected proposal the rule
+    escalates at run time is a calibration case all the same (with the rule's filter back, the rule-on cases would
+    be empty), and the study's replay lets SafeCommit decide it (with the rule on in ``study_guard``, it would be
+    neither a case nor a proposal of the replay)."""
     policy = load_suite_policy("banking")
     episode, labels = _password_episode()
     off = episode_cases(_without_signature_rule(policy), episode, labels)
     assert len(off) == 1 and episode_cases(policy, episode, labels) == off
-    replayed = replay_episode(Guard(policy, threshold=math.inf), episode)
+    replayed = replay_episode(study_guard("banking"), episode)
     assert replayed.cases == tuple(episode_cases(policy, episode, episode_ledger_labels(episode)))
-    assert len(replayed.cases) == 1 and not replayed.proposals
+    assert len(replayed.cases) == 1 and len(replayed.proposals) == 1
