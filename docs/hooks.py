@@ -135,8 +135,8 @@ def _walk(parser: argparse.ArgumentParser, path: str, help_text: str) -> Iterato
     yield ""
     rows = []
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction | argparse._HelpAction):
-            continue
+        if isinstance(action, argparse._SubParsersAction | argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue  # a hidden option (kept only to refuse it with a clear error) is not documented
         names = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}`"
         choices = f" (one of {', '.join(str(c) for c in action.choices)})" if action.choices else ""
         text = (action.help or "") % {"default": action.default, "prog": parser.prog} if action.help else ""

@@ -106,6 +106,15 @@ class GateState:
     fallback_word: str | None = None
 
 
+def threshold_words(gate: GateState) -> str:
+    """How a refusal names the threshold in force: calibrated only when an artifact set it (a threshold typed
+    by hand, ``Guard(policy, threshold=0.5)``, is not calibrated; after a trip, the fallback artifact's is)."""
+    artifact = gate.fallback_id if gate.tripped else gate.artifact_id
+    if gate.tripped:
+        return "the fallback artifact's calibrated threshold" if artifact else "the fallback threshold"
+    return "the calibrated threshold" if artifact else "the threshold set by hand"
+
+
 @dataclass(frozen=True, slots=True)
 class TripAlarm:
     """A well-formed trip file: the artifact it names (None: every artifact) and the alarm's reason."""
@@ -166,6 +175,11 @@ class Breaker:
     def threshold(self) -> float:
         """The effective threshold."""
         return self._state.threshold
+
+    def threshold_in_force(self) -> tuple[float, str]:
+        """The effective threshold and how a refusal names it (:func:`threshold_words`), from one snapshot."""
+        state = self._state
+        return state.threshold, threshold_words(state)
 
     @property
     def tripped(self) -> bool:

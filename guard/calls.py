@@ -100,8 +100,13 @@ class CallBook:
         changed arguments, or a verdict other than ``execute`` (unless ``shadow`` or approved).
         """
         decision = self.decision(call_id)
-        if decision is None or decision.args is None:
+        if decision is None:
             raise BindingError(f"{where}: no decision for this call; decide it first")
+        if decision.args is None:  # refused before its arguments were read (bad_arguments, an unknown tool, ...)
+            raise BindingError(
+                f"{where}: decided {decision.verdict.value} ({decision.reason.value}) before its arguments could be "
+                "read, so there is no decided copy of them to run"
+            )
         if type(tool) is not str or tool != decision.tool:
             raise BindingError(f"{where}: decided for tool {decision.tool!r}, asked to run another tool")
         if call_id in self._executed or call_id in self._answered:

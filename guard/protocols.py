@@ -64,7 +64,10 @@ class Certifier(Protocol):
 class Escalation(Protocol):
     """The circuit breaker as the gate sees it (:class:`guard.breaker.Breaker`): why a tripped fallback
     escalates a call of ``spec``'s tool (None: it does not); ``risky`` tells whether the call carries
-    private or untrusted provenance (asked only by the ``escalate_risky`` fallback)."""
+    private or untrusted provenance (asked only by the ``escalate_risky`` fallback); ``threshold_in_force``
+    is the threshold and how a refusal names it, read from one snapshot of the gate state."""
+
+    def threshold_in_force(self) -> tuple[float, str]: ...
 
     def escalation(self, spec: ToolSpec | None, risky: Callable[[], bool] | None = None) -> str | None: ...
 

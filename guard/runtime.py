@@ -73,6 +73,8 @@ class Guard:
                 f"policy {policy.name!r}: no threshold given and no calibration artifact loaded; "
                 "pass threshold=... explicitly or use Guard.from_policy with a policy that names an artifact"
             )
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise PolicyError(f"threshold must be a number or ±inf, got {type(threshold).__name__} {threshold!r}")
         if math.isnan(threshold):
             raise PolicyError("threshold must be a number or ±inf, not NaN")
         self._mode = Mode.parse(mode)

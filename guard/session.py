@@ -156,7 +156,13 @@ class Session:
         with self._lock:
             proposal = self._calls.proposals.get(call_id)
             if proposal is None:
-                raise InputError(f"session {self.session_id!r}: result for unknown call id {call_id!r}")
+                decided = self._calls.decision(call_id)
+                raise InputError(
+                    f"session {self.session_id!r}: result for unknown call id {call_id!r}"
+                    if decided is None
+                    else f"session {self.session_id!r}: result for call id {call_id!r}, which was refused "
+                    f"({decided.reason.value}) before it entered the graph"
+                )
             if self._calls.state(call_id) is CallState.ANSWERED:
                 raise InputError(f"session {self.session_id!r}: call id {call_id!r} already has a result")
             trust = stages.result_trust(self.guard.policy, proposal.tool or "")

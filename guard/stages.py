@@ -113,7 +113,8 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     node = extend(session, tool, canon, call_id)
     selected = select(session, node)
     score, features = score_proposal(session, node, selected)
-    threshold = guard.threshold  # read once: a trip by another thread mid-decision cannot mix two thresholds
+    # read once: a trip by another thread mid-decision cannot mix two thresholds
+    threshold, named = guard.breaker.threshold_in_force()
     base = Decision(
         verdict=Verdict.EXECUTE,
         reason=Reason.UNDER_THRESHOLD,
@@ -132,7 +133,7 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
             base,
             verdict=Verdict.ESCALATE,
             reason=Reason.RISK_BUDGET,
-            message=f"risk score {score:.3f} exceeds the calibrated threshold {threshold:.3f}",
+            message=f"risk score {score:.3f} exceeds {named} {threshold:.3f}",
         )
     scorer = guard.scorer  # the signature rule: known attack wording escalates, outside the score
     if isinstance(scorer, WeightedScorer) and scorer.signature_hit(session.graph, node, features):

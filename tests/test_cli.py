@@ -10,6 +10,7 @@ import pytest
 from guard.cli import main
 
 FIXTURE_RUNS = Path(__file__).resolve().parent / "fixtures" / "agentdojo_runs"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -51,6 +52,22 @@ def test_calibrate_alpha_too_small_writes_nothing(tmp_path: Path, capsys: pytest
     argv = ["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.01", "--out", str(out)]
     code, _, err = _run(argv, capsys)
     assert code == 2 and "n" in err and not out.exists()
+
+
+def test_calibrate_refuses_too_small_alpha_before_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Catches a calibration that scores every episode of an AgentDojo corpus before it refuses an α below
+    1/(n+1): the refusal must come first, naming n, with nothing scored and nothing written."""
+    import guard.calibration.jobs as jobs
+
+    def scored(*_: object, **__: object) -> None:
+        raise AssertionError("scored before refusing")
+
+    monkeypatch.setattr(jobs, "calibrate", scored)
+    out = tmp_path / "a.json"
+    code, _, err = _run(["calibrate", "--runs", str(FIXTURE_RUNS), "--alpha", "0.001", "--out", str(out)], capsys)
+    assert code == 2 and "scored before refusing" not in err and "needs at least n=" in err and not out.exists()
 
 
 def test_calibrate_writes_loadable_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -125,3 +142,11 @@ def test_evaluate_workers_identical(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*base, "--workers", "2"]) == 0
     double = json.loads(capsys.readouterr().out)
     assert single["results"] == double["results"]
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_policy_validate_help_after_the_file(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches `policy validate FILE --help` failing with "unrecognized arguments" (argparse leaves a flag
+    after the positional FILE in the remainder): it prints the command's usage and exits 0, validating nothing."""
+    code, out, _ = _run(["policy", "validate", str(ROOT / "policies/examples/mail_agent.yaml"), flag], capsys)
+    assert code == 0 and out.startswith("usage: carbguard policy validate") and "--tools" in out

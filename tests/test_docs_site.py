@@ -45,18 +45,20 @@ def test_policy_reference_covers_the_schema() -> None:
 
 
 def test_cli_reference_covers_every_command_and_option() -> None:
-    """Catches a subcommand or option of the parsers that the generated CLI reference leaves out."""
+    """Catches a subcommand or option of the parsers that the generated CLI reference leaves out, and a hidden
+    option (help suppressed: kept only to refuse it) shown with argparse's ``==SUPPRESS==`` marker as its meaning."""
     import argparse
 
     from guard.cli import build_parser
 
     text = hooks.cli_reference()
+    assert argparse.SUPPRESS not in text
 
     def walk(parser: argparse.ArgumentParser, path: str) -> None:
         assert f"### `{path}`" in text, path
         for action in parser._actions:
             for option in action.option_strings:
-                if option not in ("-h", "--help"):
+                if option not in ("-h", "--help") and action.help != argparse.SUPPRESS:
                     assert f"`{option}`" in text, (path, option)
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():

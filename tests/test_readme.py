@@ -79,6 +79,19 @@ def test_no_lab_notes() -> None:
     assert not found, found
 
 
+def test_no_tracker_citations_in_code_policies_or_tests() -> None:
+    """Catches code, shipped policies, examples or tests that cite a tracker number ("Issue 35:") or a
+    design document's section ("METHOD §3") instead of this repository's own pages."""
+    pattern = re.compile(r"(?i:\bissue \d+|\btracker item\b)|METHOD §|ARCHITECTURE\.md")
+    folders = ("guard", "adapters", "examples", "policies", "tests", "benchmarks")
+    files = [f for d in folders for ext in ("*.py", "*.yaml", "*.toml") for f in sorted((ROOT / d).rglob(ext))]
+    checkers = {Path(__file__).resolve(), ROOT / "tests" / "test_docs_site.py"}  # tests that plant such a pointer
+    files = [f for f in files if f.resolve() not in checkers]
+    assert len(files) > 100
+    found = [f"{f.relative_to(ROOT)}: {m.group(0)}" for f in files for m in pattern.finditer(f.read_text("utf-8"))]
+    assert not found, found
+
+
 def test_readme_paths_are_relative_to_the_root() -> None:
     """Catches a README that names files which do not exist in the repository (typos in paths)."""
     names = set(re.findall(r"`((?:policies|examples|tests|docs|guard)/[\w./-]+)`", TEXT))

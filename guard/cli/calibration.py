@@ -63,10 +63,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         check_group_by(key, agentdojo=not own, rule=args.rule, fit_scorer=args.fit_scorer)
     corpus = corpus_from_args(args)
     key = _feasible_key(corpus, key, args.alpha, explicit=args.group_by is not None)
-    if corpus.policy_of is not None:
-        from guard.calibration.jobs import check_alpha_feasible
+    from guard.calibration.jobs import check_alpha_feasible
 
-        check_alpha_feasible(corpus, [args.alpha])
+    check_alpha_feasible(corpus, [args.alpha])  # before any scoring: a too-small α fails in a second, not minutes
     if args.fit_scorer and corpus.policy_of is not None:
         raise GuardError("--fit-scorer works on AgentDojo corpora (--runs, --corpus) only, not on --episodes")
     if args.fit_scorer:

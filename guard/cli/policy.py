@@ -73,6 +73,10 @@ def _policy_validate(args: argparse.Namespace) -> int:
     from guard.policy.defaults import policy_warnings
     from guard.policy.tools import check_tools
 
+    cut = args.rest.index("--") if "--" in args.rest else len(args.rest)
+    if {"-h", "--help"} & set(args.rest[:cut]):  # after FILE, argparse leaves the help flag in REMAINDER
+        args.print_help()
+        return 0
     _split_rest(args)
     logging.getLogger("guard.policy").disabled = True  # printed below, once, instead of logged at load
     try:
@@ -151,7 +155,7 @@ def register(sub: Any) -> None:
     validate.add_argument("file", help="the policy file (YAML, TOML or JSON)")
     validate.add_argument("--tools", help="cross-check against " + TOOLS_HELP)
     validate.add_argument("rest", nargs=argparse.REMAINDER, help="[--tools SOURCE] [-- server command (--tools mcp)]")
-    validate.set_defaults(func=_policy_validate)
+    validate.set_defaults(func=_policy_validate, print_help=validate.print_help)
     policy.add_parser("schema", help="print the JSON Schema of policy files").set_defaults(func=_policy_schema)
     init = policy.add_parser("init", help="write a policy skeleton from the agent's tool schemas")
     init.add_argument("--from-langchain", metavar="MODULE:ATTR", help="a LangChain tool or list of tools")

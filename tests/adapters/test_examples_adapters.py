@@ -41,15 +41,22 @@ def test_langchain_agent_blocks_the_send_and_lets_benign_calls_through(capsys: p
     assert "carbguard did not run `send_email`" in capsys.readouterr().out
 
 
-def test_custom_loop_shadow_runs_everything_and_decides_as_enforcing(capsys: pytest.CaptureFixture[str]) -> None:
+def test_custom_loop_shadow_runs_everything_and_decides_as_enforcing(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     """custom_loop.py in shadow mode: the leak runs as without a guard; every verdict equals the enforcing run's,
     and the printout says which refused calls ran anyway (catches a shadow printout identical to enforce mode's,
-    where nothing shows that the refused send was sent)."""
+    where nothing shows that the refused send was sent, and a decided call reported as "no decision for this
+    call" or as an unknown call id when shadow mode runs it unbound)."""
     module = load("custom_loop.py")
     enforced = module["main"]("enforce")
     enforced_out = capsys.readouterr().out.splitlines()
     shadowed = module["main"]("shadow")
     shadow_out = capsys.readouterr().out.splitlines()
+    reported = caplog.text  # the flow reports through logging
+    # the unreadable call was decided (bad_arguments): never reported as undecided or unknown
+    assert "no decision for this call" not in reported and "unknown call id" not in reported
+    assert "before its arguments could be read" in reported
     results = {m["tool_call_id"]: m["content"] for m in shadowed if m["role"] == "tool"}
     assert results["call_4"] == "sent to compliance@audit-desk.net"
     assert enforced_out[0] == "mode: enforce" and shadow_out[0].startswith("mode: shadow (")

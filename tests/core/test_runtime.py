@@ -137,7 +137,20 @@ def test_leak_is_escalated(guard: Guard, leak_session: Callable[[Guard], Session
     assert (decision.verdict, decision.reason) == (Verdict.ESCALATE, Reason.RISK_BUDGET)
     assert decision.score == pytest.approx(0.70)
     assert decision.selected == (2, 5)
-    assert "exceeds the calibrated threshold 0.500" in decision.message
+    assert "exceeds the threshold set by hand 0.500" in decision.message
+
+
+@pytest.mark.parametrize(
+    ("artifact_id", "words"), [(None, "the threshold set by hand"), ("pooled-a0.10", "the calibrated threshold")]
+)
+def test_a_refusal_calls_a_threshold_calibrated_only_when_an_artifact_set_it(
+    small_policy: Policy, leak_session: Callable[[Guard], Session], artifact_id: str | None, words: str
+) -> None:
+    """Catches a refusal that calls a threshold typed by hand (``Guard(policy, threshold=0.5)``, no artifact)
+    "the calibrated threshold", or one that stops calling an artifact's threshold calibrated."""
+    guard = Guard(small_policy, threshold=0.5, artifact_id=artifact_id)
+    decision = leak_session(guard).decide(*LEAK, "c4")
+    assert decision.reason is Reason.RISK_BUDGET and f"exceeds {words} 0.500" in decision.message
 
 
 def test_public_email_executes(guard: Guard, leak_session: Callable[[Guard], Session]) -> None:
@@ -373,3 +386,13 @@ def test_decide_never_raises_or_executes_on_malformed_input(
     assert len(s.graph) == 1
     assert len(audit.entries) == 2
     assert audit.entries[1]["error"] is None
+
+
+@pytest.mark.parametrize("threshold", ["0.5", True, None, [0.5], float("nan")])
+def test_a_threshold_that_is_not_a_number_is_a_clear_policy_error(small_policy: Policy, threshold: Any) -> None:
+    """Catches ``Guard(policy, threshold="0.5")`` raising a bare TypeError from ``math.isnan`` (or a bool read
+    as 1.0): every non-number is a PolicyError that names what was given."""
+    from guard.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="threshold"):
+        Guard(small_policy, threshold=threshold)

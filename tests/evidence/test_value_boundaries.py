@@ -1,6 +1,6 @@
 """A structured value ends where its grammar ends: a neighbouring word or punctuation mark is never part of it.
 
-Issue 35: an IBAN written without spaces and followed by a short word ("... today", "... from May") was read
+An IBAN written without spaces and followed by a short word ("... today", "... from May") was read
 with the word attached; its checksum then failed and the IBAN was dropped, so a private IBAN in a sentence
 made no edge, and two IBANs of one branch linked through their shared digits.  A value used as a file name
 in a URL path (``/upload/ID.csv``) was hidden by the file name around it.  Each property below plants a

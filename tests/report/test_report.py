@@ -158,7 +158,7 @@ def test_episode_report_matches_replay(leak_guard: Guard) -> None:
     stop = next(k for k, d in enumerate(decisions) if d.verdict is not Verdict.EXECUTE)
     assert decisions[stop].tool == "send_email" and decisions[stop].reason is Reason.RISK_BUDGET
     assert data["initial"] == stop
-    assert "risk score" in html and "exceeds the calibrated threshold" in html
+    assert "risk score" in html and "exceeds the threshold set by hand" in html
 
 
 def test_path_runs_from_private_source_to_sink(leak_guard: Guard) -> None:

@@ -106,7 +106,7 @@ def test_graph_and_refused_decision_are_rendered(opened: Opened) -> None:
     assert detail.count() == 1
     text = detail.inner_text()
     assert "send_email" in text and "escalate" in text and "risk_budget" in text
-    assert "exceeds the calibrated threshold" in text
+    assert "exceeds the threshold set by hand" in text
     assert page.locator("#ep-0 button.dec.active").inner_text().startswith("escalate")
     assert page.locator("#ep-0 .node.cur").get_attribute("data-index") == "9"
     assert opened.errors == [] and opened.outside == []
