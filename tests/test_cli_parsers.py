@@ -281,3 +281,17 @@ def test_an_mcp_server_that_does_not_start_is_one_line_and_exit_2(
     assert main(["policy", "init", "--from-mcp", "--", missing]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("carbguard: error: MCP server") and missing in err[0], err
+
+
+def test_kappa_hint_names_the_artifact_relative_to_the_policy_folder(tmp_path: Path) -> None:
+    """Catches `safecommit calibrate` printing the κ path as given on the command line (relative to the working
+    directory) while calling it relative to the policy file: pasted into a policy in another folder, it names
+    nothing."""
+    from guard.cli.studies import kappa_hint
+
+    policy = tmp_path / "deploy" / "policy.yaml"
+    out = tmp_path / "artifacts" / "kappa.json"
+    hint = kappa_hint(out, policy, 0.1)
+    assert hint.endswith("safecommit: {alpha: 0.1, kappa: {artifact: ../artifacts/kappa.json}}")
+    assert (policy.parent / "../artifacts/kappa.json").resolve() == out.resolve()
+    assert kappa_hint(tmp_path / "deploy" / "k.json", policy, 0.05).endswith("{artifact: k.json}}")

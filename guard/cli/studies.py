@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
+from pathlib import Path
 from typing import Any
 
 from guard.cli._common import add_json, add_out, emit
@@ -78,9 +80,17 @@ def _calibrate_own(args: argparse.Namespace) -> int:
     )
     print(json.dumps(body, indent=1, sort_keys=True) if args.json else own_summary(body))
     if args.out is not None and not args.json:
-        use = f"safecommit: {{alpha: {body['alpha']}, kappa: {{artifact: {args.out}}}}}"
-        print(f"wrote {args.out}; point the policy at it (path relative to the policy file): {use}")
+        print(kappa_hint(args.out, args.policy, body["alpha"]))
     return 0
+
+
+def kappa_hint(out: str | Path, policy: str | Path, alpha: float) -> str:
+    """Where the κ artifact was written and the policy line that names it, its path relative to the policy's
+    folder (the policy reads paths relative to itself, not to the working directory)."""
+    target, folder = Path(out).resolve(), Path(policy).resolve().parent
+    relative = Path(os.path.relpath(target, folder)).as_posix()
+    use = f"safecommit: {{alpha: {alpha}, kappa: {{artifact: {relative}}}}}"
+    return f"wrote {out}; point {policy} at it (the path is relative to the policy file's folder): {use}"
 
 
 def register(sub: Any) -> None:
