@@ -11,7 +11,10 @@ rewrites the text between them from the code (``tests/test_docs_site.py`` fails 
   scorer feature, its group, default weight, meaning and computing function, from ``guard/features.py``;
 - ``<!-- generated: cli-reference -->`` … ``<!-- /generated: cli-reference -->`` (``docs/cli.md``): the
   command-line reference, walked from the argparse tree of ``guard.cli.build_parser()`` (every command,
-  option and help text).
+  option and help text);
+- ``<!-- generated: api-signatures -->`` … ``<!-- /generated: api-signatures -->`` (``docs/api.md``, inside its
+  Markdown-only note): every object of the page's ``:::`` directives with its signature and docstring summary,
+  so the API reference reads as Markdown too (the site renders the docstrings themselves).
 
 ``python docs/hooks.py --check`` only reports the stale pages (exit code 1).  At build time the hooks
 leave the generated text as committed (a stale block is a build warning, so ``--strict`` fails) and:
@@ -181,7 +184,88 @@ def feature_table() -> str:
 
 # --------------------------------------------------------------------------- committed blocks
 
-GENERATORS = {"policy-reference": policy_reference, "cli-reference": cli_reference, "feature-table": feature_table}
+
+def _signature(obj: Any, name: str) -> str:
+    """``name(params) -> ret`` as the code declares it (annotations as written; no memory addresses)."""
+    import inspect
+
+    try:
+        text = f"{name}{inspect.signature(obj)}"
+    except (TypeError, ValueError):
+        text = name
+    text = re.sub(r"(: |-> )'([^']*)'", r"\1\2", text)  # annotations as written, not as strings
+    text = re.sub(r"\((?:self|cls)(?:, |\))", lambda m: "(" if m.group(0).endswith(" ") else "()", text)
+    return re.sub(r" at 0x[0-9a-f]+", "", text)
+
+
+def _summary(obj: Any) -> str:
+    """The first paragraph of ``obj``'s docstring, on one line."""
+    import inspect
+
+    doc = inspect.getdoc(obj) or ""
+    return " ".join(doc.split("\n\n", 1)[0].split())
+
+
+def _members(obj: Any) -> list[tuple[str, Any]]:
+    """A class's public methods and properties, or a module's public names (``__all__``), in source order."""
+    import inspect
+
+    if inspect.ismodule(obj):
+        names = list(getattr(obj, "__all__", ()))
+        return [(n, getattr(obj, n)) for n in names if not isinstance(getattr(obj, n), str | int | float | tuple)]
+    own = [(n, v) for n, v in vars(obj).items() if not n.startswith("_")]  # the class line shows __init__'s
+    return [(n, v) for n, v in own if callable(v) or isinstance(v, property | classmethod | staticmethod)]
+
+
+def _entry(name: str, obj: Any, depth: int) -> Iterator[str]:
+    import inspect
+
+    indent = "  " * depth
+    if isinstance(obj, property):
+        yield f"{indent}- `{name}` (property): {_cell(_summary(obj))}"
+        return
+    target = obj.__func__ if isinstance(obj, classmethod | staticmethod) else obj
+    if inspect.isclass(target):
+        yield f"{indent}- `class {_signature(target, name)}`: {_cell(_summary(target))}"
+        if depth == 0:
+            for member, value in _members(target):
+                yield from _entry(member, value, depth + 1)
+        return
+    yield f"{indent}- `{_signature(target, name)}`: {_cell(_summary(target))}"
+
+
+def api_signatures() -> str:
+    """Every object of ``docs/api.md``'s ``:::`` directives with its signature and summary, as Markdown (read on
+    GitHub or in an editor; the built site renders the same docstrings with mkdocstrings)."""
+    import importlib
+
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    lines: list[str] = []
+    for target in re.findall(r"^::: ([\w.]+)$", text, flags=re.MULTILINE):
+        module_name, obj = target, None
+        for cut in range(target.count(".") + 1):
+            module_name = target.rsplit(".", cut)[0]
+            try:
+                obj = importlib.import_module(module_name)
+            except ModuleNotFoundError:
+                continue
+            for attr in target.removeprefix(module_name).strip(".").split(".") if cut else ():
+                obj = getattr(obj, attr)
+            break
+        lines += [f"#### `{target}`", ""]
+        members = _members(obj) if cut == 0 else [(target.rsplit(".", 1)[-1], obj)]
+        for name, value in members:
+            lines += list(_entry(name, value, 0))
+        lines.append("")
+    return "\n".join(lines)
+
+
+GENERATORS = {
+    "policy-reference": policy_reference,
+    "cli-reference": cli_reference,
+    "feature-table": feature_table,
+    "api-signatures": api_signatures,
+}
 
 
 class StaleMarkersError(ValueError):

@@ -265,3 +265,16 @@ def test_fence_marks_are_dropped_so_the_fence_renders_as_code() -> None:
     assert hooks.plain_fences(page) == "Install:\n\n```bash\npip install x\n```\n\n~~~python\nprint(1)\n~~~\n"
     assert hooks.expand(page) == hooks.plain_fences(page)
     assert hooks.plain_fences("```bash\nx\n```\n") == "```bash\nx\n```\n"  # an unmarked fence is kept
+
+
+def test_api_page_reads_as_markdown_with_signatures() -> None:
+    """Catches an API page whose raw Markdown holds only ``:::`` directives (a reader on GitHub had to open
+    guard/runtime.py for ``Guard.from_policy``'s signature), and signature text leaking into the built site,
+    where mkdocstrings renders the same docstrings."""
+    text = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    note = hooks.MARKDOWN_ONLY.search(text)
+    assert note is not None
+    for signature in ("from_policy(path: str | Path, *, audit:", "decide(tool: str, args: Any, call_id: str)"):
+        assert signature in note.group(0), signature
+    assert "<!-- generated: api-signatures -->" in note.group(0)
+    assert "from_policy(path: str | Path" not in hooks.expand(text)
