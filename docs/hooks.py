@@ -14,7 +14,9 @@ rewrites the text between them from the code (``tests/test_docs_site.py`` fails 
   option and help text);
 - ``<!-- generated: api-signatures -->`` … ``<!-- /generated: api-signatures -->`` (``docs/api.md``, inside its
   Markdown-only note): every object of the page's ``:::`` directives with its signature and docstring summary,
-  so the API reference reads as Markdown too (the site renders the docstrings themselves).
+  so the API reference reads as Markdown too (the site renders the docstrings themselves);
+- ``<!-- generated: init-guesses -->`` … ``<!-- /generated: init-guesses -->`` (``docs/policy.md``): what
+  ``carbguard policy init`` guesses for the tool sets of ``examples/policy_init/toolsets.json``.
 
 ``python docs/hooks.py --check`` only reports the stale pages (exit code 1).  At build time the hooks
 leave the generated text as committed (a stale block is a build warning, so ``--strict`` fails) and:
@@ -260,11 +262,44 @@ def api_signatures() -> str:
     return "\n".join(lines)
 
 
+def init_guesses() -> str:
+    """What ``carbguard policy init`` guesses for the three tool sets of ``examples/policy_init/toolsets.json``."""
+    import yaml
+
+    from guard.policy.skeleton import skeleton_yaml
+    from guard.policy.tools import from_openai_tools
+
+    sets = json.loads((ROOT / "examples" / "policy_init" / "toolsets.json").read_text(encoding="utf-8"))
+    lines: list[str] = []
+    for name, tools in sets.items():
+        if name.startswith("_"):
+            continue
+        written = yaml.safe_load(skeleton_yaml(from_openai_tools(tools), "example", name))["tools"]
+        lines += [
+            f"**{name}**",
+            "",
+            "| tool | kind | effect | severity | identifier arguments |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for tool in tools:
+            tool_name = tool["function"]["name"]
+            spec = written.get(tool_name)
+            if spec is None:
+                lines.append(f"| `{tool_name}` | left out (unclear: its calls escalate) | | | |")
+                continue
+            kind = spec["kind"] if isinstance(spec["kind"], str) else "[" + ", ".join(spec["kind"]) + "]"
+            ids = ", ".join(f"`{a}`" for a in spec.get("identifier_args", ())) or "none"
+            lines.append(f"| `{tool_name}` | `{kind}` | {spec['effect']} | {spec['severity']} | {ids} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 GENERATORS = {
     "policy-reference": policy_reference,
     "cli-reference": cli_reference,
     "feature-table": feature_table,
     "api-signatures": api_signatures,
+    "init-guesses": init_guesses,
 }
 
 

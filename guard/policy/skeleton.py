@@ -37,7 +37,8 @@ def _set(words: str) -> frozenset[str]:
 
 _SINK_WORDS = _set(
     "send post forward upload pay transfer wire publish share invite tweet submit notify reply "
-    "broadcast dispatch push webhook kill terminate revoke cancel deploy exec execute run shell eval"
+    "broadcast dispatch push webhook kill terminate revoke cancel deploy exec execute run shell eval "
+    "refund reimburse charge payout withdraw purchase buy checkout"
 )
 # deletes change state the user owns and send nothing out: the ledger models them as ``kind: other`` with an
 # irreversible effect (docs/ledger.md, the ``destructive`` category), so a delete's path is never read as a
@@ -47,7 +48,8 @@ _DELETE_WORDS = _set("delete remove drop erase purge wipe destroy unlink rm rmdi
 # which describe data ("messages sent to you", "files shared with me")
 _DESC_SINK_WORDS = _set(
     "send sends sending post posts posting forward forwards forwarding upload uploads uploading pay pays paying "
-    "transfer transfers transferring publish publishes publishing share shares sharing"
+    "transfer transfers transferring publish publishes publishing share shares sharing "
+    "refund refunds refunding charge charges charging"
 )
 _DESC_DELETE_WORDS = _set("delete deletes deleting remove removes removing erase erases erasing")
 _DESC_WRITE_WORDS = _set("write writes writing")
@@ -59,22 +61,43 @@ _READ_WORDS = _set(
     "read get list search find lookup look query show view fetch describe count browse visit download "
     "load retrieve scrape crawl http"
 )
+# a read verb anywhere in the name reads (``crm_lookup``, ``order_search``) when nothing in it writes or sends
+_ANY_READ_WORDS = _set("lookup search query retrieve fetch get list read find")
+# text that third parties write: in a tool's name, or (a narrower list) in its description; a description that
+# merely names a field ("by e-mail address", "the page number") says nothing about who wrote the results
 _UNTRUSTED_WORDS = _set(
     "inbox email emails mail mails message messages web webpage website url page pages fetch browse comment "
-    "comments review reviews feed news chat post posts tweet tweets forum internet online http scrape crawl"
+    "comments review reviews feed news chat post posts tweet tweets forum internet online http scrape crawl "
+    "ticket tickets feedback complaint complaints conversation conversations"
 )
-_PUBLIC_WORDS = _set("public doc docs documentation wiki weather time clock calculator calculate")
-_PRIVATE_WORDS = _set("private personal secret internal account accounts user users customer customers")
+_DESC_UNTRUSTED_WORDS = _set(
+    "inbox messages webpage website websites internet forum comments reviews feed news chat tweets feedback "
+    "complaint complaints conversation conversations ticket tickets written writes"
+)
+_PUBLIC_WORDS = _set(
+    "public doc docs documentation wiki weather time clock calculator calculate help faq faqs article articles kb"
+)
+# records that belong to someone: customers, orders, accounts (private, whatever else the results are)
+_PRIVATE_WORDS = _set(
+    "private personal secret internal confidential account accounts user users customer customers crm client "
+    "clients order orders profile profiles record records patient patients invoice invoices billing contact "
+    "contacts employee employees ticket tickets payment payments transaction transactions subscription "
+    "subscriptions"
+)
 # a URL fetch by name (``web_fetch``, ``open_page``, ``fetch_url``): a fetch verb anywhere in the name with a web
 # object; it is a read whose URL carries data out (docs/integrations/mcp.md: a sink that is also a source)
 _FETCH_VERBS = _set("fetch browse download visit scrape crawl http https open get load retrieve read view")
 _WEB_WORDS = _set("web webpage webpages website websites url urls uri uris http https html page pages")
 _URL_ARG_WORDS = _set("url urls uri uris link links href endpoint webhook website")
 _IDENT = re.compile(
-    r"(^|_)(to|cc|bcc|recipients?|email|address|url|uri|link|id|ids|name|path|file|filename|account|iban|user|"
-    r"username|channel|phone|number|key|target|dest|destination|host|domain)(_|$)",
+    r"(^|_)(to|cc|bcc|recipients?|email|url|uri|link|id|ids|name|path|file|filename|account|iban|user|"
+    r"username|channel|phone|number|key|target|dest|destination|host|domain)(_|$)|(^|_)e?mail_?address(_|$)",
     re.I,
 )
+# a bare ``address`` names a destination only on a tool that mails or messages; elsewhere (``change_address``,
+# ``shipping_address``) it is a postal address: data, not where the data goes
+_ADDRESS = re.compile(r"(^|_)address(_|$)", re.I)
+_MAIL_WORDS = _set("mail email emails message messages sms text notify contact")
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 
 
@@ -92,17 +115,29 @@ class _Guess:
     suggestion: dict[str, Any] | None = None
 
 
-def _source_kind(tool: ToolSchema, names: set[str], words: set[str]) -> tuple[str, str]:
-    """The source kind of a read; a description may make it untrusted or private, never public."""
-    if tool.open_world is True or words & _UNTRUSTED_WORDS:
+def _source_kind(tool: ToolSchema, names: set[str], desc: set[str]) -> tuple[str | list[str], str]:
+    """The source kind of a read; a description may make it untrusted or private, never public.
+
+    Records that belong to someone (customers, orders, accounts, tickets) are private; text third parties
+    write (an inbox, a web page, a ticket's message) is untrusted; both at once (a customer's ticket) is
+    ``[private_source, untrusted_source]``.
+    """
+    words = names | desc
+    third_party = tool.open_world is True or bool(names & _UNTRUSTED_WORDS or desc & _DESC_UNTRUSTED_WORDS)
+    private = bool(words & _PRIVATE_WORDS)
+    if third_party and private:
+        return ["private_source", "untrusted_source"], "it reads records that belong to someone, written by them"
+    if third_party:
         return "untrusted_source", "it reads text that third parties may write"
-    if names & _PUBLIC_WORDS and not words & _PRIVATE_WORDS:
+    if private:
+        return "private_source", "it reads records that belong to someone (customers, orders, accounts)"
+    if names & _PUBLIC_WORDS:
         return "public_source", "it reads public information"
     return "private_source", "a read with no other sign: assumed private (the safe side)"
 
 
-def _roles(args: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
-    identifiers = [a for a in args if _IDENT.search(a)]
+def _roles(args: Sequence[str], kind: str, mails: bool = False) -> tuple[list[str], list[str]]:
+    identifiers = [a for a in args if _IDENT.search(a) or (mails and _ADDRESS.search(a))]
     if kind == "sink":
         return list(args), identifiers
     if kind == "other":
@@ -110,11 +145,25 @@ def _roles(args: Sequence[str], kind: str) -> tuple[list[str], list[str]]:
     return [], identifiers
 
 
-def _spec(kind: str, effect: str, severity: int, args: Sequence[str], also: str | None = None) -> dict[str, Any]:
-    payload, identifiers = _roles(args, kind)
-    spec: dict[str, Any] = {"kind": kind, "effect": effect, "severity": severity}
-    if also is not None:
-        spec["also_source"] = also
+def _spec(
+    kind: str | list[str],
+    effect: str,
+    severity: int,
+    args: Sequence[str],
+    also: str | list[str] | None = None,
+    *,
+    mails: bool = False,
+) -> dict[str, Any]:
+    """One tool's entry; a sink whose results are also read is written ``kind: [sink, <source kinds>]``."""
+    payload, identifiers = _roles(args, kind if isinstance(kind, str) else "source", mails)
+    also_kinds = [] if also is None else [also] if isinstance(also, str) else list(also)
+    kinds = [kind] if isinstance(kind, str) else list(kind)
+    kinds += also_kinds
+    spec: dict[str, Any] = {
+        "kind": _Kinds(kinds) if len(kinds) > 1 else kinds[0],
+        "effect": effect,
+        "severity": severity,
+    }
     if payload:
         spec["payload_args"] = payload
     if identifiers:
@@ -131,11 +180,18 @@ def _guess(tool: ToolSchema) -> _Guess:
     url_args = [a for a in args if set(_words(a)) & _URL_ARG_WORDS]
     writes = bool(names & _WRITE_WORDS)
     fetch = bool(names & _FETCH_VERBS and names & _WEB_WORDS) and not writes
-    reads = (bool(name_words) and name_words[0] in _READ_WORDS) or name_words[:2] == ["look", "up"] or fetch
+    acts = bool(names & (_SINK_WORDS | _DELETE_WORDS))
+    reads = (
+        (bool(name_words) and name_words[0] in _READ_WORDS)
+        or name_words[:2] == ["look", "up"]
+        or fetch
+        or (bool(names & _ANY_READ_WORDS) and not writes and not acts)
+    )
+    mails = bool(names & _MAIL_WORDS)
     desc_sink = bool(desc & _DESC_SINK_WORDS)
     desc_delete = bool(desc & _DESC_DELETE_WORDS)
     if names & _SINK_WORDS:
-        return _Guess(_spec("sink", "irreversible", 3, args), "its name says it acts outside the agent")
+        return _Guess(_spec("sink", "irreversible", 3, args, mails=mails), "its name says it acts outside the agent")
     if names & _DELETE_WORDS:
         return _Guess(_spec("other", "irreversible", 3, args), _DELETE_WHY)
     if tool.destructive is True:
@@ -149,7 +205,7 @@ def _guess(tool: ToolSchema) -> _Guess:
             return _Guess(_spec("other", "irreversible", 3, args), _DELETE_WHY_DESC)
         return _Guess(_spec("other", "reversible", 1, args), "it changes state the user owns and sends nothing out")
     elif reads:
-        source, why = _source_kind(tool, names, names | desc)
+        source, why = _source_kind(tool, names, desc)
         if desc_sink or desc_delete:  # a read that deletes stays a sink: only a sink's results can be a source
             spec = _spec("sink", "irreversible", 3, args, source)
             return _Guess(spec, f"its description says it sends or deletes; its results: {why}")
@@ -183,7 +239,16 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=None if plain else '"')
 
 
+class _Kinds(list[str]):
+    """A list of kinds, written on the ``kind:`` line itself (``kind: [sink, untrusted_source]``)."""
+
+
+def _represent_kinds(dumper: yaml.SafeDumper, value: _Kinds) -> yaml.SequenceNode:
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", list(value), flow_style=True)
+
+
 _SkeletonDumper.add_representer(str, _represent_str)
+_SkeletonDumper.add_representer(_Kinds, _represent_kinds)
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
 
@@ -289,12 +354,11 @@ def skeleton_yaml(tools: Sequence[ToolSchema], name: str, source: str) -> str:
     return text
 
 
-_GUESSED_LINE = re.compile(r"(?:    |  : )(kind|effect|severity|also_source): [a-z0-9_]+")
+_GUESSED_LINE = re.compile(r"(?:    |  : )(kind|effect|severity): (?:[a-z0-9_]+|\[[a-z_, ]+\])$")
 _NOTES = {
-    "kind": "guessed (private_source, public_source, untrusted_source, sink or other)",
+    "kind": "guessed: a source kind, sink, other, or a list of them (docs/policy.md#kind)",
     "effect": "guessed from the kind and name",
     "severity": "0 harmless .. 3 severe",
-    "also_source": "a sink whose results are also read (a fetch: its URL carries data out)",
 }
 
 

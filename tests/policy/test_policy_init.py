@@ -98,12 +98,12 @@ def test_skeleton_lists_every_tool_with_checked_guesses_and_validates(tmp_path: 
     assert main(["policy", "init", "--from-openai-tools", str(_tools_file(tmp_path)), "--out", str(out)]) == 0
     policy = load_policy(out)
     assert list(policy.tools) == ["get_balance", "send_message", "read_webpage", "update_note"]
-    kinds = {name: (spec.kind.value, spec.effect.value) for name, spec in policy.tools.items()}
+    kinds = {name: (sorted(k.value for k in spec.kinds), spec.effect.value) for name, spec in policy.tools.items()}
     assert kinds == {
-        "get_balance": ("private_source", "none"),
-        "send_message": ("sink", "irreversible"),
-        "read_webpage": ("sink", "none"),  # a fetch: its URL carries data out
-        "update_note": ("other", "reversible"),
+        "get_balance": (["private_source"], "none"),
+        "send_message": (["sink"], "irreversible"),
+        "read_webpage": (["sink", "untrusted_source"], "none"),  # a fetch: its URL carries data out
+        "update_note": (["other"], "reversible"),
     }
     assert policy.tools["read_webpage"].source_kind.value == "untrusted_source"
     send = policy.tools["send_message"]
@@ -328,7 +328,20 @@ def _kinds(schemas: list[ToolSchema]) -> dict[str, tuple[str, str, int, str | No
     import yaml
 
     data = yaml.safe_load(skeleton_yaml(schemas, "t", "test"))
-    return {n: (s["kind"], s["effect"], s["severity"], s.get("also_source")) for n, s in data["tools"].items()}
+    return {n: (*_kind(s), s["effect"], s["severity"], *_also(s)) for n, s in data["tools"].items()}  # type: ignore[misc]
+
+
+def _kind(spec: dict[str, Any]) -> tuple[str]:
+    """The first kind of an entry (a sink that is also a source is written ``kind: [sink, <source kind>]``)."""
+    kind = spec["kind"]
+    return (kind[0] if isinstance(kind, list) else kind,)
+
+
+def _also(spec: dict[str, Any]) -> tuple[str | None]:
+    """The source kind a sink's results also are (the second kind of a list), or None."""
+    kind = spec["kind"]
+    assert "also_source" not in spec  # the older spelling is never written
+    return (kind[1] if isinstance(kind, list) and len(kind) == 2 else None,)
 
 
 SAFE_HINTS = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False, "idempotentHint": True}
@@ -365,7 +378,8 @@ def test_hints_add_caution_to_reads() -> None:
 
     assert one("get_record", {"readOnlyHint": False}) == ("sink", "reversible", 2, "private_source")
     assert one("get_record", {"destructiveHint": True}) == ("sink", "irreversible", 3, None)
-    assert one("get_record", {"openWorldHint": True}) == ("untrusted_source", "none", 0, None)
+    # a record belongs to someone (private); the open-world hint adds that third parties write it
+    assert one("get_record", {"openWorldHint": True}) == ("private_source", "none", 0, "untrusted_source")
     assert one("get_record", {"readOnlyHint": True}) == ("private_source", "none", 0, None)
 
 
@@ -384,7 +398,7 @@ def test_a_fetch_with_a_url_is_source_and_sink(fmt: str) -> None:
     schemas = _schemas(fmt, [("get_webpage", "Fetch a web page.", ["url"]), ("search_news", "", ["query"])], SAFE_HINTS)
     policy = parse_policy(yaml.safe_load(skeleton_yaml(schemas, "t", "test")))
     page = policy.tools["get_webpage"]
-    assert (page.kind.value, page.source_kind.value, page.payload_args) == ("sink", "untrusted_source", ("url",))
+    assert (page.is_sink, page.source_kind.value, page.payload_args) == (True, "untrusted_source", ("url",))
     assert page.certified and "url" in page.identifier_args
     assert policy.tools["search_news"].kind.value == "untrusted_source"
 
@@ -498,7 +512,8 @@ def test_every_url_fetch_is_written_as_a_sink_that_is_also_a_source(fmt: str, na
     policy = parse_policy(yaml.safe_load(skeleton_yaml(schemas, "t", "test")))
     assert list(policy.tools) == [name]
     spec = policy.tools[name]
-    assert spec.kind.value == "sink" and spec.also_source is not None and spec.payload_args == ("url",)
+    assert spec.is_sink and spec.source_kinds and spec.payload_args == ("url",)
+    assert spec.also_source is None  # written in the list spelling, kind: [sink, <source kind>]
     assert spec.certified
 
 
@@ -507,8 +522,7 @@ def test_a_fetch_named_for_the_web_without_an_argument_schema_is_still_a_sink() 
     import yaml
 
     data = yaml.safe_load(skeleton_yaml([ToolSchema("web_fetch", "", None)], "t", "test"))
-    assert data["tools"]["web_fetch"]["kind"] == "sink"
-    assert data["tools"]["web_fetch"]["also_source"] == "untrusted_source"
+    assert data["tools"]["web_fetch"]["kind"] == ["sink", "untrusted_source"]
 
 
 @pytest.mark.parametrize("fmt", ["mcp", "openai", "langchain"])
@@ -568,5 +582,43 @@ def test_every_tool_of_the_source_appears_in_the_skeleton(tmp_path: Path) -> Non
     assert set(suggested) == {"frobnicate", "get_or_create_user", "zap"}
     for spec in suggested.values():
         tool = ToolSpec.model_validate(spec)
-        assert (tool.kind.value, tool.effect.value, tool.severity) == ("sink", "irreversible", 3)
+        assert (tool.is_sink, tool.effect.value, tool.severity) == (True, "irreversible", 3)
         assert tool.source_kind.value == "untrusted_source"
+
+
+# ----------------------------------------------------------------------------- records that belong to someone
+
+TOOLSETS = Path(__file__).resolve().parents[2] / "examples" / "policy_init" / "toolsets.json"
+
+
+@pytest.mark.parametrize(
+    ("toolset", "tool", "kinds", "effect", "identifiers"),
+    [
+        ("e-commerce support", "crm_lookup", ["private_source"], "none", ["email"]),
+        ("e-commerce support", "get_order", ["private_source"], "none", ["order_id"]),
+        ("e-commerce support", "read_ticket", ["private_source", "untrusted_source"], "none", ["ticket_id"]),
+        ("e-commerce support", "fetch_url", ["sink", "untrusted_source"], "none", ["url"]),
+        ("e-commerce support", "issue_refund", ["sink"], "irreversible", ["order_id"]),
+        ("e-commerce support", "change_address", ["other"], "reversible", ["order_id"]),
+        ("e-commerce support", "send_email", ["sink"], "irreversible", ["address"]),
+        ("clinic front desk", "read_patient_messages", ["private_source", "untrusted_source"], "none", ["patient_id"]),
+        ("clinic front desk", "charge_card", ["sink"], "irreversible", ["patient_id"]),
+        ("finance back office", "vendor_search", ["private_source"], "none", []),
+        ("finance back office", "pay_invoice", ["sink"], "irreversible", ["iban"]),
+    ],
+)
+def test_records_tickets_and_refunds_are_guessed_as_they_are(
+    toolset: str, tool: str, kinds: list[str], effect: str, identifiers: list[str]
+) -> None:
+    """Catches the guesses a support-desk deployment found wrong: a CRM lookup read as untrusted because its
+    description names an e-mail field, a customer's ticket not private, a refund or charge left out, a fetch
+    written in the older ``also_source`` spelling, and a postal ``address`` taken for a destination (an
+    identifier) on a tool that sends nothing; while ``address`` on a mail tool stays a destination."""
+    import yaml
+
+    tools = json.loads(TOOLSETS.read_text(encoding="utf-8"))[toolset]
+    written = yaml.safe_load(skeleton_yaml(from_openai_tools(tools), "t", "test"))["tools"]
+    spec = written[tool]
+    assert ([spec["kind"]] if isinstance(spec["kind"], str) else spec["kind"]) == kinds
+    assert spec["effect"] == effect and spec.get("identifier_args", []) == identifiers
+    assert "also_source" not in spec
