@@ -72,6 +72,7 @@ from guard.adapters._openai_history import (
     on_default_loop,
     user_texts,
 )
+from guard.adapters._openai_turns import TurnHooks
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
 from guard.errors import GuardError, InputError
@@ -107,7 +108,8 @@ def _guard_agent(
             f"agent {agent.name!r} has MCP servers, whose tools the SDK lists at run time where the guard cannot "
             "wrap them; put the server behind `carbguard mcp-proxy` or pass its tools as function tools"
         )
-    guarded = agent.clone(tools=guard_tools(agent.tools, session, unguarded=unguarded), handoffs=[])
+    tools = guard_tools(agent.tools, session, unguarded=unguarded)
+    guarded = agent.clone(tools=tools, handoffs=[], hooks=TurnHooks(session, agent.hooks))
     memo[id(agent)] = guarded
     handoffs: list[Any] = []
     for target in agent.handoffs:
@@ -165,10 +167,9 @@ def _feed(
         names = frozenset(t.name for a in _agent_graph(agent) for t in a.tools if isinstance(t, FunctionTool))
         observe_state(session, input, memory=kwargs.get("session") is not None, function_tools=names)
     else:
-        calls: dict[str, str] = {}
         if memory is not None:
-            observe_items(session, memory, "session= memory", user_channel=False, calls=calls)
-        users = observe_items(session, input, "run input", calls=calls)
+            observe_items(session, memory, "session= memory", user_channel=False)
+        users = observe_items(session, input, "run input")
         if not users:
             raise InputError("the run's input has no user text for the guard to record")
     memo: dict[int, Agent[Any]] = {}
