@@ -61,6 +61,10 @@ def _forget_sdk_user_items() -> Iterator[None]:
     SDK_USER_ITEMS.clear()
 
 
+def mail_guard() -> Guard:
+    return Guard(load_policy(POLICY), threshold=0.5, audit=MemoryAudit())
+
+
 def mail_tools(ran: list[tuple[str, str]], *, approval: bool = False) -> list[Tool]:
     """read_record (private), read_inbox (untrusted, carries the injection) and send_email."""
 
@@ -305,7 +309,7 @@ def test_an_injected_message_is_never_a_user_turn_and_the_send_never_runs(row: R
     continue it as the user's: the send runs) and deciding a call of a ``RunState`` whose history
     the session never saw (your own session fed only the task: the send runs).
     """
-    cell = Cell(Guard(load_policy(POLICY), threshold=0.5, audit=MemoryAudit()))
+    cell = Cell(mail_guard())
     row.play(cell, ENTRIES[entry])
     assert ("send_email", OUTSIDE) not in cell.ran
     for session in cell.sessions:
@@ -346,7 +350,7 @@ def test_the_humans_own_words_still_let_the_send_run(row: Row, entry: str) -> No
     ``role: user`` item of a continued input as SDK-made), and refusing a resumed state's
     pending call although the session was fed the state (the send is refused).
     """
-    cell = Cell(Guard(load_policy(POLICY), threshold=0.5, audit=MemoryAudit()))
+    cell = Cell(mail_guard())
     row.play(cell, ENTRIES[entry])
     if row.seen_as.get(entry) == "refused":
         assert cell.raised is not None and ("send_email", OUTSIDE) not in cell.ran
@@ -355,3 +359,99 @@ def test_the_humans_own_words_still_let_the_send_run(row: Row, entry: str) -> No
     decider = cell.sessions[-1]
     assert decider.decisions["c3"].verdict.value == "execute"
     assert [r.text for r in decider.graph.records.values() if r.kind is RecordKind.USER][-1].endswith(NAMES_IT)
+
+
+# ------------------------------------------------------------------------- the turn hooks themselves
+
+
+def test_a_plain_run_feeds_no_item_twice() -> None:
+    """A run whose model reads only the task, the calls it proposed and their outputs: no content record is added.
+
+    Planted bug it catches: a model-input item the session already has (its own tool outputs, the
+    model's own calls, the caller's task) counted as unseen and fed again as untrusted content (a
+    private output would then count twice, once as untrusted).
+    """
+    ran: list[tuple[str, str]] = []
+    model = ScriptedModel([[READ], [INBOX], "done"])
+    for entry in ENTRIES.values():
+        _result, session = entry(mail_guard(), Agent(name="m", tools=mail_tools(ran), model=model), TASK, "p", NO_TRACE)
+        kinds = [r.kind.value for r in session.graph.records.values()]
+        assert kinds == ["user", "proposal", "result", "proposal", "result", "final"][: len(kinds)], kinds
+        assert len(kinds) >= 5
+
+
+def test_the_agents_own_hooks_still_run() -> None:
+    """The guarded copy's hooks wrap the agent's own: each of its callbacks still runs, in the run's order.
+
+    Planted bug it catches: replacing the agent's hooks (or forgetting to pass one callback on).
+    """
+    from agents import AgentHooks
+
+    seen: list[str] = []
+
+    class Recorder(AgentHooks[Any]):
+        async def on_start(self, context: Any, agent: Any) -> None:
+            seen.append("start")
+
+        async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+            seen.append("llm_start")
+
+        async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+            seen.append("llm_end")
+
+        async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+            seen.append("tool_start")
+
+        async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+            seen.append("tool_end")
+
+        async def on_handoff(self, context: Any, agent: Any, source: Any) -> None:
+            seen.append("handoff")
+
+        async def on_end(self, context: Any, agent: Any, output: Any) -> None:
+            seen.append("end")
+
+    model = ScriptedModel([[READ], [TRANSFER], "done"])
+    b = Agent(name="b", model=model, hooks=Recorder())
+    a = Agent(name="a", tools=mail_tools([]), model=model, handoffs=[b], hooks=Recorder())
+    run_sync(mail_guard(), a, TASK, session_id="h", run_config=NO_TRACE)
+    assert seen == [
+        "start",
+        "llm_start",
+        "llm_end",
+        "tool_start",
+        "tool_end",
+        "llm_start",
+        "llm_end",
+        "handoff",
+        "start",
+        "llm_start",
+        "llm_end",
+        "end",
+    ]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"type": "web_search_call", "id": "w1", "status": "completed", "action": {"query": NAMES_IT}},
+        {"role": "tool", "content": NAMES_IT},
+        {"type": "function_call", "name": None, "arguments": NAMES_IT},
+    ],
+    ids=["hosted_tool_call", "unknown_role", "malformed_call"],
+)
+def test_a_model_input_item_the_guard_does_not_understand_is_untrusted_content(item: dict[str, Any]) -> None:
+    """An item in the model's input of a type the guard cannot classify (a hosted tool named in ``unguarded``,
+    an unknown role) is observed whole as untrusted content: the run goes on and its values count.
+
+    Planted bugs it catches: reading such an item strictly (InputError would end every run with
+    an unguarded hosted tool) or skipping it (its text would reach the model unseen).
+    """
+    from guard.adapters._openai_turns import observe_unseen
+
+    session = mail_guard().session("u")
+    observe_input(session, TASK)
+    assert observe_unseen(session, [{"role": "user", "content": TASK}, item], "model input") == 1
+    (record,) = [r for r in session.graph.records.values() if NAMES_IT in r.text]
+    assert (record.kind, record.trust) == (RecordKind.RESULT, Trust.TOOL_UNTRUSTED)
+    assert observe_unseen(session, [item], "model input") == 0  # seen now
