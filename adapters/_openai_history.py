@@ -7,8 +7,9 @@ caller's own input.  Everything else that reaches the model is untrusted content
 turn, whatever its role says: the items an SDK ``session=`` memory replays (a compaction, a
 ``session_input_callback`` or the application may have written them), the items of a ``RunState``
 whose input a handoff rewrote or a memory extended (a handoff input filter may have copied a tool
-output into a ``role: user`` message), and ``role: user`` items that an earlier guarded run's
-handoff put into ``result.input`` (remembered per guard, see :class:`SdkUserItems`).
+output into a ``role: user`` message), and ``role: user`` items that the model of an earlier
+guarded run read but its caller never passed — a handoff input filter or a
+``call_model_input_filter`` wrote them (remembered per process, see :class:`SdkUserItems`).
 """
 
 from __future__ import annotations
@@ -104,11 +105,13 @@ def user_texts(item: Any) -> list[str] | None:
 
 
 class SdkUserItems:
-    """Fingerprints of ``role: user`` items a handoff (not the human) put into a guarded run's input.
+    """Fingerprints of ``role: user`` items the SDK or a filter (not the human) put into a guarded run's model input.
 
-    A guarded run that ends with ``result.input`` holding ``role: user`` messages its caller did not
-    pass (a handoff input filter rewrote the history) records them here; a later guarded run that
-    gets such an item back (``result.to_input_list()``) observes it as untrusted content.  Bounded
+    The guarded copies' turn hooks (:mod:`guard.adapters._openai_turns`) record here every ``role:
+    user`` message the model is about to read that the session was not fed (a handoff input filter
+    or a ``call_model_input_filter`` wrote it), on every entry point; a later feed that gets such an
+    item back (``result.to_input_list()`` through any entry point or ``observe_input``) observes it
+    as untrusted content.  Bounded
     (the oldest fingerprints are dropped first); per process, shared by every guard (a human's text
     that happens to match is then untrusted too: stricter, never looser).
     """

@@ -168,7 +168,11 @@ def _guarded_copy(tool: FunctionTool, binding: _Binding) -> FunctionTool:
 
 
 def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[str] = ()) -> list[Any]:
-    """Guarded copies of ``tools`` bound to ``session`` (one session per run).
+    """Guarded copies of ``tools`` bound to ``session`` (one session per run); use them through ``guard_agent``.
+
+    A guarded copy decides only a call proposed on a model turn the session saw, which the turn
+    hooks of ``guard_agent``'s copy record (:mod:`guard.adapters._openai_turns`): in an ``Agent``
+    built around these tools without them, every call is refused (fail closed).
 
     Every ``FunctionTool`` is guarded.  Any other tool (hosted web/file search, code interpreter,
     computer, shell, hosted MCP, ...) runs outside this process where the guard cannot stop it:
