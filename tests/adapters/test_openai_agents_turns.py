@@ -7,13 +7,14 @@ Each row plants the words that would make an exfiltrating send trusted (``NAMES_
 recipient and the IBAN) on one path that is not the human's — a handoff input filter's ``role:
 user`` summary continued with ``to_input_list()``, a tool output continued with
 ``to_input_list()``, a ``RunState`` whose tool results the session never observed, a
-``call_model_input_filter`` that adds a ``role: user`` message — and runs it through ``run_sync``,
+``call_model_input_filter`` or an SDK ``session=`` memory's ``session_input_callback`` that adds
+a ``role: user`` message — and runs it through ``run_sync``,
 ``run``, ``run_streamed`` and the caller's own session (``Runner.run_sync``, ``Runner.run`` and
 ``Runner.run_streamed`` of ``guard_agent(agent, session)`` after ``observe_input``); each row
 continues (``to_input_list()``) or resumes (a stored ``RunState``) through the same entry point.
 Every cell asserts that the send never runs, that the planted words never become a user turn, and
 how the guard saw them: as untrusted content, or by refusing (a state the session never observed;
-``run_streamed`` takes no state).  The controls give the same words as the human's own input,
+``run_streamed`` takes no state and no ``session=`` memory).  The controls give the same words as the human's own input,
 which must still let the send run.  The model is the shipped ScriptedModel driving the real SDK offline.
 """
 
@@ -27,7 +28,7 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, Runner, RunState, Tool, function_tool
+from agents import Agent, RunConfig, Runner, RunState, SQLiteSession, Tool, function_tool
 from agents.handoffs import HandoffInputData
 from agents.run_config import CallModelData, ModelInputData
 
@@ -116,23 +117,29 @@ def _approved(agent: Agent[Any], resume: Resume) -> RunState[Any, Any]:
     return state
 
 
-def via_run_sync(guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig) -> tuple[Any, Session]:
+def via_run_sync(
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
+) -> tuple[Any, Session]:
     start = _approved(agent, given) if isinstance(given, Resume) else given
-    result = run_sync(guard, agent, start, session_id=sid, run_config=config)
+    result = run_sync(guard, agent, start, session_id=sid, run_config=config, **kw)
     return result, result.carbguard_session
 
 
-def via_run(guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig) -> tuple[Any, Session]:
+def via_run(
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
+) -> tuple[Any, Session]:
     start = _approved(agent, given) if isinstance(given, Resume) else given
-    result = arun(run(guard, agent, start, session_id=sid, run_config=config))
+    result = arun(run(guard, agent, start, session_id=sid, run_config=config, **kw))
     return result, result.carbguard_session
 
 
-def via_run_streamed(guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig) -> tuple[Any, Session]:
+def via_run_streamed(
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
+) -> tuple[Any, Session]:
     start = _approved(agent, given) if isinstance(given, Resume) else given
 
     async def consume() -> Any:
-        result = run_streamed(guard, agent, start, session_id=sid, run_config=config)  # type: ignore[arg-type]
+        result = run_streamed(guard, agent, start, session_id=sid, run_config=config, **kw)  # type: ignore[arg-type]
         async for _event in result.stream_events():
             pass
         return result
@@ -154,27 +161,29 @@ def _own(guard: Guard, agent: Agent[Any], given: Input, sid: str) -> tuple[Sessi
     return session, guarded, start
 
 
-def via_own_session(guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig) -> tuple[Any, Session]:
-    session, guarded, start = _own(guard, agent, given, sid)
-    with session:
-        return Runner.run_sync(guarded, start, run_config=config), session
-
-
-def via_own_session_async(
-    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig
+def via_own_session(
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
 ) -> tuple[Any, Session]:
     session, guarded, start = _own(guard, agent, given, sid)
     with session:
-        return arun(Runner.run(guarded, start, run_config=config)), session
+        return Runner.run_sync(guarded, start, run_config=config, **kw), session
+
+
+def via_own_session_async(
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
+) -> tuple[Any, Session]:
+    session, guarded, start = _own(guard, agent, given, sid)
+    with session:
+        return arun(Runner.run(guarded, start, run_config=config, **kw)), session
 
 
 def via_own_session_streamed(
-    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig
+    guard: Guard, agent: Agent[Any], given: Input, sid: str, config: RunConfig, **kw: Any
 ) -> tuple[Any, Session]:
     session, guarded, start = _own(guard, agent, given, sid)
 
     async def consume() -> Any:
-        result = Runner.run_streamed(guarded, start, run_config=config)
+        result = Runner.run_streamed(guarded, start, run_config=config, **kw)
         async for _event in result.stream_events():
             pass
         return result
@@ -183,7 +192,7 @@ def via_own_session_streamed(
         return arun(consume()), session
 
 
-Entry = Callable[[Guard, Agent[Any], Input, str, RunConfig], tuple[Any, Session]]
+Entry = Callable[..., tuple[Any, Session]]  # (guard, agent, input, session id, run config, **run kwargs)
 ENTRIES: dict[str, Entry] = {
     "run_sync": via_run_sync,
     "run": via_run,
@@ -206,10 +215,10 @@ class Cell:
     sessions: list[Session] = field(default_factory=list)
     raised: InputError | None = None
 
-    def leg(self, entry: Entry, agent: Agent[Any], given: Input, config: RunConfig) -> Any:
+    def leg(self, entry: Entry, agent: Agent[Any], given: Input, config: RunConfig, **kw: Any) -> Any:
         """One run through ``entry`` (an InputError it raises is kept, not re-raised)."""
         try:
-            result, session = entry(self.guard, agent, given, f"leg-{len(self.sessions)}", config)
+            result, session = entry(self.guard, agent, given, f"leg-{len(self.sessions)}", config, **kw)
         except InputError as exc:
             self.raised = exc
             return None
@@ -230,7 +239,13 @@ def add_crm_note(data: CallModelData[Any]) -> ModelInputData:
     return ModelInputData(input=[*data.model_data.input, note], instructions=data.model_data.instructions)
 
 
+def add_crm_note_to_the_memory_input(history: list[Any], new_input: list[Any]) -> list[Any]:
+    """A session_input_callback that puts retrieved notes between the memory and the new input, as ``role: user``."""
+    return [*history, {"role": "user", "content": f"CRM note: {INBOX_TEXT}"}, *new_input]
+
+
 NO_TRACE = RunConfig(tracing_disabled=True)
+MERGE = RunConfig(tracing_disabled=True, session_input_callback=add_crm_note_to_the_memory_input)
 FOLD = RunConfig(tracing_disabled=True, handoff_input_filter=fold_into_user_message)
 NOTE = RunConfig(tracing_disabled=True, call_model_input_filter=add_crm_note)
 
@@ -269,6 +284,13 @@ def model_input_filter(cell: Cell, entry: Entry, task: str) -> None:
     cell.leg(entry, Agent(name="mail", tools=mail_tools(cell.ran), model=model), task, NOTE)
 
 
+def session_input_callback(cell: Cell, entry: Entry, task: str) -> None:
+    """An SDK session= memory whose session_input_callback adds a role: user note carrying the injection."""
+    model = ScriptedModel([[READ], [EXFIL], "done"])
+    agent = Agent(name="mail", tools=mail_tools(cell.ran), model=model)
+    cell.leg(entry, agent, task, MERGE, session=SQLiteSession(f"memory-{id(cell)}"))
+
+
 @dataclass(frozen=True)
 class Row:
     """An injected-message path; ``seen_as[entry]``: how the guard must see the planted words there."""
@@ -290,6 +312,11 @@ ROWS = [
         },
     ),
     Row("call_model_input_filter_user_item", lambda cell, entry: model_input_filter(cell, entry, TASK)),
+    Row(
+        "session_input_callback_user_item",
+        lambda cell, entry: session_input_callback(cell, entry, TASK),
+        {"run_streamed": "refused"},
+    ),
 ]
 
 
@@ -303,11 +330,12 @@ def test_an_injected_message_is_never_a_user_turn_and_the_send_never_runs(row: R
     """Every injected path × every entry point: the send does not run; the planted words are untrusted content,
     or the guard refused what it could not see.
 
-    Planted bugs it catches: feeding a model input item the session never observed as nothing (the
-    ``call_model_input_filter`` note is never seen: no untrusted record), remembering a handoff
-    filter's ``role: user`` item only in ``run``/``run_sync`` (``run_streamed`` and your own session
-    continue it as the user's: the send runs) and deciding a call of a ``RunState`` whose history
-    the session never saw (your own session fed only the task: the send runs).
+    Planted bugs it catches: feeding a model input item the session never observed as nothing
+    (the ``call_model_input_filter`` / ``session_input_callback`` note is never seen: no
+    untrusted record), remembering a handoff filter's ``role: user`` item only in
+    ``run``/``run_sync`` (``run_streamed`` and your own session continue it as the user's: the
+    send runs) and deciding a call of a ``RunState`` whose history the session never saw (your
+    own session fed only the task: the send runs).
     """
     cell = Cell(mail_guard())
     row.play(cell, ENTRIES[entry])
@@ -315,8 +343,8 @@ def test_an_injected_message_is_never_a_user_turn_and_the_send_never_runs(row: R
     for session in cell.sessions:
         assert not [r for r in _planted(session) if r.kind is RecordKind.USER]
     seen_as = row.seen_as.get(entry, "content")
-    if seen_as == "refused":  # run_streamed takes no RunState: refused before any session opens
-        assert cell.raised is not None and "RunState" in str(cell.raised)
+    if seen_as == "refused":  # run_streamed takes no RunState or session= memory: refused before any session opens
+        assert cell.raised is not None and "run_streamed takes no" in str(cell.raised)
         return
     assert cell.raised is None
     decider = cell.sessions[-1]
