@@ -199,7 +199,8 @@ def _observe_item(session: Session, item: dict[str, Any], where: str, *, user_ch
     except InputError:  # raised before anything of the item was observed
         if strict:
             raise
-    session.observe_content(_json(item), "untrusted_source", f"history:{safe_repr(kind)[:60]}")
+    origin = kind if type(kind) is str else safe_repr(kind)
+    session.observe_content(_json(item), "untrusted_source", f"history:{origin[:60]}")
     return 0
 
 
