@@ -83,8 +83,9 @@ def _unseen_prefix(session: Session, ctx: ToolContext[Any]) -> InputError | None
     if not seen_by(session).witnessed(ctx.tool_call_id, ctx.tool_name, ctx.tool_arguments):
         return InputError(
             f"session {sid!r} never saw the model turn that proposed call {ctx.tool_call_id!r} "
-            f"({ctx.tool_name}): a RunState from an earlier run holds items this session never observed; "
-            "feed it with observe_input(session, state) before running it"
+            f"({ctx.tool_name}): a RunState from an earlier run holds items this session never observed "
+            "(feed it with observe_input(session, state) before running it), or the tools were guarded "
+            "without guard_agent (whose hooks see each model turn)"
         )
     try:
         observe_unseen(session, ctx.turn_input, "run input")

@@ -483,3 +483,23 @@ def test_a_model_input_item_the_guard_does_not_understand_is_untrusted_content(i
     (record,) = [r for r in session.graph.records.values() if NAMES_IT in r.text]
     assert (record.kind, record.trust) == (RecordKind.RESULT, Trust.TOOL_UNTRUSTED)
     assert observe_unseen(session, [item], "model input") == 0  # seen now
+
+
+def test_tools_guarded_without_guard_agent_refuse_every_call() -> None:
+    """``Agent(tools=guard_tools(tools, session))``: no turn hooks, so no call was proposed on a turn the session
+    saw; every call is refused (audited, ``internal_error``) and no tool runs.
+
+    Planted bug it catches: deciding a call whose model turn the session never saw when the hooks
+    are missing (the guard would decide on a prefix it cannot vouch for: the read would run).
+    """
+    from guard.adapters.openai_agents import guard_tools
+
+    ran: list[tuple[str, str]] = []
+    session = mail_guard().session("bare")
+    observe_input(session, TASK)
+    agent = Agent(name="m", tools=guard_tools(mail_tools(ran), session), model=ScriptedModel([[READ], "done"]))
+    Runner.run_sync(agent, TASK, run_config=NO_TRACE)
+    session.close()
+    assert ran == []
+    decision = session.decisions["c1"]
+    assert (decision.verdict.value, decision.reason.value) == ("escalate", "internal_error")
