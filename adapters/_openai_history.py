@@ -7,8 +7,9 @@ caller's own input.  Everything else that reaches the model is untrusted content
 turn, whatever its role says: the items an SDK ``session=`` memory replays (a compaction, a
 ``session_input_callback`` or the application may have written them), the items of a ``RunState``
 whose input a handoff rewrote or a memory extended (a handoff input filter may have copied a tool
-output into a ``role: user`` message), and ``role: user`` items that an earlier guarded run's
-handoff put into ``result.input`` (remembered per guard, see :class:`SdkUserItems`).
+output into a ``role: user`` message), and ``role: user`` items that the model of an earlier
+guarded run read but its caller never passed — a handoff input filter or a
+``call_model_input_filter`` wrote them (remembered per process, see :class:`SdkUserItems`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from guard.adapters._openai_seen import call_key, seen_by
 from guard.errors import InputError
 from guard.records import safe_repr
 from guard.runtime import Session
@@ -31,7 +33,7 @@ _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_t
 SERVER_STATE = ("previous_response_id", "conversation_id", "auto_previous_response_id")
 
 
-def _plain_item(item: Any, where: str) -> dict[str, Any]:
+def plain_item(item: Any, where: str) -> dict[str, Any]:
     """An input item as a plain dict (SDK/pydantic items are dumped); anything else fails closed."""
     dump = getattr(item, "model_dump", None)
     if callable(dump) and not isinstance(item, Mapping):
@@ -71,10 +73,30 @@ def _fingerprint(texts: Iterable[str]) -> str:
     return hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def item_key(item: Mapping[str, Any]) -> str:
+    """What identifies an input item for :class:`~guard.adapters._openai_seen.Seen` (never raises).
+
+    A message by its role and content, a function call by id, tool and argument text, a call's
+    output by the id it answers (its text is the tool's, observed by the guarded invoke, or a
+    refusal the guard wrote), anything else by its whole content without its ``id``.
+    """
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind == "message":
+        content = item.get("content")
+        shape: Any = [kind, item.get("role"), [content] if isinstance(content, str) else content]
+    elif kind == "function_call":
+        shape = [kind, item.get("call_id"), item.get("name"), item.get("arguments")]
+    elif kind == "function_call_output":
+        shape = [kind, item.get("call_id")]
+    else:
+        shape = [kind, {k: v for k, v in item.items() if k != "id"}]
+    return _fingerprint([_json(shape)])
+
+
 def user_texts(item: Any) -> list[str] | None:
     """The text parts of a ``role: user`` message item, or None for any other item (never raises)."""
     try:
-        plain = _plain_item(item, "item")
+        plain = plain_item(item, "item")
         if plain.get("type", "message") != "message" or plain.get("role") != "user":
             return None
         return _parts(plain.get("content"), "item")[0]
@@ -83,11 +105,13 @@ def user_texts(item: Any) -> list[str] | None:
 
 
 class SdkUserItems:
-    """Fingerprints of ``role: user`` items a handoff (not the human) put into a guarded run's input.
+    """Fingerprints of ``role: user`` items the SDK or a filter (not the human) put into a guarded run's model input.
 
-    A guarded run that ends with ``result.input`` holding ``role: user`` messages its caller did not
-    pass (a handoff input filter rewrote the history) records them here; a later guarded run that
-    gets such an item back (``result.to_input_list()``) observes it as untrusted content.  Bounded
+    The guarded copies' turn hooks (:mod:`guard.adapters._openai_turns`) record here every ``role:
+    user`` message the model is about to read that the session was not fed (a handoff input filter
+    or a ``call_model_input_filter`` wrote it), on every entry point; a later feed that gets such an
+    item back (``result.to_input_list()`` through any entry point or ``observe_input``) observes it
+    as untrusted content.  Bounded
     (the oldest fingerprints are dropped first); per process, shared by every guard (a human's text
     that happens to match is then untrusted too: stricter, never looser).
     """
@@ -129,7 +153,7 @@ def observe_items(
     label: str,
     *,
     user_channel: bool = True,
-    calls: dict[str, str] | None = None,
+    strict: bool = True,
 ) -> int:
     """Feed every item the model will be shown into ``session``, in order; return the number of user turns.
 
@@ -140,13 +164,17 @@ def observe_items(
       the user speaking, and an earlier turn may have copied anything into them);
     - ``function_call``: the call as untrusted content (it is history: never decided, never runnable);
     - ``function_call_output``: content with the source kind the policy gives the tool of the call
-      it answers (an unknown tool, or an output whose call is not in the history: untrusted);
-      ``calls`` carries the calls of an earlier feed of the same history (call id → tool name).
+      it answers (an unknown tool, or an output whose call the session never saw: untrusted).
 
     Any other item type (hosted tool calls, item references, compaction, ...) raises InputError
-    naming its type and position: the guard would not see what it carries.
+    naming its type and position: the guard would not see what it carries.  With ``strict=False``
+    (items already in the model's input, see :mod:`guard.adapters._openai_turns`) such an item is
+    observed whole as untrusted content instead.  Every item fed is remembered in the session's
+    :class:`~guard.adapters._openai_seen.Seen`.
     """
+    seen = seen_by(session)
     if isinstance(items, str):
+        seen.items.add(item_key({"role": "user", "content": items}))
         if not user_channel:
             session.observe_content(items, "untrusted_source", "history:user")
             return 0
@@ -154,56 +182,72 @@ def observe_items(
         return 1
     if not isinstance(items, Sequence):
         raise InputError(f"carbguard: the {label} is a {type(items).__name__}, not a string or a list of items")
-    tools: dict[str, str] = {} if calls is None else calls  # call id -> tool name, shared across feeds
     users = 0
     for position, raw in enumerate(items):
-        where = f"{label} item {position}"
-        item = _plain_item(raw, where)
-        kind = item.get("type", "message" if "role" in item else None)
-        where = f"{where} (type {safe_repr(kind)[:60]})"
-        if kind == "message":
-            role = item.get("role")
-            texts, other = _parts(item.get("content"), where)
-            if role == "user" and user_channel and texts not in SDK_USER_ITEMS:
-                session.observe_user("\n".join(texts))
-                users += 1
-            elif role in ("user", "assistant", "system", "developer"):
-                if texts:
-                    session.observe_content("\n".join(texts), "untrusted_source", f"history:{role}")
-            else:
-                raise InputError(f"carbguard: {where} has role {safe_repr(role)[:60]}; refusing the run")
-            for part in other:
-                session.observe_content(_json(part), "untrusted_source", f"history:{role}:attachment")
-        elif kind == "function_call":
-            name, call_id = item.get("name"), item.get("call_id")
-            if type(name) is not str or type(call_id) is not str:
-                raise InputError(f"carbguard: {where} has no name/call_id strings; refusing the run")
-            tools[call_id] = name
-            text = _json({"name": name, "arguments": item.get("arguments")})
-            session.observe_content(text, "untrusted_source", f"history:call:{name}")
-        elif kind == "function_call_output":
-            answered = item.get("call_id")
-            name = tools.get(answered) if type(answered) is str else None
-            output = item.get("output")
-            if isinstance(output, str):
-                text = output
-            else:
-                texts, other = _parts(output, where)
-                text = "\n".join([*texts, *(_json(part) for part in other)])
-            source = session.tool_source(name) if name is not None else "untrusted_source"
-            session.observe_content(text, source, f"history:{name or 'unknown_call'}")
-        elif kind == "reasoning":
-            texts, other = _parts(item.get("summary") or [], where)
-            more, rest = _parts(item.get("content") or [], where)
-            text = "\n".join([*texts, *more, *(_json(part) for part in [*other, *rest])])
-            if text:
-                session.observe_content(text, "untrusted_source", "history:reasoning")
-        else:
-            raise InputError(
-                f"carbguard: {where} is not an item the guard understands (what it carries would reach the model "
-                "unseen); refusing the run"
-            )
+        item = plain_item(raw, f"{label} item {position}")
+        users += _observe_item(session, item, f"{label} item {position}", user_channel=user_channel, strict=strict)
+        seen.items.add(item_key(item))
     return users
+
+
+def _observe_item(session: Session, item: dict[str, Any], where: str, *, user_channel: bool, strict: bool) -> int:
+    """Feed one plain item (see :func:`observe_items`); 1 when it was a user turn."""
+    kind = item.get("type", "message" if "role" in item else None)
+    where = f"{where} (type {safe_repr(kind)[:60]})"
+    try:
+        return _observe_known(session, item, kind, where, user_channel)
+    except InputError:  # raised before anything of the item was observed
+        if strict:
+            raise
+    origin = kind if type(kind) is str else safe_repr(kind)
+    session.observe_content(_json(item), "untrusted_source", f"history:{origin[:60]}")
+    return 0
+
+
+def _observe_known(session: Session, item: dict[str, Any], kind: Any, where: str, user_channel: bool) -> int:
+    if kind == "message":
+        role = item.get("role")
+        texts, other = _parts(item.get("content"), where)
+        if role not in ("user", "assistant", "system", "developer"):
+            raise InputError(f"carbguard: {where} has role {safe_repr(role)[:60]}; refusing the run")
+        user = role == "user" and user_channel and texts not in SDK_USER_ITEMS
+        if user:
+            session.observe_user("\n".join(texts))
+        elif texts:
+            session.observe_content("\n".join(texts), "untrusted_source", f"history:{role}")
+        for part in other:
+            session.observe_content(_json(part), "untrusted_source", f"history:{role}:attachment")
+        return int(user)
+    if kind == "function_call":
+        name, call_id = item.get("name"), item.get("call_id")
+        if type(name) is not str or type(call_id) is not str:
+            raise InputError(f"carbguard: {where} has no name/call_id strings; refusing the run")
+        seen_by(session).calls[call_id] = name
+        text = _json({"name": name, "arguments": item.get("arguments")})
+        session.observe_content(text, "untrusted_source", f"history:call:{name}")
+    elif kind == "function_call_output":
+        answered = item.get("call_id")
+        name = seen_by(session).calls.get(answered) if type(answered) is str else None
+        output = item.get("output")
+        if isinstance(output, str):
+            text = output
+        else:
+            texts, other = _parts(output, where)
+            text = "\n".join([*texts, *(_json(part) for part in other)])
+        source = session.tool_source(name) if name is not None else "untrusted_source"
+        session.observe_content(text, source, f"history:{name or 'unknown_call'}")
+    elif kind == "reasoning":
+        texts, other = _parts(item.get("summary") or [], where)
+        more, rest = _parts(item.get("content") or [], where)
+        text = "\n".join([*texts, *more, *(_json(part) for part in [*other, *rest])])
+        if text:
+            session.observe_content(text, "untrusted_source", "history:reasoning")
+    else:
+        raise InputError(
+            f"carbguard: {where} is not an item the guard understands (what it carries would reach the model "
+            "unseen); refusing the run"
+        )
+    return 0
 
 
 def _state_field(state: Any, name: str) -> Any:
@@ -255,7 +299,7 @@ def _handed_off(state: Any, function_tools: frozenset[str]) -> bool:
 
 
 def _kind(item: Any) -> Any:
-    plain = _plain_item(item, "RunState item")
+    plain = plain_item(item, "RunState item")
     return plain.get("type", "message" if "role" in plain else None)
 
 
@@ -268,23 +312,35 @@ def observe_state(session: Session, state: Any, *, memory: bool, function_tools:
     its ``role: user`` messages are observed as untrusted content.  The run's items (tool calls and
     outputs, messages, reasoning, handoffs) follow, classified as by :func:`observe_items`; a call
     without an output (waiting for approval, or not run yet) is left out: it is a proposal, decided
-    when it is about to run, as in a run that was never interrupted.
+    when it is about to run, as in a run that was never interrupted — and the one kind of call a
+    guarded copy decides without having seen the model turn that proposed it
+    (:class:`~guard.adapters._openai_seen.Seen`).
     """
     if any(_state_field(state, k) for k in ("_conversation_id", "_previous_response_id", "_auto_previous_response_id")):
         raise InputError(
             "carbguard: this RunState continues a conversation stored by the server, which the guard cannot read"
         )
-    made = state_items(state)
+    made = [plain_item(i, "RunState item") for i in state_items(state)]
     rewritten = memory or _handed_off(state, function_tools)
-    answered = {_plain_item(i, "RunState item").get("call_id") for i in made if _kind(i) == "function_call_output"}
-    made = [
-        i for i in made if _kind(i) != "function_call" or _plain_item(i, "RunState item").get("call_id") in answered
-    ]
-    calls: dict[str, str] = {}
+    answered = {i.get("call_id") for i in made if _kind(i) == "function_call_output"}
+    pending = [i for i in made if _kind(i) == "function_call" and i.get("call_id") not in answered]
     original = _state_field(state, "_original_input")
-    users = observe_items(session, original, "RunState input", user_channel=not rewritten, calls=calls)
-    observe_items(session, made, "RunState item", user_channel=False, calls=calls)
+    users = observe_items(session, original, "RunState input", user_channel=not rewritten)
+    observe_items(session, [i for i in made if not any(i is p for p in pending)], "RunState item", user_channel=False)
+    _witness_pending(session, pending)
     return users
+
+
+def _witness_pending(session: Session, pending: list[dict[str, Any]]) -> None:
+    """The state's calls without an output: proposals the session was fed with their whole prefix (decidable)."""
+    seen = seen_by(session)
+    for position, call in enumerate(pending):
+        call_id, name, arguments = call.get("call_id"), call.get("name"), call.get("arguments")
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not str:
+            raise InputError(f"carbguard: RunState pending call {position} has no call_id/name/arguments strings")
+        seen.items.add(item_key(call))
+        seen.calls[call_id] = name
+        seen.proposed.add(call_key(call_id, name, arguments))
 
 
 async def memory_items(memory: Any) -> list[Any]:
@@ -321,10 +377,12 @@ __all__ = [
     "SDK_USER_ITEMS",
     "SERVER_STATE",
     "SdkUserItems",
+    "item_key",
     "memory_items",
     "observe_items",
     "observe_state",
     "on_default_loop",
+    "plain_item",
     "state_items",
     "user_texts",
 ]

@@ -20,6 +20,8 @@ from agents.tool_context import ToolContext
 from agents.tool_guardrails import ToolInputGuardrail, ToolInputGuardrailData
 
 from guard.adapters._lifecycle import check_tools
+from guard.adapters._openai_seen import seen_by
+from guard.adapters._openai_turns import observe_unseen
 from guard.adapters._refusal import refusal_text
 from guard.adapters.flow import Call, Refused, Tools, agate, aguarded
 from guard.decision import Decision
@@ -67,6 +69,31 @@ def _info(decision: Decision) -> dict[str, Any]:
 _Payload = tuple[FunctionTool, ToolContext[Any], str]  # a tool, its context and its JSON arguments
 
 
+def _unseen_prefix(session: Session, ctx: ToolContext[Any]) -> InputError | None:
+    """Why ``session`` cannot decide the call of ``ctx`` on the prefix the model had (None when it can).
+
+    It can when it was fed the run (``observe_input`` or a guarded run's feed) and saw the model
+    turn that proposed the call (:func:`~guard.adapters._openai_turns.witness`) or was fed the
+    ``RunState`` the call waits in.  The run's input (``ctx.turn_input``) it has not seen is then
+    observed as untrusted content first.
+    """
+    sid = session.session_id
+    if not session.graph.records:
+        return InputError(f"session {sid!r} has seen nothing of the run; use observe_input first")
+    if not seen_by(session).witnessed(ctx.tool_call_id, ctx.tool_name, ctx.tool_arguments):
+        return InputError(
+            f"session {sid!r} never saw the model turn that proposed call {ctx.tool_call_id!r} "
+            f"({ctx.tool_name}): a RunState from an earlier run holds items this session never observed "
+            "(feed it with observe_input(session, state) before running it), or the tools were guarded "
+            "without guard_agent (whose hooks see each model turn)"
+        )
+    try:
+        observe_unseen(session, ctx.turn_input, "run input")
+    except InputError as exc:
+        return exc
+    return None
+
+
 def _report(problem: str) -> None:
     log.warning("%s", problem)
 
@@ -110,12 +137,9 @@ class _Binding:
         """The gate half of the flow: decide the call (probes included); allow it when the flow would run it."""
         ctx = data.context
         call = Call(ctx.tool_name, _parse(ctx.tool_arguments), ctx.tool_call_id)
-        blind = None
-        if not self.session.graph.records:  # fail closed: a session fed nothing would decide without the run's history
-            seen = InputError(
-                f"session {self.session.session_id!r} has seen nothing of the run; use observe_input first"
-            )
-            blind = self.session.refuse(call.tool, call.args, call.call_id, seen)
+        unseen = _unseen_prefix(self.session, ctx)
+        # fail closed: a decision without what the model read before this call is a refusal
+        blind = None if unseen is None else self.session.refuse(call.tool, call.args, call.call_id, unseen)
         gate = await agate(self.session, call, self._tools(ctx), self._run, decision=blind)
         if isinstance(gate, Refused):
             return ToolGuardrailFunctionOutput.reject_content(
@@ -145,7 +169,11 @@ def _guarded_copy(tool: FunctionTool, binding: _Binding) -> FunctionTool:
 
 
 def guard_tools(tools: Sequence[Any], session: Session, *, unguarded: Iterable[str] = ()) -> list[Any]:
-    """Guarded copies of ``tools`` bound to ``session`` (one session per run).
+    """Guarded copies of ``tools`` bound to ``session`` (one session per run); use them through ``guard_agent``.
+
+    A guarded copy decides only a call proposed on a model turn the session saw, which the turn
+    hooks of ``guard_agent``'s copy record (:mod:`guard.adapters._openai_turns`): in an ``Agent``
+    built around these tools without them, every call is refused (fail closed).
 
     Every ``FunctionTool`` is guarded.  Any other tool (hosted web/file search, code interpreter,
     computer, shell, hosted MCP, ...) runs outside this process where the guard cannot stop it:

@@ -29,22 +29,31 @@ build time unless named in ``unguarded``), MCP servers attached to the agent (re
 objects (refused; Agent handoffs are guarded with the same session) and the inner tools of an agent
 used as a tool.
 
-History: :func:`run` and :func:`run_sync` feed the fresh session every item the model will be shown
-before its first turn — the items of an SDK ``session=`` memory, then the input (a continued
-conversation, ``result.to_input_list() + [turn]``) — see :func:`observe_items`.  Only the ``role:
-user`` messages of the caller's own input are user turns (:mod:`guard.adapters._openai_history`).
-An earlier ``function_call`` is history, never a decided call: nothing in the input can make it
-run.  An item the guard does not understand, or a server-stored conversation
-(``previous_response_id``, ``conversation_id``), refuses the run with
-:class:`~guard.errors.InputError` before any tool runs.
+History: :func:`run`, :func:`run_sync` and :func:`run_streamed` feed the fresh session every item
+the model will be shown before its first turn — the items of an SDK ``session=`` memory, then the
+input (a continued conversation, ``result.to_input_list() + [turn]``) — see :func:`observe_items`;
+with your own session, :func:`observe_input` does it.  Only the ``role: user`` messages of the
+caller's own input are user turns (:mod:`guard.adapters._openai_history`).  An earlier
+``function_call`` is history, never a decided call: nothing in the input can make it run.  An item
+the guard does not understand, or a server-stored conversation (``previous_response_id``,
+``conversation_id``), refuses the run with :class:`~guard.errors.InputError` before any tool runs.
+
+Every model turn, on every entry point: the guarded copies' agent hooks
+(:mod:`guard.adapters._openai_turns`) see the model's whole input just before the model reads it —
+after a handoff input filter, ``nest_handoff_history`` or a ``call_model_input_filter`` changed
+it — and observe every item the session was not fed as untrusted content (a ``role: user`` one
+is remembered, so a continued ``to_input_list()`` keeps it untrusted); the calls of the model's
+output are recorded as proposals the session saw.  A guarded tool decides only such a call.
 
 Approval interrupts: ``input`` may be a ``RunState`` (``result.to_state()`` or
 ``RunState.from_string(agent, ...)``, approved or rejected).  The fresh session is fed the state's
 history, and the state is restored against this run's guarded copies, so every pending call is
 decided with the history before it runs.  ``Runner.run(agent, result.to_state())`` in the same
 process stays guarded too: the state holds the interrupted run's guarded copies, which decide in
-that run's session as its next segment.  A guarded copy whose session has seen nothing refuses
-every call (a resume through your own session needs ``observe_input(session, state)``).
+that run's session (which saw the turn that proposed the call) as its next segment.  A pending
+call whose turn the session never saw — a state from an earlier run that was not fed with
+``observe_input(session, state)`` — is refused (``escalate``, ``internal_error``), as is every
+call of a session that has seen nothing.
 
 Lifecycle: the session :func:`run`, :func:`run_sync` and :func:`run_streamed` open ends
 (``session_end``) on every way out of the run — final answer, approval interrupt, exception,
@@ -64,13 +73,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._openai_history import (
-    SDK_USER_ITEMS,
     SERVER_STATE,
     memory_items,
     observe_items,
     observe_state,
     on_default_loop,
-    user_texts,
 )
 from guard.adapters._refusal import refusal_text as refusal_text
 from guard.adapters._shadow import guard_in_mode
@@ -86,6 +93,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from guard.adapters._openai_tools import MAX_PROBE_ROUNDS as MAX_PROBE_ROUNDS
 from guard.adapters._openai_tools import guard_tools as guard_tools
+from guard.adapters._openai_turns import TurnHooks
 
 __all__ = ["guard_agent", "guard_tools", "observe_input", "refusal_text", "run", "run_streamed", "run_sync"]
 
@@ -107,7 +115,8 @@ def _guard_agent(
             f"agent {agent.name!r} has MCP servers, whose tools the SDK lists at run time where the guard cannot "
             "wrap them; put the server behind `carbguard mcp-proxy` or pass its tools as function tools"
         )
-    guarded = agent.clone(tools=guard_tools(agent.tools, session, unguarded=unguarded), handoffs=[])
+    tools = guard_tools(agent.tools, session, unguarded=unguarded)
+    guarded = agent.clone(tools=tools, handoffs=[], hooks=TurnHooks(session, agent.hooks))
     memo[id(agent)] = guarded
     handoffs: list[Any] = []
     for target in agent.handoffs:
@@ -126,10 +135,16 @@ def observe_input(session: Session, items: str | Sequence[Any] | RunState[Any, A
 
     For ``Runner.run(guard_agent(agent, session), items)``: call it before the run — first with the
     items of any SDK ``session=`` memory and ``memory=True`` (a replay: untrusted content, never user
-    turns), then with the input.  To resume a ``RunState``, load it with the guarded agent
+    turns), then with the input.  The ``role: user`` messages you pass are the user turns (pass only
+    what the human wrote; a message an earlier guarded run's handoff filter wrote stays untrusted).
+    To resume a ``RunState``, load it with the guarded agent
     (``RunState.from_string(guard_agent(agent, session), stored)``) and pass the state here
-    (``memory=True`` when the run uses a ``session=`` memory).  Returns the number of user turns;
-    raises InputError on an item it does not understand (see :func:`observe_items`).
+    (``memory=True`` when the run uses a ``session=`` memory): its history is fed and its pending
+    calls become decidable — a pending call of a state this session was not fed is refused, since
+    the state holds items (the earlier tool results) the session never observed.  What the model
+    reads later that you did not pass here is observed as untrusted content before its turn.
+    Returns the number of user turns; raises InputError on an item it does not understand (see
+    :func:`observe_items`).
     """
     if isinstance(items, RunState):
         starting = items._starting_agent or items._current_agent
@@ -165,10 +180,9 @@ def _feed(
         names = frozenset(t.name for a in _agent_graph(agent) for t in a.tools if isinstance(t, FunctionTool))
         observe_state(session, input, memory=kwargs.get("session") is not None, function_tools=names)
     else:
-        calls: dict[str, str] = {}
         if memory is not None:
-            observe_items(session, memory, "session= memory", user_channel=False, calls=calls)
-        users = observe_items(session, input, "run input", calls=calls)
+            observe_items(session, memory, "session= memory", user_channel=False)
+        users = observe_items(session, input, "run input")
         if not users:
             raise InputError("the run's input has no user text for the guard to record")
     memo: dict[int, Agent[Any]] = {}
@@ -206,22 +220,14 @@ async def _rebind(state: RunState[Any, Any], guarded: Agent[Any]) -> RunState[An
     return await RunState.from_json(guarded, data, context_override=state._context)
 
 
-def _finish(session: Session, input: Any, memory: Sequence[Any] | None, result: Any) -> Any:
-    """Observe the final answer, remember SDK-made user items of ``result.input``, attach the session.
+def _finish(session: Session, result: Any) -> Any:
+    """Observe the final answer and attach the session to the result.
 
-    SDK-made: a ``role: user`` message of ``result.input`` that is neither in the caller's input nor
-    in the memory read before the run — a handoff input filter wrote it.
+    (A ``role: user`` item a handoff input filter wrote is remembered by the guarded copies' turn
+    hooks on every entry point, see :mod:`guard.adapters._openai_turns`.)
     """
     if isinstance(result.final_output, str) and not getattr(result, "interruptions", None):
         session.observe_final(result.final_output)
-    given = input._original_input if isinstance(input, RunState) else input
-    if isinstance(result.input, list):
-        before = [{"role": "user", "content": given}] if isinstance(given, str) else list(given)
-        human = [texts for item in [*before, *(memory or ())] if (texts := user_texts(item)) is not None]
-        for item in result.input:
-            texts = user_texts(item)
-            if texts is not None and texts not in human:
-                SDK_USER_ITEMS.add(texts)
     _attach(result, session)
     return result
 
@@ -259,7 +265,7 @@ async def run(
         items = None if memory is None or isinstance(input, RunState) else await memory_items(memory)
         guarded = _feed(session, agent, input, unguarded, kwargs, items)
         start = await _rebind(input, guarded) if isinstance(input, RunState) else input
-        return _finish(session, input, items, await Runner.run(guarded, start, **kwargs))  # type: ignore[arg-type]
+        return _finish(session, await Runner.run(guarded, start, **kwargs))  # type: ignore[arg-type]
     except BaseException as exc:
         _attach(exc, session)
         raise
@@ -284,7 +290,7 @@ def run_sync(
         items = None if memory is None or isinstance(input, RunState) else on_default_loop(memory_items(memory))
         guarded = _feed(session, agent, input, unguarded, kwargs, items)
         start = on_default_loop(_rebind(input, guarded)) if isinstance(input, RunState) else input
-        return _finish(session, input, items, Runner.run_sync(guarded, start, **kwargs))  # type: ignore[arg-type]
+        return _finish(session, Runner.run_sync(guarded, start, **kwargs))  # type: ignore[arg-type]
     except BaseException as exc:
         _attach(exc, session)
         raise
