@@ -146,10 +146,11 @@ def test_escalate_risky_counts_private_content_and_the_selected_evidence(small_p
 def test_escalate_risky_fails_closed_when_provenance_is_unknown(
     small_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A provenance test that raises, returns something other than ``False``, or is missing escalates.
+    """For a side effect, a provenance test that raises, returns something other than ``False``, or is missing
+    escalates.
 
     Catches a fail-open breaker (planted: ``found = False`` in the ``except`` branch of ``escalation`` -> the
-    read executes while its provenance is unknown).
+    note executes while its provenance is unknown).
     """
 
     def broken(*_: object) -> bool:
@@ -157,9 +158,9 @@ def test_escalate_risky_fails_closed_when_provenance_is_unknown(
 
     guard, session, _ = _tripped(small_policy, "escalate_risky")
     monkeypatch.setattr(stages, "risky_provenance", broken)
-    decision = session.decide("read_document", {"path": "b.md"}, "x1")
+    decision = session.decide("create_note", {"title": "t", "body": "plain"}, "x1")
     assert decision.verdict is Verdict.ESCALATE and "cannot be determined" in decision.message
-    spec = small_policy.tool("read_document")
+    spec = small_policy.tool("create_note")
     assert guard.breaker.escalates(spec, None)
     assert guard.breaker.escalates(spec, lambda: 0)  # type: ignore[arg-type, return-value]
     assert not guard.breaker.escalates(spec, lambda: False)
