@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from guard.decision import Verdict
 from guard.policy import parse_policy
@@ -149,3 +151,30 @@ def test_trusted_and_internal_calls_keep_their_provenance() -> None:
         scorer = session.guard.scorer
         assert scorer.lowered(session.graph, decision.proposal_index, decision.features), (tool, "must be lowered")  # type: ignore[attr-defined]
         assert decision.verdict is Verdict.ESCALATE, (tool, decision.message)
+
+
+RISKY_TEXTS = [TEXTS.cert, SIGNED, DROPPED[2].text, DROPPED[1].text]
+
+
+@settings(max_examples=150, deadline=None)
+@given(which=st.integers(0, len(RISKY_TEXTS) - 1), start=st.integers(0, 200), size=st.integers(8, 40), data=st.data())
+def test_any_span_of_a_risky_record_carried_by_a_side_effect_is_found(
+    which: int, start: int, size: int, data: st.DataObject
+) -> None:
+    """Property: a side effect whose argument holds any span of at least ``min_span`` characters of a private or
+    untrusted record's text (a span the edge rules may link or not: boilerplate, a weak run, a zone, part of a
+    structured value), with any text around it, has that record among its raw sources, and escalates after a trip.
+
+    Catches a raw reading that goes through the edge rules' filters (planted: ``raw_sources`` reading
+    ``index.span_bits(form)`` instead of every k-gram's holders -> a boilerplate or weak span is missed)."""
+    text = RISKY_TEXTS[which]
+    lo = min(start, len(text) - 8)
+    span = text[lo : lo + size]
+    assume(span.strip())
+    around = data.draw(st.sampled_from(["", "note: ", "Re: "])), data.draw(st.sampled_from(["", " thanks", "."]))
+    session = _tripped_session("read_certificate", text, "Please tidy up my notes.")
+    decision = session.decide("create_note", {"title": "t", "body": around[0] + span + around[1]}, "c2")
+    node = decision.proposal_index
+    assert node is not None
+    assert raw_sources(session.graph, node) & (1 << 2), (span, decision.message)  # record 2: the certificate's text
+    assert decision.verdict is Verdict.ESCALATE, (span, decision.message)
