@@ -142,16 +142,32 @@ class ContentObserver:
         self.observe([(canonical(params), kinds, f"mcp:notification:{method}")])
 
     def server_request(self, method: str, params: Any) -> str | None:
-        """Observe a server-to-client request, or say why it is refused (``mcp.server_requests: refuse``)."""
+        """Observe a server-to-client request, or say why it is refused: ``mcp.server_requests: refuse``, or a
+        sampling request that asks the client to add its own context (``includeContext`` other than ``none``:
+        the session's data would go back to the server in the answer, decided by nobody)."""
         if method not in QUIET_SERVER_REQUESTS and self.spec.server_requests == "refuse":
             return (
                 f"carbguard: server request {method[:100]!r} refused: the policy's mcp.server_requests is refuse "
                 "(its content would reach the model unobserved)"
             )
+        context = params.get("includeContext", "none") if isinstance(params, Mapping) else "none"
+        if method == "sampling/createMessage" and context != "none":
+            return (
+                f"carbguard: sampling/createMessage with includeContext {canonical(context)[:40]} refused: the "
+                "client's context would go to the server in the answer without a decision; ask with includeContext none"
+            )
         if params is not None and params != {}:
             text = canonical({"method": method, "params": params})
             self.observe([(text, self.spec.messages, f"mcp:request:{method}")])
         return None
+
+    def client_answer(self, method: str, answer: Mapping[str, Any]) -> None:
+        """Observe the client's answer to a server request of ``method`` before it goes to the server: a sampling
+        result is text a model wrote from the server's messages, an elicitation result may hold the server's own
+        defaults, so neither is a user turn (docs/security.md#the-user-channel); both are the ``messages`` kinds."""
+        body = {k: v for k, v in answer.items() if k not in ("jsonrpc", "id")}
+        if body:
+            self.observe([(canonical(body), self.spec.messages, f"mcp:answer:{method[:100]}")])
 
     # ------------------------------------------------------------------ helpers
 

@@ -10,6 +10,9 @@ Everything the server sends that can carry content is observed before the client
 listings, completions, notifications, server requests; a read of an undeclared resource or prompt
 is refused (``mcp.undeclared``), and an answer the guard could not observe is withheld (the client
 gets a JSON-RPC error instead).  Server messages that answer nothing the client asked are dropped.
+Server requests (sampling, elicitation) are refused unless ``mcp.server_requests: observe``; then a
+sampling request that asks for the client's context is refused still, and the client's answer is
+observed before the server gets it (one to a request the proxy did not forward is dropped).
 No ``mcp`` import here.
 """
 
@@ -100,6 +103,7 @@ class GuardedRelay:
         self._waiting: dict[str, asyncio.Future[Any]] = {}
         self._guarded: dict[Any, str] = {}  # JSON-RPC id (as JSON) -> guard call id of a forwarded call
         self._pending: dict[str, tuple[str, Any]] = {}  # id (as JSON) -> method, params of a forwarded request
+        self._asked: dict[str, str] = {}  # id (as JSON) -> method of a server request forwarded to the client
         self._content = ContentObserver(session)
         self._warned: set[str] = set()
         self.tools: dict[str, ToolSchema] = {}
@@ -128,6 +132,9 @@ class GuardedRelay:
             await self._call(message)
             return
         if method == "tools/call":  # a notification cannot carry a call the guard could answer
+            return
+        if method is None:
+            await self._reply(message)
             return
         if "id" in message and "method" in message:
             refusal = self._content.refusal(method, message.get("params"))
@@ -197,6 +204,7 @@ class GuardedRelay:
                 self._warn(refusal)
                 await self._to_server(_rpc_error(message["id"], REFUSED, refusal))
                 return
+            self._asked[json.dumps(message["id"], sort_keys=True)] = method
         else:
             try:
                 self._content.notification(method, message.get("params"))
@@ -204,6 +212,26 @@ class GuardedRelay:
                 self._warn(f"carbguard: dropped server notification {method[:100]!r}: not observed ({exc})")
                 return
         await self._to_client(message)
+
+    async def _reply(self, message: Mapping[str, Any]) -> None:
+        """The client's answer to a server request: observed, then forwarded; one to a request the proxy did not
+        forward is dropped, one it cannot observe is replaced by an error (the server never gets it)."""
+        if "id" not in message:
+            self._warn("carbguard: dropped a client message that is neither request, notification nor response")
+            return
+        key = json.dumps(message["id"], sort_keys=True)
+        method = self._asked.pop(key, None)
+        if method is None:
+            self._warn(f"carbguard: dropped a client response to no request the proxy forwarded ({key[:80]})")
+            return
+        try:
+            self._content.client_answer(method, message)
+        except InputError as exc:
+            self._warn(f"carbguard: client answer withheld: not observed: {exc}")
+            text = f"carbguard: the client's answer was not observed ({exc})"
+            await self._to_server(_rpc_error(message["id"], NOT_OBSERVED, text))
+            return
+        await self._to_server(message)
 
     async def _answer(self, message: Mapping[str, Any]) -> None:
         """A response of the server: to a probe or start-up listing (kept), or to the client (observed first)."""

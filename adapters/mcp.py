@@ -8,7 +8,8 @@
   streamable HTTP: one server process and one guard session per MCP session.
 * :class:`GuardedClientSession` wraps an ``mcp.ClientSession`` for programs that embed a client:
   ``call_tool`` is decided and bound the same way; ``read_resource``, ``get_prompt``, the listings
-  and ``complete`` are observed (a read of an undeclared resource or prompt raises InputError).
+  and ``complete`` are observed (a read of an undeclared resource or prompt raises InputError); its
+  sampling and elicitation callbacks answer the server as the policy's ``mcp.server_requests`` says.
 * :func:`list_server_tools` reads a server's ``tools/list`` (for ``carbguard policy init --from-mcp``).
 
 The user channel (docs/security.md#the-user-channel): MCP has none from the server side.  Nothing
@@ -33,7 +34,16 @@ from typing import Any
 from guard.adapters._lifecycle import check_tools
 from guard.adapters._mcp_content import ContentObserver, observe_all
 from guard.adapters._mcp_http import HttpProxy, serve_http
-from guard.adapters._mcp_relay import GuardedRelay, Request, mcp_tools, refusal_result, refusal_text, result_text
+from guard.adapters._mcp_relay import (
+    NOT_OBSERVED,
+    REFUSED,
+    GuardedRelay,
+    Request,
+    mcp_tools,
+    refusal_result,
+    refusal_text,
+    result_text,
+)
 from guard.adapters._mcp_stdio import serve_stdio
 from guard.adapters.flow import Call, Ran, aguarded
 from guard.decision import Decision
@@ -42,6 +52,7 @@ from guard.policy.tools import ToolSchema, from_mcp_tools
 from guard.runtime import Session
 
 log = logging.getLogger("guard.adapters.mcp")
+_CALLBACKS = (("_sampling_callback", "sampling/createMessage"), ("_elicitation_callback", "elicitation/create"))
 _HINT = "pip install 'carbguard[mcp]'"
 
 
@@ -75,9 +86,45 @@ class GuardedClientSession:
         self._prefix = f"mcp-{uuid.uuid4().hex[:8]}-"
         self.last_decision: Decision | None = None
         self._content = ContentObserver(session)
+        for name, method in _CALLBACKS:
+            self._guard_callback(name, method)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
+
+    def _guard_callback(self, name: str, method: str) -> None:
+        """Put the policy's ``mcp.server_requests`` in front of the wrapped session's sampling or elicitation
+        callback, as the proxy does: refused (``refuse``), or the request and the answer observed (``observe``,
+        a sampling request for the client's context refused).  The SDK's own default (it refuses) is left as it is,
+        so the session advertises no capability it did not have; a client without the attribute has none to guard.
+        """
+        from mcp.client import session as sdk
+
+        original = getattr(self._client, name, None)
+        if original is None or original is getattr(sdk, f"_default_{name.strip('_')}", None):
+            return
+        types = _require_mcp().types
+
+        async def guarded_callback(context: Any, params: Any) -> Any:
+            try:
+                refusal = self._content.server_request(method, _wire(params))
+            except InputError as exc:
+                refusal = f"carbguard: server request {method!r} not observed ({exc}); refused"
+            if refusal is not None:
+                log.warning(refusal)
+                return types.ErrorData(code=REFUSED, message=refusal)
+            answer = await original(context, params)
+            try:
+                self._content.client_answer(
+                    method, {"error" if isinstance(answer, types.ErrorData) else "result": _wire(answer)}
+                )
+            except InputError as exc:
+                return types.ErrorData(
+                    code=NOT_OBSERVED, message=f"carbguard: the client's answer was not observed ({exc})"
+                )
+            return answer
+
+        setattr(self._client, name, guarded_callback)
 
     async def initialize(self, *args: Any, **kwargs: Any) -> Any:
         """``initialize``, then the server's tools against the policy: every mismatch logged as a warning."""

@@ -17,10 +17,13 @@ one of:
   keep the calibrated threshold, so the agent can still look things up while a human decides each
   action.  ``to`` is ``{"threshold": <unchanged>, "artifact": null, "escalate": "sinks and side effects"}``;
 - ``escalate_risky`` (``calibration.fallback: escalate_risky``; ``fallback="escalate_risky"``): only a
-  call with private or untrusted provenance (the gate's ``risky`` test: an ancestor in the prefix
-  graph, or a selected record, from a private or untrusted source), of an irreversible tool, or of a
-  tool the policy does not know escalates, and so does a call whose provenance cannot be determined
-  (fail closed); every other call keeps the calibrated threshold and SafeCommit.  ``to.escalate`` is
+  call of a tool the policy does not know, of an irreversible tool, or a sink or side effect with
+  private or untrusted provenance (the gate's ``risky`` test, :func:`guard.provenance.risky_provenance`:
+  an ancestor in the prefix graph, a selected record, or a record sharing a value with the call even
+  where an edge rule dropped the edge) escalates, and so does a sink or side effect whose provenance
+  cannot be determined (fail closed).  A read keeps the calibrated threshold whatever its provenance,
+  so escalate_risky never escalates a call ``escalate`` would let run; every other call keeps the
+  calibrated threshold and SafeCommit.  ``to.escalate`` is
   ``"calls with private or untrusted provenance, irreversible effects or unknown tools"``;
 - a stricter artifact's threshold, which replaces the guard's (never a looser one).
 
@@ -253,20 +256,23 @@ class Breaker:
 
         ``escalate``: a sink or a side effect (a tool the policy does not know counts as one); the
         message is the one it always was.  ``escalate_risky``: a tool the policy does not know, an
-        irreversible effect, or private or untrusted provenance: ``risky()`` (the gate's test) is not
-        exactly ``False``.  Fail closed: no ``risky``, or one that raises, escalates; the message names
-        the fallback and the cause.
+        irreversible effect, or a sink or side effect with private or untrusted provenance: ``risky()``
+        (the gate's test, :func:`guard.provenance.risky_provenance`) is not exactly ``False``; a read (a
+        tool that is neither a sink nor has a side effect) never escalates here, whatever its provenance,
+        and ``risky`` is not asked for it.  Fail closed: no ``risky``, or one that raises, escalates a sink
+        or side effect; the message names the fallback and the cause.
         """
         state = self._state
         if not state.escalate_actions:
             return None
         if state.fallback_word != ESCALATE_RISKY:
-            escalates = spec is None or spec.is_sink or spec.effect is not Effect.NONE
-            return _ALL_ACTIONS if escalates else None
+            return _ALL_ACTIONS if spec is None or acts(spec) else None
         if spec is None:
             cause = "a call of a tool the policy does not know"
         elif spec.effect is Effect.IRREVERSIBLE:
             cause = "an irreversible call"
+        elif not acts(spec):
+            return None  # a read keeps the calibrated threshold whatever its provenance: look things up
         else:
             try:
                 found = None if risky is None else risky()
@@ -311,6 +317,11 @@ class Breaker:
             self.trip(f"trip file {path}: {alarm.reason[:400]}", audit)
             return
         self._seen = seen  # another artifact's alarm: not read again until the file changes
+
+
+def acts(spec: ToolSpec) -> bool:
+    """Whether a call of ``spec``'s tool is one the ledger can charge: a sink or a side effect (not a read)."""
+    return spec.is_sink or spec.effect is not Effect.NONE
 
 
 def _identity(st: os.stat_result) -> tuple[int, ...]:
@@ -392,6 +403,7 @@ __all__ = [
     "GateState",
     "TripAlarm",
     "TripFileError",
+    "acts",
     "parse_trip",
     "trip_text",
 ]

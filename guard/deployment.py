@@ -42,16 +42,25 @@ def load_deployment(path: str | Path) -> Deployment:
     policy = apply_fitted_weights(load_artifact(artifact_path).body, policy, artifact_path)  # frozen pipeline
     artifact = load_artifact(artifact_path, policy)
     audit = None if policy.audit.path is None else policy.resolve(policy.audit.path)
-    fallback: float | str = -math.inf
-    fallback_id: str | None = None
-    if policy.calibration.fallback == "escalate_risky":
-        fallback = "escalate_risky"
-    elif policy.calibration.fallback not in FALLBACK_WORDS:
-        strict = load_artifact(policy.resolve(policy.calibration.fallback), policy)
-        if strict.threshold > artifact.threshold:
-            raise PolicyError(f"{path}: calibration.fallback's threshold is looser than the artifact's")
-        fallback, fallback_id = strict.threshold, strict.artifact_id
+    fallback, fallback_id = policy_fallback(policy, artifact.threshold, f"{path}: calibration.fallback's", "artifact's")
     return Deployment(policy, artifact.threshold, artifact.artifact_id, audit, fallback, fallback_id)
 
 
-__all__ = ["Deployment", "load_deployment"]
+def policy_fallback(policy: Policy, threshold: float, what: str, than: str) -> tuple[float | str, str | None]:
+    """The breaker fallback ``policy.calibration.fallback`` names, and its artifact id (None for a word).
+
+    ``escalate`` is ``-inf`` (as it always was), ``escalate_risky`` the word; a path is the stricter
+    artifact's threshold, loaded and checked against ``policy`` (:func:`guard.artifact.load_artifact`).
+    Raises :class:`PolicyError` when that threshold is looser than ``threshold`` ("``what`` threshold is
+    looser than the ``than``").
+    """
+    named = policy.calibration.fallback
+    if named in FALLBACK_WORDS:
+        return (-math.inf if named == "escalate" else named), None
+    strict = load_artifact(policy.resolve(named), policy)
+    if strict.threshold > threshold:
+        raise PolicyError(f"{what} threshold is looser than the {than}")
+    return strict.threshold, strict.artifact_id
+
+
+__all__ = ["Deployment", "load_deployment", "policy_fallback"]

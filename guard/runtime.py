@@ -15,6 +15,7 @@ from guard.audit import AuditLog
 from guard.breaker import Breaker, GateState
 from guard.calls import CallState, decided_call
 from guard.decision import Mode
+from guard.deployment import policy_fallback
 from guard.errors import PolicyError
 from guard.policy import Policy
 from guard.protocols import AuditSink, Certifier, Scorer, Selector
@@ -37,7 +38,9 @@ class Guard:
     The :attr:`breaker` owns the gate state (docs/monitoring.md#the-circuit-breaker): :attr:`threshold`,
     :attr:`tripped`, :attr:`trip_state` (and :attr:`artifact_id`, :attr:`mode`) are read-only.
     ``fallback`` is what a trip switches to: ``-inf`` or ``"escalate"`` (every sink and side effect
-    escalates), ``"escalate_risky"`` (only risky calls escalate) or a stricter artifact's threshold.
+    escalates), ``"escalate_risky"`` (only risky calls escalate) or a stricter artifact's threshold;
+    None (the default) applies the policy's ``calibration.fallback`` (a stricter artifact's path is
+    loaded and checked against the policy; one looser than ``threshold`` is a PolicyError).
     """
 
     #: What every :meth:`view` of a guard shares on purpose; a view owns nothing else but its mode.
@@ -64,7 +67,7 @@ class Guard:
         certifier: Certifier | None = None,
         mode: Mode | str = Mode.ENFORCE,
         record: EpisodeRecorder | str | Path | None = None,
-        fallback: float | str = -math.inf,
+        fallback: float | str | None = None,
         fallback_id: str | None = None,
         trip_file: str | Path | None = None,
     ) -> None:
@@ -89,6 +92,11 @@ class Guard:
             if policy.review is None
             else ReviewSampler(review_key(policy.review, policy.resolve), policy.review.rate)
         )  # guard.review: keyed pick of sessions for labelling
+        if fallback is None:  # the policy's calibration.fallback (docs/monitoring.md#the-circuit-breaker)
+            if fallback_id is not None:
+                raise PolicyError("fallback_id names the artifact of a fallback threshold: pass fallback=... too")
+            where = f"policy {policy.name!r}: calibration.fallback's"
+            fallback, fallback_id = policy_fallback(policy, float(threshold), where, "guard's")
         # guard.breaker: owns the threshold and the switch on an alarm, shared by every view of this guard
         self.breaker = Breaker(float(threshold), artifact_id, fallback, fallback_id, trip_file)
 

@@ -14,11 +14,11 @@ from guard.audit import KeyedSink
 from guard.calls import CallState
 from guard.decision import Certification, Decision, Reason, Verdict
 from guard.errors import InputError
-from guard.evidence.bitset import to_bits
 from guard.graph import NodeSet
 from guard.jsonio import encode_float
 from guard.limits import MAX_ARG_CHARS
 from guard.policy import Policy, ToolKind, ToolSpec
+from guard.provenance import risky_provenance
 from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
     MAX_ERROR_CHARS,
@@ -143,23 +143,6 @@ def _run_stages(session: Session, tool: Any, args: Any, call_id: Any) -> Decisio
     if escalation is not None:
         return dataclasses.replace(base, verdict=Verdict.ESCALATE, reason=Reason.RISK_BUDGET, message=escalation)
     return certify(session, node, base)
-
-
-def risky_provenance(session: Session, node: int, selected: frozenset[int]) -> bool:
-    """Whether the proposal ``node`` carries private or untrusted provenance (the ``escalate_risky`` fallback).
-
-    True when an ancestor of ``node`` in the prefix graph (the source of an edge into it, or into one
-    of its ancestors) or a record of its selected evidence is a private-source or untrusted-source
-    record or content, or descends from a private one.  Fail closed: True when the graph cannot tell
-    (it is ``limited``: texts were indexed cut, so edges may be missing).  The edges are lexical
-    (guard.graph): a paraphrase of a private value makes none.
-    """
-    graph = session.graph
-    if graph.limited is not None:
-        return True
-    risky = graph.flagged_bits("tainted") | graph.flagged_bits("private") | graph.flagged_bits("untrusted")
-    chosen = selected.bits if type(selected) is NodeSet else to_bits(selected)
-    return bool((graph.ancestor_bits(node) | chosen) & risky)
 
 
 def normalize(session: Session, tool: Any, args: Any, call_id: Any) -> tuple[Decision | None, dict[str, Any]]:

@@ -181,8 +181,9 @@ class CalibrationSpec(_Strict):
         default="escalate",
         min_length=1,
         description="What the circuit breaker switches to on an alarm: 'escalate' (every call of a sink or of a "
-        "side-effectful tool escalates; reads keep the threshold), 'escalate_risky' (only calls with private or "
-        "untrusted provenance, irreversible effects or unknown tools escalate; the rest keep the threshold) "
+        "side-effectful tool escalates; reads keep the threshold), 'escalate_risky' (only sinks and side effects with "
+        "private or untrusted provenance, irreversible effects and unknown tools escalate; reads and the rest keep the "
+        "threshold) "
         "or a stricter artifact's path, relative to the policy file (with a directory or an extension, "
         "e.g. strict.json: any other word is refused).",
     )

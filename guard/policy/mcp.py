@@ -71,7 +71,8 @@ class McpSpec(_Strict):
         default="refuse",
         description="sampling/createMessage, elicitation/create and any other server-to-client request but "
         "ping and roots/list: refuse (the server gets an error, the client never sees it), or observe as "
-        "messages and forward.",
+        "messages and forward (a sampling request with includeContext other than none is refused still; the "
+        "client's answer is observed as messages before the server gets it, never as a user turn).",
     )
 
     @field_validator("messages")

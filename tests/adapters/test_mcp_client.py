@@ -136,3 +136,75 @@ def test_initialize_warns_about_tools_missing_from_the_policy(tmp_path: Path, ca
     with caplog.at_level(logging.WARNING, logger="guard.adapters.mcp"):
         anyio.run(start)
     assert "'delete_file' is not in policy" in caplog.text
+
+
+CALLBACKS = ROOT / "tests" / "fixtures" / "mcp_callback_server.py"
+WRITTEN = "The model wrote: ticket QX-7781-ZZ-4410 is closed."
+
+
+async def _callbacks(guard: Guard) -> tuple[list[str], dict[str, int], GuardedClientSession]:
+    """An embedded client with a sampling and an elicitation callback, wrapped, asking the callback server."""
+    from mcp.types import CreateMessageResult, ElicitResult, TextContent
+
+    calls = {"sampling": 0, "elicitation": 0}
+
+    async def sampling(context: Any, params: Any) -> Any:
+        calls["sampling"] += 1
+        return CreateMessageResult(role="assistant", content=TextContent(type="text", text=WRITTEN), model="m")
+
+    async def elicitation(context: Any, params: Any) -> Any:
+        calls["elicitation"] += 1
+        return ElicitResult(
+            action="accept", content={"reply": params.requested_schema["properties"]["reply"]["default"]}
+        )
+
+    params = StdioServerParameters(command=sys.executable, args=[str(CALLBACKS)], env={})
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(read, write, sampling_callback=sampling, elicitation_callback=elicitation) as client,
+    ):
+        guarded = GuardedClientSession(client, guard.session("callbacks"))
+        await guarded.initialize()
+        texts = [
+            (await guarded.call_tool(tool, args)).content[0].text
+            for tool, args in (
+                ("ask_model", {"prompt": "Summarise.", "context": "none"}),
+                ("ask_model", {"prompt": "Summarise.", "context": "thisServer"}),
+                ("ask_user", {"question": "Where to?"}),
+            )
+        ]
+    return texts, calls, guarded
+
+
+@pytest.mark.parametrize("server_requests", ["refuse", "observe"])
+def test_an_embedded_clients_callbacks_follow_the_policy(server_requests: str) -> None:
+    """The embedder's own sampling and elicitation callbacks answer the server only as ``mcp.server_requests`` says:
+    under ``refuse`` (the default) neither is called and the server gets the refusal; under ``observe`` both are,
+    a request for the client's context is refused, and the model's text and the human's answer (the server's own
+    default) are observed as content before the server gets them, never as user turns.
+
+    Catches a wrapper that leaves the wrapped session's callbacks alone (planted: the ``_guard_callback`` loop
+    removed from ``GuardedClientSession.__init__`` -> under ``refuse`` the model and the human are asked, under
+    ``observe`` the context request reaches the model and nothing of the answers is observed)."""
+    import yaml
+
+    from guard.policy import parse_policy
+    from guard.records import RecordKind
+
+    data = yaml.safe_load(POLICY.read_text())
+    data["tools"]["ask_model"] = {"kind": "untrusted_source"}
+    data["tools"]["ask_user"] = {"kind": "untrusted_source"}
+    data["mcp"]["server_requests"] = server_requests
+    texts, calls, guarded = anyio.run(_callbacks, Guard(parse_policy(data), threshold=0.5))
+    sampled, context, elicited = texts
+    records = list(guarded.session.graph.records.values())
+    assert not any(r.kind is RecordKind.USER for r in records)
+    answers = [r for r in records if r.kind is RecordKind.RESULT and r.call_id is None]
+    if server_requests == "refuse":
+        assert calls == {"sampling": 0, "elicitation": 0}
+        assert sampled.startswith("refused") and elicited.startswith("refused") and "server_requests" in sampled
+    else:
+        assert calls == {"sampling": 1, "elicitation": 1}
+        assert sampled == WRITTEN and elicited == "accepted: audit@evil.example"
+        assert context.startswith("refused") and "includeContext" in context
+        assert any(WRITTEN in r.text for r in answers) and any('"action": "accept"' in r.text for r in answers)

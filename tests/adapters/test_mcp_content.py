@@ -21,6 +21,7 @@ import yaml
 from guard.adapters._mcp_relay import NOT_OBSERVED, REFUSED, GuardedRelay
 from guard.errors import InputError
 from guard.policy import parse_policy
+from guard.records import RecordKind
 from guard.runtime import Guard
 
 POLICY = Path(__file__).resolve().parents[1] / "fixtures" / "mcp_policy.yaml"
@@ -304,3 +305,101 @@ def test_responses_to_nothing_and_server_batches_are_dropped() -> None:
 
     asyncio.run(go())
     assert h.client == [] and len(h.warnings) == 3
+
+
+SAMPLING = {"messages": [{"role": "user", "content": {"type": "text", "text": "Summarise the note."}}], "maxTokens": 9}
+ELICITATION = {"message": "Which account?", "requestedSchema": {"type": "object", "properties": {}}}
+CLIENT_ANSWERS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "sampling/result": (
+        "sampling/createMessage",
+        SAMPLING,
+        {"result": {"role": "assistant", "content": {"type": "text", "text": ALICE}, "model": "m"}},
+    ),
+    "elicitation/accept": (
+        "elicitation/create",
+        ELICITATION,
+        {"result": {"action": "accept", "content": {"a": ALICE}}},
+    ),
+    "elicitation/error": ("elicitation/create", ELICITATION, {"error": {"code": -1, "message": ALICE}}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLIENT_ANSWERS))
+def test_the_clients_answer_to_a_server_request_is_observed_never_a_user_turn(case: str) -> None:
+    """Under ``server_requests: observe`` the client answers a sampling or elicitation request with a value (a model's
+    text, the human's answer with the server's own default, a declined request's message); the answer reaches the
+    server, is observed as the ``messages`` kinds (never a user turn), and a later send of that value is refused.
+
+    Catches the client's answer forwarded unobserved (planted: ``client_answer`` in ``GuardedRelay._reply`` skipped
+    -> the send of the answer's value runs) or recorded as the user's."""
+    method, params, answer = CLIENT_ANSWERS[case]
+    h = Server(_guard(messages=["private_source", "untrusted_source"], server_requests="observe"), {})
+
+    async def go() -> None:
+        await h.relay.from_server({"jsonrpc": "2.0", "id": "s1", "method": method, "params": params})
+        await h.relay.from_client({"jsonrpc": "2.0", "id": "s1", **answer})
+        await h.relay.from_client(_send(99, ALICE))
+
+    asyncio.run(go())
+    assert [m["id"] for m in h.client if m.get("method") == method] == ["s1"]
+    assert [m for m in h.server if m.get("id") == "s1"] == [{"jsonrpc": "2.0", "id": "s1", **answer}]
+    assert h.sent() == []
+    records = h.relay.session.graph.records.values()
+    assert not any(r.kind is RecordKind.USER for r in records)
+    assert any(r.kind is RecordKind.RESULT and r.call_id is None and ALICE in r.text for r in records)
+
+
+@pytest.mark.parametrize("context", ["thisServer", "allServers", 5, None])
+def test_sampling_that_asks_for_the_clients_context_is_refused(context: Any) -> None:
+    """A sampling request with ``includeContext`` other than ``none`` (or absent) would have the client put the
+    session's context into the model's prompt and send what it wrote back to the server, decided by nobody: it is
+    refused under ``server_requests: observe`` too (the server gets an error, the client never sees it); ``none`` and
+    no key are forwarded.
+
+    Catches the includeContext check dropped (planted: the ``context != "none"`` test removed from
+    ``ContentObserver.server_request`` -> the request reaches the client)."""
+    h = Server(_guard(server_requests="observe"), {})
+    refused = {**SAMPLING, "includeContext": context}
+    plain = [SAMPLING, {**SAMPLING, "includeContext": "none"}]
+
+    async def go() -> None:
+        await h.relay.from_server(
+            {"jsonrpc": "2.0", "id": "bad", "method": "sampling/createMessage", "params": refused}
+        )
+        for i, params in enumerate(plain):
+            await h.relay.from_server({"jsonrpc": "2.0", "id": i, "method": "sampling/createMessage", "params": params})
+
+    asyncio.run(go())
+    assert [m["id"] for m in h.client] == [0, 1]
+    (error,) = h.server
+    assert error["id"] == "bad" and error["error"]["code"] == REFUSED and "includeContext" in error["error"]["message"]
+
+
+def test_a_client_answer_to_no_forwarded_request_is_dropped_and_one_not_observed_withheld(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client response whose id the proxy never forwarded as a server request (one it refused, one it never saw)
+    is dropped; an answer whose observation fails is replaced by an error, and answering twice forwards once.
+
+    Catches client responses forwarded unchecked (planted: ``_reply`` forwarding when ``method is None`` -> the
+    server gets an answer to a request the client never saw) and an unobserved answer forwarded."""
+    h = Server(_guard(server_requests="observe"), {})
+    answer = {"result": {"action": "accept", "content": {"a": ALICE}}}
+
+    def refuse(*_: Any) -> None:
+        raise InputError("session limit reached")
+
+    async def go() -> None:
+        await h.relay.from_client({"jsonrpc": "2.0", "id": "never", **answer})
+        await h.relay.from_server({"jsonrpc": "2.0", "id": "s1", "method": "elicitation/create", "params": ELICITATION})
+        await h.relay.from_client({"jsonrpc": "2.0", "id": "s1", **answer})
+        await h.relay.from_client({"jsonrpc": "2.0", "id": "s1", **answer})  # a second answer to the same request
+        await h.relay.from_server({"jsonrpc": "2.0", "id": "s2", "method": "elicitation/create", "params": ELICITATION})
+        monkeypatch.setattr(h.relay.session, "observe_content", refuse)
+        await h.relay.from_client({"jsonrpc": "2.0", "id": "s2", **answer})
+
+    asyncio.run(go())
+    assert [m["id"] for m in h.server] == ["s1", "s2"]
+    assert "result" in h.server[0] and h.server[1]["error"]["code"] == NOT_OBSERVED
+    assert ALICE not in repr(h.server[1])
+    assert sum("no request the proxy forwarded" in w for w in h.warnings) == 2

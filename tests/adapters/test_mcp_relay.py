@@ -63,8 +63,10 @@ def _call(rpc_id: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_other_messages_forwarded_unchanged_and_in_order() -> None:
-    """Catches a relay that drops, reorders or rewrites anything that is not a tools/call."""
+    """Catches a relay that drops, reorders or rewrites anything that is not a tools/call (the client's answer to
+    the server's ``roots/list`` included)."""
     h = Harness(Guard(load_policy(POLICY), threshold=0.5))
+    roots = {"jsonrpc": "2.0", "id": "r", "method": "roots/list"}
     messages = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -72,8 +74,15 @@ def test_other_messages_forwarded_unchanged_and_in_order() -> None:
         {"jsonrpc": "2.0", "id": "r", "result": {"roots": []}},
         {"jsonrpc": "2.0", "id": 3, "method": "ping"},
     ]
-    h.run(messages)
-    assert h.server == messages and h.client == []
+
+    async def go() -> None:
+        await h.relay.from_server(roots)
+        for message in messages:
+            await h.relay.from_client(message)
+        await asyncio.sleep(0.05)
+
+    asyncio.run(go())
+    assert h.server == messages and h.client == [roots]
 
 
 def test_probe_runs_against_the_server_then_the_call() -> None:

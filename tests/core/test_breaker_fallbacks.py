@@ -20,7 +20,8 @@ from guard.audit import MemoryAudit
 from guard.breaker import Breaker
 from guard.decision import Verdict
 from guard.errors import PolicyError
-from guard.policy import Policy, parse_policy, policy_json_schema
+from guard.policy import Effect, Policy, ToolSpec, parse_policy, policy_json_schema
+from guard.provenance import risky_provenance
 from guard.runtime import Guard, Session
 from tests.conftest import SMALL_POLICY, TEXTS
 
@@ -146,10 +147,11 @@ def test_escalate_risky_counts_private_content_and_the_selected_evidence(small_p
 def test_escalate_risky_fails_closed_when_provenance_is_unknown(
     small_policy: Policy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A provenance test that raises, returns something other than ``False``, or is missing escalates.
+    """For a side effect, a provenance test that raises, returns something other than ``False``, or is missing
+    escalates.
 
     Catches a fail-open breaker (planted: ``found = False`` in the ``except`` branch of ``escalation`` -> the
-    read executes while its provenance is unknown).
+    note executes while its provenance is unknown).
     """
 
     def broken(*_: object) -> bool:
@@ -157,9 +159,9 @@ def test_escalate_risky_fails_closed_when_provenance_is_unknown(
 
     guard, session, _ = _tripped(small_policy, "escalate_risky")
     monkeypatch.setattr(stages, "risky_provenance", broken)
-    decision = session.decide("read_document", {"path": "b.md"}, "x1")
+    decision = session.decide("create_note", {"title": "t", "body": "plain"}, "x1")
     assert decision.verdict is Verdict.ESCALATE and "cannot be determined" in decision.message
-    spec = small_policy.tool("read_document")
+    spec = small_policy.tool("create_note")
     assert guard.breaker.escalates(spec, None)
     assert guard.breaker.escalates(spec, lambda: 0)  # type: ignore[arg-type, return-value]
     assert not guard.breaker.escalates(spec, lambda: False)
@@ -235,3 +237,128 @@ def test_from_policy_reads_escalate_risky(tmp_path: Path) -> None:
         assert guard.trip_state.fallback_word == expected and guard.trip_state.fallback == -math.inf
         guard.trip("alarm")
         assert guard.threshold == guard.trip_state.calibrated
+
+
+RISKY_READS: list[tuple[str, dict[str, Any]]] = [
+    ("read_document", {"path": UNTRUSTED_VALUE}),  # a value of untrusted MCP content
+    ("read_document", {"path": TEXTS.cert_number}),  # a value of the private certificate
+    ("read_document", {"path": f"notes on {TEXTS.attacker}"}),  # a value of the untrusted inbox
+    ("read_certificate", {"name": "passport"}),  # user-named, and held by the private certificate too
+]
+
+
+@pytest.mark.parametrize(("tool", "args"), RISKY_READS, ids=[str(a) for _, a in RISKY_READS])
+def test_escalate_risky_lets_every_read_run_whatever_its_provenance(
+    small_policy: Policy, tool: str, args: dict[str, Any]
+) -> None:
+    """After a trip with ``escalate_risky``, a read (a tool that is neither a sink nor has a side effect) keeps
+    the calibrated threshold whatever its provenance: each row carries a value of a private or untrusted record
+    (the gate's provenance test says so) and executes, at the calibrated threshold.
+
+    Catches reads escalated by provenance, which stopped every look-up after a ticket was read (planted: the
+    ``elif not acts(spec): return None`` branch removed from ``Breaker.escalation`` -> every row escalates)."""
+    guard, session, _ = _tripped(small_policy, "escalate_risky")
+    decision = session.decide(tool, args, "r1")
+    assert risky_provenance(session, decision.proposal_index, frozenset(decision.selected)), "row must be risky"
+    assert decision.verdict is Verdict.EXECUTE, decision.message
+    assert decision.threshold == guard.trip_state.calibrated
+
+
+SPECS = [
+    {"kind": kind, "effect": effect}
+    for kind in ("private_source", "public_source", "untrusted_source", "sink", "other", ["sink", "untrusted_source"])
+    for effect in ("none", "reversible", "irreversible")
+]
+
+
+def _answers() -> list[tuple[str, Any]]:
+    def raises() -> bool:
+        raise RuntimeError("graph gone")
+
+    return [("risky", lambda: True), ("clean", lambda: False), ("raises", raises), ("missing", None)]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[f"{s['kind']}-{s['effect']}" for s in SPECS])
+def test_escalate_risky_never_escalates_what_escalate_lets_run(spec: dict[str, Any]) -> None:
+    """For every kind and effect (and an unknown tool), whatever the provenance test answers (risky, clean,
+    raises, missing): a call ``escalate_risky`` escalates is one ``escalate`` escalates too; a read never asks the
+    provenance test; an irreversible effect or an unknown tool escalates without asking it; a sink or side effect
+    escalates unless the test says exactly False.
+
+    Catches a read escalated by provenance (planted: the read branch of ``Breaker.escalation`` removed -> a
+    ``private_source``/``none`` tool with risky provenance escalates under ``escalate_risky`` only) and a fail-open
+    side effect (planted: ``found = False`` in the ``except`` branch -> a reversible sink whose test raises runs).
+    """
+    tool = ToolSpec.model_validate(spec)
+    risky, plain = Breaker(0.5, None, "escalate_risky", None, None), Breaker(0.5, None, "escalate", None, None)
+    risky.trip("alarm", None)
+    plain.trip("alarm", None)
+    for label, answer in _answers():
+        asked: list[bool] = []
+
+        def counted(answer: Any = answer, asked: list[bool] = asked) -> bool:
+            asked.append(True)
+            return bool(answer())
+
+        test = None if answer is None else counted
+        for candidate in (tool, None):
+            escalated = risky.escalates(candidate, test)
+            assert not escalated or plain.escalates(candidate, test), (label, candidate)
+        acts = tool.is_sink or tool.effect is not Effect.NONE
+        asked.clear()
+        escalated = risky.escalates(tool, test)
+        if not acts:
+            assert not escalated and not asked, label
+        elif tool.effect is Effect.IRREVERSIBLE:
+            assert escalated and not asked, label
+        else:
+            assert escalated is (label != "clean"), label
+
+
+def test_a_guard_built_from_a_policy_applies_its_fallback(tmp_path: Path) -> None:
+    """``Guard(policy, threshold=...)`` applies the policy's ``calibration.fallback`` as ``Guard.from_policy`` does:
+    no key and ``escalate`` -> ``-inf``, ``escalate_risky`` -> that word, an artifact path -> its threshold and id (one
+    looser than the given threshold is a PolicyError naming the policy); an explicit ``fallback=`` wins, and a
+    ``fallback_id`` without a ``fallback`` is refused.
+
+    Catches the constructor ignoring the policy (planted: the old ``fallback: float | str = -math.inf`` default ->
+    the ``escalate_risky`` and artifact rows trip to ``escalate``)."""
+    from guard.deployment import load_deployment
+
+    source = ROOT / "policies" / "agentdojo" / "banking.yaml"
+    data = yaml.safe_load(source.read_text(encoding="utf-8"))
+    artifact = str((source.parent / data["calibration"]["artifact"]).resolve())
+    data["calibration"]["artifact"] = artifact
+    kappa = data.get("safecommit", {}).get("kappa", {})
+    if "artifact" in kappa:
+        kappa["artifact"] = str((source.parent / kappa["artifact"]).resolve())
+    rows: list[tuple[str | None, str | None, bool]] = [
+        (None, "escalate", False),
+        ("escalate", "escalate", False),
+        ("escalate_risky", "escalate_risky", False),
+        (artifact, None, True),
+    ]
+    for named, word, by_artifact in rows:
+        if named is None:
+            data["calibration"].pop("fallback", None)
+        else:
+            data["calibration"]["fallback"] = named
+        path = tmp_path / "p.yaml"
+        path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        found = load_deployment(path)
+        guard = Guard(found.policy, threshold=found.threshold, artifact_id=found.artifact_id)
+        state, expected = guard.trip_state, Guard.from_policy(path).trip_state
+        assert (state.fallback_word, state.fallback, state.fallback_id) == (
+            expected.fallback_word,
+            expected.fallback,
+            expected.fallback_id,
+        ), named
+        assert state.fallback_word == word
+        assert (state.fallback_id is not None) is by_artifact
+        if by_artifact:
+            with pytest.raises(PolicyError, match="looser than the guard's"):
+                Guard(found.policy, threshold=found.threshold - 0.01)
+        explicit = Guard(found.policy, threshold=found.threshold, fallback="escalate")
+        assert explicit.trip_state.fallback_word == "escalate"
+    with pytest.raises(PolicyError, match="fallback_id"):
+        Guard(found.policy, threshold=found.threshold, fallback_id="strict#1")

@@ -121,3 +121,33 @@ def test_trip_state_says_when_why_and_which_fallback(small_policy: Policy) -> No
     assert state.when is not None and start <= state.when <= time.time()
     assert (state.threshold, state.calibrated, guard.threshold) == (0.2, 0.5, 0.2)
     assert not state.escalate_actions
+
+
+FALLBACKS: list[float | str] = [0.05, "escalate", "escalate_risky"]
+
+
+@pytest.mark.parametrize("fallback", FALLBACKS, ids=[str(f) for f in FALLBACKS])
+@pytest.mark.parametrize("tripper", range(4), ids=["guard", "shadow-view", "view-of-a-view", "enforce-view"])
+def test_views_and_sessions_built_before_a_trip_decide_under_the_fallback(
+    small_policy: Policy, fallback: float | str, tripper: int
+) -> None:
+    """The guard and views of it (shadow, a view of a view, an enforcing view), each with a session opened and
+    used before the trip; whichever of them trips, every one of them then decides under the fallback: the send
+    escalates, each decision carries the post-trip threshold, and every view reports the same gate state.
+
+    Catches a view or a session that keeps the pre-trip gate (planted: ``view`` giving the twin
+    ``copy.copy(self.breaker)`` -> the other views keep the calibrated threshold and execute the send; or a
+    session caching ``guard.threshold`` when it opens -> its decisions keep the pre-trip threshold)."""
+    guard = Guard(small_policy, threshold=0.5, artifact_id="art#abc", fallback=fallback)
+    shadow = guard.view("shadow")
+    views = [guard, shadow, shadow.view("enforce"), guard.view("enforce")]
+    sessions = [view.session(f"s{i}") for i, view in enumerate(views)]
+    for i, session in enumerate(sessions):
+        assert session.decide(*SEND, f"pre{i}").verdict is Verdict.EXECUTE
+    assert views[tripper].trip("risk alarm")
+    expected = fallback if isinstance(fallback, float) else 0.5
+    for i, (view, session) in enumerate(zip(views, sessions, strict=True)):
+        assert view.tripped and view.trip_state is guard.trip_state and view.threshold == expected, i
+        decision = session.decide(*SEND, f"post{i}")
+        assert decision.verdict is Verdict.ESCALATE, (i, decision.message)
+        assert decision.threshold == expected, i
