@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from guard.decision import threshold_words
 from guard.jsonio import encode_float, loads_strict
 from guard.policy import FALLBACK_WORDS, Effect, ToolSpec
 from guard.protocols import AuditSink
@@ -107,15 +108,6 @@ class GateState:
     reason: str | None = None
     when: float | None = None
     fallback_word: str | None = None
-
-
-def threshold_words(gate: GateState) -> str:
-    """How a refusal names the threshold in force: calibrated only when an artifact set it (a threshold typed
-    by hand, ``Guard(policy, threshold=0.5)``, is not calibrated; after a trip, the fallback artifact's is)."""
-    artifact = gate.fallback_id if gate.tripped else gate.artifact_id
-    if gate.tripped:
-        return "the fallback artifact's calibrated threshold" if artifact else "the fallback threshold"
-    return "the calibrated threshold" if artifact else "the threshold set by hand"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +172,9 @@ class Breaker:
         return self._state.threshold
 
     def threshold_in_force(self) -> tuple[float, str]:
-        """The effective threshold and how a refusal names it (:func:`threshold_words`), from one snapshot."""
-        state = self._state
-        return state.threshold, threshold_words(state)
+        """The effective threshold and how a refusal names it (:func:`guard.decision.threshold_words`)."""
+        s = self._state  # one snapshot
+        return s.threshold, threshold_words(s.tripped, s.fallback_id if s.tripped else s.artifact_id)
 
     @property
     def tripped(self) -> bool:
@@ -396,14 +388,5 @@ def trip_text(artifact_id: str, reason: str) -> str:
     return _render(artifact_id, text)
 
 
-__all__ = [
-    "ESCALATE",
-    "ESCALATE_RISKY",
-    "Breaker",
-    "GateState",
-    "TripAlarm",
-    "TripFileError",
-    "acts",
-    "parse_trip",
-    "trip_text",
-]
+__all__ = ["ESCALATE", "ESCALATE_RISKY", "Breaker", "GateState", "TripAlarm", "TripFileError", "acts", "parse_trip"]
+__all__ += ["trip_text"]

@@ -101,3 +101,11 @@ class Certification:
     message: str
     probes: tuple[ProbeCall, ...] = ()
     log: Mapping[str, Any] | None = None
+
+
+def threshold_words(tripped: bool, artifact_id: str | None) -> str:
+    """How a refusal names the threshold in force: calibrated only when an artifact set it (a threshold typed
+    by hand, ``Guard(policy, threshold=0.5)``, is not calibrated; after a trip, the fallback artifact's is)."""
+    if tripped:
+        return "the fallback artifact's calibrated threshold" if artifact_id else "the fallback threshold"
+    return "the calibrated threshold" if artifact_id else "the threshold set by hand"
