@@ -3,24 +3,29 @@
 Only what a human wrote may enter the user channel (``Session.observe_user``), since a user turn
 can make a call trusted (:mod:`guard.evidence.trust`); see docs/security.md#the-user-channel.  A
 ``HumanMessage`` in the graph state is not proof of that: ``SummarizationMiddleware`` replaces old
-turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``
-or any node or middleware can add one, and a middleware can rewrite one in place.
+turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``,
+any node or middleware (``RemoveMessage(REMOVE_ALL_MESSAGES)`` and a summary, say) or application
+code's ``graph.update_state(...)`` can add one, and a middleware can rewrite one in place.
 
-The rule is provenance, not the message class: a ``HumanMessage`` is a user turn only when its text
-is the text of a human message **the caller passed in a run's input**, and it carries no framework
-marker (``lc_source`` in ``additional_kwargs`` or ``response_metadata``, which LangChain's own
-middlewares set).  Everything else is observed as untrusted content.  The caller's input is known
+The rule is provenance, not the message class nor its place in the state: a ``HumanMessage`` is a
+user turn only when its text is the text of a human message the guard saw **arrive as a run's
+input**, and it carries no framework marker (``lc_source`` in ``additional_kwargs`` or
+``response_metadata``, which LangChain's own middlewares set).  Everything else is observed as
+untrusted content.  The guard sees an input arrive
 
-- at the start of a ``create_agent`` run (``GuardMiddleware.before_agent``): the messages the run
-  starts with that the session has not seen; with a checkpointer, whose state holds the thread's
-  history before the input, only the human messages after the last message of another kind;
-- with a checkpointer: from the checkpointer itself, which keeps every input of the thread's root
-  graph as a write of its ``__start__`` task (read when a ``HumanMessage`` of unknown provenance
-  appears; a run with ``durability="exit"`` stores its input only at its end, so a ``ToolNode``
-  cannot find it during the run and its human turns are untrusted content: fail closed);
-- for a ``ToolNode`` in a graph without a checkpointer (no run start to see, nothing stored): the
-  human messages that lead the messages new since the wrapper last looked, before any other message,
-  except those a tool's ``Command`` put there (the wrapper sees every tool's output).
+- with a checkpointer: only in the checkpointer's record of the thread's inputs, the writes of
+  the root graph's ``__start__`` task on its ``source: "input"`` checkpoints (read when a
+  ``HumanMessage`` of unknown provenance appears, at a run's start too).  The state never vouches:
+  a run's start sees the thread's history first, which holds whatever a tool, a failed run or
+  ``update_state`` (``source: "update"``) left there.  A checkpointer that cannot be read, and a
+  run with ``durability="exit"`` (its input is stored only at its end), vouch for nothing: fail
+  closed;
+- without a checkpointer, in ``create_agent`` (``GuardMiddleware.before_agent``): the state at a
+  run's start is the caller's input; its human messages after the last message of another kind,
+  less those the session saw a tool's ``Command`` add (history passed back in is not vouched for);
+- without a checkpointer, in a ``ToolNode`` graph: only what the caller declares with
+  :func:`declare_input` (``start_run``); the node sees no run start and nothing is stored, so
+  every other ``HumanMessage`` is untrusted content.
 
 A ``HumanMessage`` already fed whose content later changes (a middleware rewrote it in place) is
 observed again, as untrusted content: the new text is not what the human wrote.
@@ -55,37 +60,41 @@ def _texts(messages: Iterable[Any], inserted: set[str] | frozenset[str] = frozen
     }
 
 
-def _leading(messages: Sequence[Any]) -> list[Any]:
-    """The human messages before the first message of another kind."""
+def _trailing(messages: Sequence[Any]) -> list[Any]:
+    """The human messages after the last message of another kind (a run's input is appended last)."""
     out = []
-    for message in messages:
+    for message in reversed(messages):
         if not isinstance(message, HumanMessage):
             break
         out.append(message)
-    return out
+    return out[::-1]
 
 
-def _trailing(messages: Sequence[Any]) -> list[Any]:
-    """The human messages after the last message of another kind (a run's input is appended last)."""
-    return list(reversed(_leading(list(reversed(messages)))))
+def _unknown(tracker: Tracker, messages: Iterable[Any]) -> bool:
+    """Whether a human message among ``messages`` has a text no input the guard saw carried."""
+    return any(isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in tracker.said for m in messages)
 
 
 def learn(tracker: Tracker, config: Mapping[str, Any], messages: Sequence[Any], entry: bool) -> bool:
-    """Learn the caller's texts that ``messages`` show; whether the checkpointer must be read for the rest.
+    """Learn the caller's texts that ``messages`` show; whether the checkpointer's record must be read.
 
-    ``entry``: ``messages`` are the state at the start of a run (``before_agent``), before any
-    middleware, model or tool added to them.
+    ``entry``: ``messages`` are the state at the start of a ``create_agent`` run (``before_agent``).
+    With a checkpointer the state vouches for nothing (it holds the thread's history, and whatever
+    a tool, a failed run or ``update_state`` left in it): the record of inputs is read whenever a
+    human message of unknown provenance is new.  Without one, only a run's start is the caller's
+    input; a ``ToolNode`` learns nothing from the state (see :func:`declare_input`).
     """
     new = _unseen(tracker, messages)
-    checkpointed = has_checkpointer(config)
-    if entry:  # with a checkpointer the state holds the thread's history first: the input is appended last
-        tracker.said |= _texts(_trailing(new) if checkpointed else new)
-        tracker.entered = True
-    elif not tracker.entered and not checkpointed:
-        tracker.said |= _texts(_leading(new), tracker.inserted)
-    return checkpointed and any(
-        isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in tracker.said for m in new
-    )
+    if has_checkpointer(config):
+        return _unknown(tracker, new)
+    if entry:
+        tracker.said |= _texts(_trailing(new), tracker.inserted)
+    return False
+
+
+def declare_input(tracker: Tracker, messages: Sequence[Any]) -> None:
+    """The caller declares ``messages`` to be a run's input: their human messages' texts are user turns."""
+    tracker.said |= _texts(messages)
 
 
 def _source(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
@@ -156,4 +165,4 @@ def note_output(tracker: Tracker, output: Any) -> None:
             tracker.inserted.add(text_of(message))
 
 
-__all__ = ["aread_inputs", "learn", "note_output", "read_inputs"]
+__all__ = ["aread_inputs", "declare_input", "learn", "note_output", "read_inputs"]
