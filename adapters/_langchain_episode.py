@@ -51,14 +51,16 @@ def _annotate(session: Session, meta: Mapping[str, Any]) -> None:
 
 
 def start_run(node: Any, config: Mapping[str, Any], messages: Sequence[Any]) -> list[Any]:
-    """Declare the human's input of a run of a graph with a guarded ``ToolNode``: its human messages are user turns.
+    """Declare the human's input of a run of a graph with a guarded ``ToolNode``: its new human turns are user turns.
 
     A ``ToolNode`` never sees its graph's input arrive; without a checkpointer (whose record of the
     thread's inputs it reads) no ``HumanMessage`` in the state is a user turn unless declared here
     (docs/security.md#the-user-channel).  ``node``: the :func:`~guard.adapters.langchain.guard_tool_node`
     (or its ``GuardToolWrapper``); ``config``: the run's config; ``messages``: the input's messages
-    (anything ``convert_to_messages`` reads), the human's own words only.  Returns them as messages
-    with ids, to pass as the input: ``app.invoke({"messages": start_run(node, config, msgs)}, config)``.
+    (anything ``convert_to_messages`` reads), history passed back in first: only the human messages
+    after its last message of another kind are declared, so pass the human's own words last.
+    Returns them as messages with ids (a run without a thread id is keyed by the first), to pass as
+    the input: ``app.invoke({"messages": start_run(node, config, msgs)}, config)``.
     """
     return tool_node_wrapper(node).declare_input(config, messages)
 

@@ -93,8 +93,13 @@ def learn(tracker: Tracker, config: Mapping[str, Any], messages: Sequence[Any], 
 
 
 def declare_input(tracker: Tracker, messages: Sequence[Any]) -> None:
-    """The caller declares ``messages`` to be a run's input: their human messages' texts are user turns."""
-    tracker.said |= _texts(messages)
+    """The caller declares ``messages`` to be a run's input: its new human turns are user turns.
+
+    Those are the human messages after the last message of another kind, less those the session
+    saw a tool's ``Command`` add: history the caller passes back in is not vouched for (as at a
+    ``create_agent`` run's start).
+    """
+    tracker.said |= _texts(_trailing(messages), tracker.inserted)
 
 
 def _source(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
