@@ -122,7 +122,7 @@ class GuardToolWrapper(SessionPool):
         return tracker, refusals
 
     def declare_input(self, config: Mapping[str, Any], messages: Sequence[Any]) -> list[BaseMessage]:
-        """The caller's input of a run: its new human turns are user turns (see :func:`~guard.adapters.langchain.start_run`).
+        """The caller's input of a run: its new human turns are user turns (see ``start_run``).
 
         ``messages``: anything ``convert_to_messages`` reads.  Returns them as messages, each one
         without an id given one (so a run without a thread id is keyed by its first message).
