@@ -325,6 +325,14 @@ PATHS = [
     Path("node_adds_context", lambda: Plan(before_model=add_context), lambda c: c.say(TASK)),
 ]
 
+
+def update_state_as_input(caller: Caller) -> None:
+    """Application code adds the human's next turn with ``update_state`` as the graph's input, then resumes."""
+    caller.say(TASK)
+    caller.harness.app.update_state(caller.config, {"messages": [HumanMessage(content=NAMES_IT)]}, as_node="__input__")
+    caller.resume()
+
+
 GENUINE = [
     Path("human_input", Plan, lambda c: c.say(f"{TASK} {NAMES_IT}")),
     Path("human_next_turn", Plan, lambda c: c.say(TASK, then=NAMES_IT)),
@@ -334,6 +342,7 @@ GENUINE = [
         fail_then(elsewhere, said=f"{TASK} {NAMES_IT}"),
         checkpointed,
     ),
+    Path("human_turn_by_update_state_as_input", Plan, update_state_as_input, checkpointed),
 ]
 
 
@@ -401,3 +410,19 @@ def test_the_humans_own_words_are_still_a_user_turn(path: Path, adapter: str, en
     harness = played(path, adapter, entry)
     assert harness.sent == [OUTSIDE] and harness.verdicts() == ["execute"], (harness.sent, harness.verdicts())
     assert any(ASK in turn for turn in user_turns(harness))
+
+
+@pytest.mark.parametrize("adapter", ["agent", "node"])
+def test_an_input_the_checkpointer_stores_only_at_the_end_vouches_for_nothing(adapter: str) -> None:
+    """``durability="exit"`` stores a run's input only when it ends: the human's words are untrusted (fail closed).
+
+    Planted bug it catches: ``before_agent`` taking the state's trailing human messages as the input
+    when the checkpointer's record has none (the agent row: the send runs on words the guard never
+    saw arrive).
+    """
+    harness = Harness(adapter, InMemorySaver(), False, Plan())
+    harness.build()
+    config = {"configurable": {"thread_id": "exit"}}
+    harness.app.invoke({"messages": [("user", f"{TASK} {NAMES_IT}")]}, config, durability="exit")
+    assert harness.sent == [] and harness.verdicts() == ["escalate"]
+    assert user_turns(harness) == [] and any(ASK in text for text in untrusted_humans(harness))
