@@ -13,13 +13,13 @@ input**, and it carries no framework marker (``lc_source`` in ``additional_kwarg
 ``response_metadata``, which LangChain's own middlewares set).  Everything else is observed as
 untrusted content.  The guard sees an input arrive
 
-- with a checkpointer: only in the checkpointer's record of the thread's inputs, the writes of
-  the root graph's ``__start__`` task on its ``source: "input"`` checkpoints (read when a
-  ``HumanMessage`` of unknown provenance appears, at a run's start too).  The state never vouches:
-  a run's start sees the thread's history first, which holds whatever a tool, a failed run or
-  ``update_state`` (``source: "update"``) left there.  A checkpointer that cannot be read, and a
-  run with ``durability="exit"`` (its input is stored only at its end), vouch for nothing: fail
-  closed;
+- with a checkpointer: only in the checkpointer's record of the thread's inputs (read when a
+  ``HumanMessage`` of unknown provenance appears, at a run's start too; see
+  :mod:`guard.adapters._langchain_inputs`, which also finds a run's own input before it is saved).
+  The state never vouches: a run's start sees the thread's history first, which holds whatever a
+  tool, a failed run or ``update_state`` (``source: "update"``) left there.  A checkpointer that
+  cannot be read, and a ``ToolNode`` in a run with ``durability="exit"`` (its input is stored only
+  at its end), vouch for nothing: fail closed;
 - without a checkpointer, in ``create_agent`` (``GuardMiddleware.before_agent``): the state at a
   run's start is the caller's input; its human messages after the last message of another kind,
   less those the session saw a tool's ``Command`` add (history passed back in is not vouched for);
@@ -33,14 +33,12 @@ observed again, as untrusted content: the new text is not what the human wrote.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._langchain_content import marker
 from guard.adapters._langchain_core import BaseMessage, HumanMessage, Tracker, has_checkpointer, text_of
-
-log = logging.getLogger("guard.adapters.langchain")
+from guard.adapters._langchain_inputs import aread, read, source
 
 
 def _unseen(tracker: Tracker, messages: Sequence[Any]) -> list[Any]:
@@ -102,61 +100,30 @@ def declare_input(tracker: Tracker, messages: Sequence[Any]) -> None:
     tracker.said |= _texts(_trailing(messages), tracker.inserted)
 
 
-def _source(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
-
-    configurable = config.get("configurable") or {}
-    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
-    if saver is None or thread is None:
-        return None
-    return saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+def _vouch(tracker: Tracker, own: Sequence[Any], inputs: Sequence[Any]) -> None:
+    """Add what the checkpointer vouches for: the run's own new human turns, every human text of the thread's inputs."""
+    tracker.said |= _texts(_trailing(own), tracker.inserted) | _texts(inputs)
 
 
-def _input_texts(found: Iterable[Any], key: str) -> set[str]:
-    """The human texts of the root graph's inputs among checkpoint tuples (their ``__start__`` writes)."""
-    from langchain_core.messages import convert_to_messages
+def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str, start: Sequence[Any] | None = None) -> None:
+    """Add the human texts the checkpointer shows arrived as input to ``tracker.said``.
 
-    texts: set[str] = set()
-    for checkpoint in found:
-        for _task, channel, value in getattr(checkpoint, "pending_writes", None) or ():
-            if channel != key:
-                continue
-            try:
-                texts |= _texts(convert_to_messages(value if isinstance(value, list) else [value]))
-            except (TypeError, ValueError, NotImplementedError) as exc:
-                log.warning("carbguard: an input of the thread could not be read (%s); not a user turn", exc)
-    return texts
-
-
-def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
-    """Add the texts of every input of the thread (read from the checkpointer) to ``tracker.said``.
-
-    A checkpointer that cannot be read adds nothing (fail closed: the messages are then untrusted content).
+    ``start``: the state at a ``create_agent`` run's start, whose own input the checkpointer may
+    not have saved yet (see :mod:`guard.adapters._langchain_inputs`).  A checkpointer that cannot
+    be read adds nothing (fail closed: the messages are then untrusted content).
     """
-    source = _source(config)
-    if source is None:
-        return
-    saver, query = source
-    try:
-        found = list(saver.list(query, filter={"source": "input"}))
-    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
-        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
-        return
-    tracker.said |= _input_texts(found, key)
+    found = source(config)
+    if found is not None:
+        _vouch(tracker, *read(*found, start, key))
 
 
-async def aread_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
+async def aread_inputs(
+    tracker: Tracker, config: Mapping[str, Any], key: str, start: Sequence[Any] | None = None
+) -> None:
     """Async twin of :func:`read_inputs`."""
-    source = _source(config)
-    if source is None:
-        return
-    saver, query = source
-    try:
-        found = [t async for t in saver.alist(query, filter={"source": "input"})]
-    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
-        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
-        return
-    tracker.said |= _input_texts(found, key)
+    found = source(config)
+    if found is not None:
+        _vouch(tracker, *(await aread(*found, start, key)))
 
 
 def note_output(tracker: Tracker, output: Any) -> None:

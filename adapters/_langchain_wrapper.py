@@ -106,7 +106,7 @@ class GuardToolWrapper(SessionPool):
         tracker = self._tracker(self.key_for(config, messages))
         with tracker.lock:
             if learn(tracker, config, messages, entry):
-                read_inputs(tracker, config, self.messages_key)
+                read_inputs(tracker, config, self.messages_key, messages if entry else None)
             refusals = decide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
 
@@ -117,7 +117,7 @@ class GuardToolWrapper(SessionPool):
         tracker = self._tracker(self.key_for(config, messages))
         async with tracker.alock:
             if learn(tracker, config, messages, entry):
-                await aread_inputs(tracker, config, self.messages_key)
+                await aread_inputs(tracker, config, self.messages_key, messages if entry else None)
             refusals = await adecide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
 

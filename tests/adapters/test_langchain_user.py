@@ -190,20 +190,24 @@ class Harness:
 
 @dataclass(frozen=True)
 class Entry:
-    """How the caller runs the app: the call, the checkpointer, whether a thread id keys the session."""
+    """How the caller runs the app: the call, the checkpointer (and its durability), whether a thread id keys it."""
 
     call: str  # invoke | ainvoke | stream | astream | resumed (invoke, resumed after each breakpoint)
     saver: bool
     thread: bool = True
+    durability: str | None = None  # "exit": the checkpointer stores nothing of a run until it ends
 
     @property
     def id(self) -> str:
-        return f"{self.call}-{'checkpointer' if self.saver else 'no_checkpointer'}{'' if self.thread else '-own'}"
+        saved = f"checkpointer{'-' + self.durability if self.durability else ''}" if self.saver else "no_checkpointer"
+        return f"{self.call}-{saved}{'' if self.thread else '-own'}"
 
 
 ENTRIES = [
     *(Entry(call, saver) for call in ("invoke", "ainvoke", "stream", "astream") for saver in (False, True)),
     Entry("resumed", True),
+    Entry("invoke", True, durability="exit"),
+    Entry("astream", True, durability="exit"),
     Entry("invoke", False, thread=False),
     Entry("astream", False, thread=False),
 ]
@@ -244,8 +248,9 @@ class Caller:
 
     def once(self, given: Any) -> None:
         app, config, call = self.harness.app, self.config, self.entry.call
+        durability = {"durability": self.entry.durability} if self.entry.durability else {}
         if call in ("invoke", "resumed"):
-            out = app.invoke(given, config)
+            out = app.invoke(given, config, **durability)
         elif call == "ainvoke":
             out = asyncio.run(app.ainvoke(given, config))
         elif call == "stream":
@@ -255,7 +260,7 @@ class Caller:
         else:
 
             async def drain() -> None:
-                async for out in app.astream(given, config, stream_mode="values"):
+                async for out in app.astream(given, config, stream_mode="values", **durability):
                     self.keep(out)
 
             asyncio.run(drain())
@@ -346,13 +351,14 @@ GENUINE = [
 ]
 
 
-def cases(paths: list[Path]) -> list[Any]:
+def cases(paths: list[Path], *, stored_at_exit: bool = True) -> list[Any]:
+    """Every row against both adapters and every entry it applies to (``stored_at_exit``: durability="exit" too)."""
     return [
         pytest.param(path, adapter, entry, id=f"{path.name}-{adapter}-{entry.id}")
         for path in paths
         for adapter in ("agent", "node")
         for entry in ENTRIES
-        if path.applies(entry)
+        if path.applies(entry) and (stored_at_exit or entry.durability != "exit")
     ]
 
 
@@ -388,8 +394,10 @@ def test_an_injected_human_message_is_untrusted_content_and_the_send_is_refused(
     unseen human messages of a checkpointed state (a tool's Command before a failed model call,
     ``update_state``: the rows ``failed_model_then_new_input`` and ``update_state`` execute the
     send); a ``ToolNode`` without a checkpointer taking the human messages that lead what is new as
-    the input (``remove_all_and_summary``, ``node_adds_context``); observing any HumanMessage as a
-    user turn (every row).
+    the input (``remove_all_and_summary``, ``node_adds_context``); a run's start that takes more
+    than what follows the checkpointer's latest state as its input (``update_state``); ``start_run``
+    or ``before_agent`` without a checkpointer keeping what a tool's ``Command`` added
+    (``failed_model_then_new_input`` streamed); observing any HumanMessage as a user turn (every row).
     """
     harness = played(path, adapter, entry)
     verdicts = harness.verdicts()
@@ -398,7 +406,7 @@ def test_an_injected_human_message_is_untrusted_content_and_the_send_is_refused(
     assert any(ASK in text for text in untrusted_humans(harness)), untrusted_humans(harness)
 
 
-@pytest.mark.parametrize(("path", "adapter", "entry"), cases(GENUINE))
+@pytest.mark.parametrize(("path", "adapter", "entry"), cases(GENUINE, stored_at_exit=False))
 def test_the_humans_own_words_are_still_a_user_turn(path: Path, adapter: str, entry: Entry) -> None:
     """Control: the human names the recipient and the IBAN (in the run's input, a later turn, or a resumed thread).
 
@@ -413,16 +421,23 @@ def test_the_humans_own_words_are_still_a_user_turn(path: Path, adapter: str, en
 
 
 @pytest.mark.parametrize("adapter", ["agent", "node"])
-def test_an_input_the_checkpointer_stores_only_at_the_end_vouches_for_nothing(adapter: str) -> None:
-    """``durability="exit"`` stores a run's input only when it ends: the human's words are untrusted (fail closed).
+def test_with_durability_exit_only_a_runs_start_shows_its_input(adapter: str) -> None:
+    """``durability="exit"`` stores nothing of a run until it ends, so the record of inputs never has it.
 
-    Planted bug it catches: ``before_agent`` taking the state's trailing human messages as the input
-    when the checkpointer's record has none (the agent row: the send runs on words the guard never
-    saw arrive).
+    ``create_agent`` still finds the human's input at the run's start — the state is exactly the
+    checkpointer's latest state (none, on a new thread) followed by it — so the send the human
+    named runs; a ``ToolNode`` sees no run start: its human turns are untrusted (fail closed).
+    Planted bugs it catches: a run's start that does not match the state against the latest
+    checkpoint (the agent row: the send is refused), and a ``ToolNode`` that takes the state as the
+    input when the record has none (the node row: the send runs).
     """
     harness = Harness(adapter, InMemorySaver(), False, Plan())
     harness.build()
     config = {"configurable": {"thread_id": "exit"}}
     harness.app.invoke({"messages": [("user", f"{TASK} {NAMES_IT}")]}, config, durability="exit")
-    assert harness.sent == [] and harness.verdicts() == ["escalate"]
-    assert user_turns(harness) == [] and any(ASK in text for text in untrusted_humans(harness))
+    if adapter == "agent":
+        assert harness.sent == [OUTSIDE] and harness.verdicts() == ["execute"]
+        assert any(ASK in turn for turn in user_turns(harness))
+    else:
+        assert harness.sent == [] and harness.verdicts() == ["escalate"]
+        assert user_turns(harness) == [] and any(ASK in text for text in untrusted_humans(harness))
