@@ -9,8 +9,8 @@ neither is read.
 With the default ``durability="async"`` both are saved in the background, so a node that reads at
 a run's start may find neither yet.  Then the run's input is the part of the state that follows the
 checkpointer's latest checkpoint (the state the run loaded, nothing of this run saved yet) — read
-only when the state is exactly that checkpoint's messages followed by them (:func:`started`); a
-state the guard cannot match vouches for nothing.  A checkpointer that cannot be read vouches for
+only when the state is exactly that checkpoint's messages followed by human messages only
+(:func:`started`); a state the guard cannot match vouches for nothing.  A checkpointer that cannot be read vouches for
 nothing (fail closed).
 """
 
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from guard.adapters._langchain_core import BaseMessage
+from guard.adapters._langchain_core import BaseMessage, HumanMessage
 
 log = logging.getLogger("guard.adapters.langchain")
 
@@ -80,10 +80,11 @@ def _history(latest: Any, key: str) -> list[Any] | None:
 
 
 def started(latest: Any, messages: Sequence[Any], key: str) -> list[Any]:
-    """The messages a run's start added to the checkpointer's latest state ``latest`` (a checkpoint tuple or None).
+    """The human messages a run's start added to the checkpointer's latest state ``latest`` (a tuple or None).
 
     Only when ``messages`` (the state at the run's start) are exactly that state's messages, by id
-    and in order, followed by them; else none.
+    and in order, followed by human messages only; else none (a run that started from another
+    checkpoint, or an input that is more than the human's turn, is left to the record).
     """
     history = _history(latest, key)
     if history is None:
@@ -91,7 +92,8 @@ def started(latest: Any, messages: Sequence[Any], key: str) -> list[Any]:
     ids = [getattr(m, "id", None) for m in history]
     if None in ids or len(messages) < len(ids) or [getattr(m, "id", None) for m in messages[: len(ids)]] != ids:
         return []
-    return list(messages[len(ids) :])
+    rest = list(messages[len(ids) :])
+    return rest if all(isinstance(m, HumanMessage) for m in rest) else []
 
 
 def read(
