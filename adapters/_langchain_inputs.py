@@ -9,6 +9,7 @@ neither is read.
 With the default ``durability="async"`` both are saved in the background, so a node that reads at
 a run's start may find neither yet.  Then the run's input is the part of the state that follows the
 checkpointer's latest checkpoint (the state the run loaded, nothing of this run saved yet) — read
+only by the root graph's first node after the input (its step says no other node ran since) and
 only when the state is exactly that checkpoint's messages followed by human messages only
 (:func:`started`); a state the guard cannot match vouches for nothing.  A checkpointer that cannot be read vouches for
 nothing (fail closed).
@@ -79,15 +80,25 @@ def _history(latest: Any, key: str) -> list[Any] | None:
     return history
 
 
-def started(latest: Any, messages: Sequence[Any], key: str) -> list[Any]:
+def root_step(config: Mapping[str, Any]) -> int | None:
+    """The step of the running node when it is a node of the root graph (None in a subgraph, or unknown)."""
+    step = (config.get("metadata") or {}).get("langgraph_step")
+    namespace = (config.get("configurable") or {}).get("checkpoint_ns")
+    return step if type(step) is int and type(namespace) is str and "|" not in namespace else None
+
+
+def started(latest: Any, messages: Sequence[Any], key: str, step: int | None) -> list[Any]:
     """The human messages a run's start added to the checkpointer's latest state ``latest`` (a tuple or None).
 
-    Only when ``messages`` (the state at the run's start) are exactly that state's messages, by id
-    and in order, followed by human messages only; else none (a run that started from another
-    checkpoint, or an input that is more than the human's turn, is left to the record).
+    Only when the node runs right after the run's input was applied (``step``: the root graph's
+    step after the loaded checkpoint's input and ``__start__`` steps; so no node ran since) and
+    ``messages`` (the state then) are exactly that state's messages, by id and in order, followed by
+    human messages only; else none (a run that started from another checkpoint, an input that is
+    more than the human's turn, a node before this one: left to the record).
     """
     history = _history(latest, key)
-    if history is None:
+    before = -2 if latest is None else (getattr(latest, "metadata", None) or {}).get("step")
+    if history is None or type(before) is not int or step != before + 3:
         return []
     ids = [getattr(m, "id", None) for m in history]
     if None in ids or len(messages) < len(ids) or [getattr(m, "id", None) for m in messages[: len(ids)]] != ids:
@@ -96,30 +107,32 @@ def started(latest: Any, messages: Sequence[Any], key: str) -> list[Any]:
     return rest if all(isinstance(m, HumanMessage) for m in rest) else []
 
 
-def read(
-    saver: Any, query: dict[str, Any], messages: Sequence[Any] | None, key: str
-) -> tuple[list[Any], list[BaseMessage]]:
-    """The run's own input when ``messages`` is the state at its start (see :func:`started`); the thread's inputs."""
+Start = tuple[Sequence[Any], "int | None"]
+"""The state at a run's start and the node's :func:`root_step`."""
+
+
+def read(saver: Any, query: dict[str, Any], key: str, start: Start | None) -> tuple[list[Any], list[BaseMessage]]:
+    """The run's own input when ``start`` is given (see :func:`started`); the thread's inputs."""
     try:
-        latest = saver.get_tuple(query) if messages is not None else None  # first: before this run saves anything
+        latest = saver.get_tuple(query) if start is not None else None  # first: before this run saves anything
         found = list(saver.list(query, filter={"source": "input"}))
     except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
         log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
         return [], []
-    return (started(latest, messages, key) if messages is not None else []), recorded(found, key)
+    return (started(latest, start[0], key, start[1]) if start is not None else []), recorded(found, key)
 
 
 async def aread(
-    saver: Any, query: dict[str, Any], messages: Sequence[Any] | None, key: str
+    saver: Any, query: dict[str, Any], key: str, start: Start | None
 ) -> tuple[list[Any], list[BaseMessage]]:
     """Async twin of :func:`read`."""
     try:
-        latest = await saver.aget_tuple(query) if messages is not None else None
+        latest = await saver.aget_tuple(query) if start is not None else None
         found = [t async for t in saver.alist(query, filter={"source": "input"})]
     except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
         log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
         return [], []
-    return (started(latest, messages, key) if messages is not None else []), recorded(found, key)
+    return (started(latest, start[0], key, start[1]) if start is not None else []), recorded(found, key)
 
 
-__all__ = ["aread", "read", "recorded", "source", "started"]
+__all__ = ["Start", "aread", "read", "recorded", "root_step", "source", "started"]

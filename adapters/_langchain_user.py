@@ -38,7 +38,7 @@ from typing import Any
 
 from guard.adapters._langchain_content import marker
 from guard.adapters._langchain_core import BaseMessage, HumanMessage, Tracker, has_checkpointer, text_of
-from guard.adapters._langchain_inputs import aread, read, source
+from guard.adapters._langchain_inputs import aread, read, root_step, source
 
 
 def _unseen(tracker: Tracker, messages: Sequence[Any]) -> list[Any]:
@@ -114,7 +114,7 @@ def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str, start: Se
     """
     found = source(config)
     if found is not None:
-        _vouch(tracker, *read(*found, start, key))
+        _vouch(tracker, *read(*found, key, None if start is None else (start, root_step(config))))
 
 
 async def aread_inputs(
@@ -123,7 +123,7 @@ async def aread_inputs(
     """Async twin of :func:`read_inputs`."""
     found = source(config)
     if found is not None:
-        _vouch(tracker, *(await aread(*found, start, key)))
+        _vouch(tracker, *(await aread(*found, key, None if start is None else (start, root_step(config)))))
 
 
 def note_output(tracker: Tracker, output: Any) -> None:

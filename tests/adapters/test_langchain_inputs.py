@@ -23,10 +23,13 @@ def stored(messages: Any, writes: list[tuple[str, str, Any]] | None = None, star
     values: dict[str, Any] = {} if messages is None else {"messages": messages}
     if start is not None:
         values[START] = start
-    return SimpleNamespace(checkpoint={"channel_values": values}, pending_writes=writes or [])
+    return SimpleNamespace(checkpoint={"channel_values": values}, pending_writes=writes or [], metadata={"step": 4})
 
 
-ROWS = [  # latest checkpoint, the state at the run's start, what the run's own input is
+AT_START = 4 + 3  # the step of the first node after a run's input and __start__ on a checkpoint of step 4
+
+
+ROWS = [  # latest checkpoint, the state at the run's start, what the run's own input is (at step AT_START)
     ("new thread", None, [NEW], [NEW]),
     ("new thread, more than a human turn", None, [H1, AI, NEW], []),
     ("history then the turn", stored([H1, AI, TOOL]), [H1, AI, TOOL, NEW], [NEW]),
@@ -55,7 +58,18 @@ def test_a_runs_own_input_is_only_what_follows_the_latest_state(latest: Any, sta
     non-human messages or a longer rest (``more than a human turn``, ``a fork``), matching a message
     without an id or a value that is not a list.
     """
-    assert started(latest, state, "messages") == own
+    assert started(latest, state, "messages", 1 if latest is None else AT_START) == own
+
+
+@pytest.mark.parametrize("step", [AT_START + 1, AT_START - 1, None], ids=["a node ran since", "too early", "subgraph"])
+def test_only_the_first_node_after_the_input_reads_it_from_the_state(step: int | None) -> None:
+    """A node that is not the first after the input (another node may have added a HumanMessage the
+    checkpointer has not saved yet), or a subgraph's node, gets nothing from the state.
+
+    Planted bug it catches: ``started`` without the step check (these rows would return the new turn).
+    """
+    assert started(stored([H1, AI]), [H1, AI, NEW], "messages", step) == []
+    assert started(None, [NEW], "messages", None if step is None else step - AT_START + 1) == []
 
 
 def test_the_record_reads_the_start_channel_and_the_start_tasks_writes_only() -> None:
@@ -88,9 +102,6 @@ def test_a_checkpointer_that_cannot_be_read_vouches_for_nothing(use_async: bool,
     Planted bug it catches: an error that escapes (the run fails) or a fallback that takes the state as the input.
     """
     query = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    got = (
-        asyncio.run(aread(Broken(), query, [NEW], "messages"))
-        if use_async
-        else read(Broken(), query, [NEW], "messages")
-    )
+    saver, start = Broken(), ([NEW], 1)
+    got = asyncio.run(aread(saver, query, "messages", start)) if use_async else read(saver, query, "messages", start)
     assert got == ([], []) and "database down" in caplog.text

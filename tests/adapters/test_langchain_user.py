@@ -420,8 +420,9 @@ def test_the_humans_own_words_are_still_a_user_turn(path: Path, adapter: str, en
     assert any(ASK in turn for turn in user_turns(harness))
 
 
+@pytest.mark.parametrize("call", ["invoke", "astream"])
 @pytest.mark.parametrize("adapter", ["agent", "node"])
-def test_with_durability_exit_only_a_runs_start_shows_its_input(adapter: str) -> None:
+def test_with_durability_exit_only_a_runs_start_shows_its_input(adapter: str, call: str) -> None:
     """``durability="exit"`` stores nothing of a run until it ends, so the record of inputs never has it.
 
     ``create_agent`` still finds the human's input at the run's start — the state is exactly the
@@ -433,8 +434,7 @@ def test_with_durability_exit_only_a_runs_start_shows_its_input(adapter: str) ->
     """
     harness = Harness(adapter, InMemorySaver(), False, Plan())
     harness.build()
-    config = {"configurable": {"thread_id": "exit"}}
-    harness.app.invoke({"messages": [("user", f"{TASK} {NAMES_IT}")]}, config, durability="exit")
+    Caller(harness, Entry(call, True, durability="exit")).say(f"{TASK} {NAMES_IT}")
     if adapter == "agent":
         assert harness.sent == [OUTSIDE] and harness.verdicts() == ["execute"]
         assert any(ASK in turn for turn in user_turns(harness))
