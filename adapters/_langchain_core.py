@@ -158,10 +158,10 @@ class Reviewed:
 class Tracker:
     """One session and what of the message history it has seen.
 
-    ``said`` holds the texts of the human messages the caller passed in a run's input (the only
-    ones fed as user turns), ``inserted`` those a tool's ``Command`` added, ``entered`` whether a
-    run's start was seen, ``humans`` the content each fed ``HumanMessage`` had (a later change is
-    fed as untrusted content): see :mod:`guard.adapters._langchain_user`.
+    ``said`` holds the texts of the human messages the guard saw arrive as a run's input (the only
+    ones fed as user turns), ``inserted`` those a tool's ``Command`` added, ``humans`` the content
+    each fed ``HumanMessage`` had (a later change is fed as untrusted content): see
+    :mod:`guard.adapters._langchain_user`.
     """
 
     session: Session
@@ -172,7 +172,6 @@ class Tracker:
     reviewed: dict[str, Reviewed] = field(default_factory=dict)
     said: set[str] = field(default_factory=set)
     inserted: set[str] = field(default_factory=set)
-    entered: bool = False
     humans: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)

@@ -1,5 +1,5 @@
-"""The end of a run of a hand-built LangGraph graph: its final answer fed, its episode's metadata set, its session
-closed (see :mod:`guard.adapters.langchain`).
+"""The start and the end of a run of a hand-built LangGraph graph: its input declared; its final answer fed, its
+episode's metadata set, its session closed (see :mod:`guard.adapters.langchain`).
 
 A guarded ``ToolNode`` runs only when the model calls tools, so it never sees the run's final
 answer nor its end; :class:`~guard.adapters.langchain.GuardMiddleware` sees both and closes its
@@ -50,6 +50,21 @@ def _annotate(session: Session, meta: Mapping[str, Any]) -> None:
     session.annotate(**meta)
 
 
+def start_run(node: Any, config: Mapping[str, Any], messages: Sequence[Any]) -> list[Any]:
+    """Declare the human's input of a run of a graph with a guarded ``ToolNode``: its new human turns are user turns.
+
+    A ``ToolNode`` never sees its graph's input arrive; without a checkpointer (whose record of the
+    thread's inputs it reads) no ``HumanMessage`` in the state is a user turn unless declared here
+    (docs/security.md#the-user-channel).  ``node``: the :func:`~guard.adapters.langchain.guard_tool_node`
+    (or its ``GuardToolWrapper``); ``config``: the run's config; ``messages``: the input's messages
+    (anything ``convert_to_messages`` reads), history passed back in first: only the human messages
+    after its last message of another kind are declared, so pass the human's own words last.
+    Returns them as messages with ids (a run without a thread id is keyed by the first), to pass as
+    the input: ``app.invoke({"messages": start_run(node, config, msgs)}, config)``.
+    """
+    return tool_node_wrapper(node).declare_input(config, messages)
+
+
 def end_run(node: Any, config: Mapping[str, Any], messages: Sequence[Any], **meta: Any) -> Session:
     """End a run of a graph with a guarded ``ToolNode``: set its episode's metadata, feed its final answer, close it.
 
@@ -82,4 +97,4 @@ async def aend_run(node: Any, config: Mapping[str, Any], messages: Sequence[Any]
     return tracker.session
 
 
-__all__ = ["aend_run", "end_run", "tool_node_wrapper"]
+__all__ = ["aend_run", "end_run", "start_run", "tool_node_wrapper"]

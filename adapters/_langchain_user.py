@@ -3,24 +3,29 @@
 Only what a human wrote may enter the user channel (``Session.observe_user``), since a user turn
 can make a call trusted (:mod:`guard.evidence.trust`); see docs/security.md#the-user-channel.  A
 ``HumanMessage`` in the graph state is not proof of that: ``SummarizationMiddleware`` replaces old
-turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``
-or any node or middleware can add one, and a middleware can rewrite one in place.
+turns with a ``HumanMessage`` the model wrote from tool results, a tool's ``Command(update=...)``,
+any node or middleware (``RemoveMessage(REMOVE_ALL_MESSAGES)`` and a summary, say) or application
+code's ``graph.update_state(...)`` can add one, and a middleware can rewrite one in place.
 
-The rule is provenance, not the message class: a ``HumanMessage`` is a user turn only when its text
-is the text of a human message **the caller passed in a run's input**, and it carries no framework
-marker (``lc_source`` in ``additional_kwargs`` or ``response_metadata``, which LangChain's own
-middlewares set).  Everything else is observed as untrusted content.  The caller's input is known
+The rule is provenance, not the message class nor its place in the state: a ``HumanMessage`` is a
+user turn only when its text is the text of a human message the guard saw **arrive as a run's
+input**, and it carries no framework marker (``lc_source`` in ``additional_kwargs`` or
+``response_metadata``, which LangChain's own middlewares set).  Everything else is observed as
+untrusted content.  The guard sees an input arrive
 
-- at the start of a ``create_agent`` run (``GuardMiddleware.before_agent``): the messages the run
-  starts with that the session has not seen; with a checkpointer, whose state holds the thread's
-  history before the input, only the human messages after the last message of another kind;
-- with a checkpointer: from the checkpointer itself, which keeps every input of the thread's root
-  graph as a write of its ``__start__`` task (read when a ``HumanMessage`` of unknown provenance
-  appears; a run with ``durability="exit"`` stores its input only at its end, so a ``ToolNode``
-  cannot find it during the run and its human turns are untrusted content: fail closed);
-- for a ``ToolNode`` in a graph without a checkpointer (no run start to see, nothing stored): the
-  human messages that lead the messages new since the wrapper last looked, before any other message,
-  except those a tool's ``Command`` put there (the wrapper sees every tool's output).
+- with a checkpointer: only in the checkpointer's record of the thread's inputs (read when a
+  ``HumanMessage`` of unknown provenance appears, at a run's start too; see
+  :mod:`guard.adapters._langchain_inputs`, which also finds a run's own input before it is saved).
+  The state never vouches: a run's start sees the thread's history first, which holds whatever a
+  tool, a failed run or ``update_state`` (``source: "update"``) left there.  A checkpointer that
+  cannot be read, and a ``ToolNode`` in a run with ``durability="exit"`` (its input is stored only
+  at its end), vouch for nothing: fail closed;
+- without a checkpointer, in ``create_agent`` (``GuardMiddleware.before_agent``): the state at a
+  run's start is the caller's input; its human messages after the last message of another kind,
+  less those the session saw a tool's ``Command`` add (history passed back in is not vouched for);
+- without a checkpointer, in a ``ToolNode`` graph: only what the caller declares with
+  :func:`declare_input` (``start_run``); the node sees no run start and nothing is stored, so
+  every other ``HumanMessage`` is untrusted content.
 
 A ``HumanMessage`` already fed whose content later changes (a middleware rewrote it in place) is
 observed again, as untrusted content: the new text is not what the human wrote.
@@ -28,14 +33,12 @@ observed again, as untrusted content: the new text is not what the human wrote.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from guard.adapters._langchain_content import marker
 from guard.adapters._langchain_core import BaseMessage, HumanMessage, Tracker, has_checkpointer, text_of
-
-log = logging.getLogger("guard.adapters.langchain")
+from guard.adapters._langchain_inputs import aread, read, root_step, source
 
 
 def _unseen(tracker: Tracker, messages: Sequence[Any]) -> list[Any]:
@@ -55,94 +58,72 @@ def _texts(messages: Iterable[Any], inserted: set[str] | frozenset[str] = frozen
     }
 
 
-def _leading(messages: Sequence[Any]) -> list[Any]:
-    """The human messages before the first message of another kind."""
+def _trailing(messages: Sequence[Any]) -> list[Any]:
+    """The human messages after the last message of another kind (a run's input is appended last)."""
     out = []
-    for message in messages:
+    for message in reversed(messages):
         if not isinstance(message, HumanMessage):
             break
         out.append(message)
-    return out
+    return out[::-1]
 
 
-def _trailing(messages: Sequence[Any]) -> list[Any]:
-    """The human messages after the last message of another kind (a run's input is appended last)."""
-    return list(reversed(_leading(list(reversed(messages)))))
+def _unknown(tracker: Tracker, messages: Iterable[Any]) -> bool:
+    """Whether a human message among ``messages`` has a text no input the guard saw carried."""
+    return any(isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in tracker.said for m in messages)
 
 
 def learn(tracker: Tracker, config: Mapping[str, Any], messages: Sequence[Any], entry: bool) -> bool:
-    """Learn the caller's texts that ``messages`` show; whether the checkpointer must be read for the rest.
+    """Learn the caller's texts that ``messages`` show; whether the checkpointer's record must be read.
 
-    ``entry``: ``messages`` are the state at the start of a run (``before_agent``), before any
-    middleware, model or tool added to them.
+    ``entry``: ``messages`` are the state at the start of a ``create_agent`` run (``before_agent``).
+    With a checkpointer the state vouches for nothing (it holds the thread's history, and whatever
+    a tool, a failed run or ``update_state`` left in it): the record of inputs is read whenever a
+    human message of unknown provenance is new.  Without one, only a run's start is the caller's
+    input; a ``ToolNode`` learns nothing from the state (see :func:`declare_input`).
     """
     new = _unseen(tracker, messages)
-    checkpointed = has_checkpointer(config)
-    if entry:  # with a checkpointer the state holds the thread's history first: the input is appended last
-        tracker.said |= _texts(_trailing(new) if checkpointed else new)
-        tracker.entered = True
-    elif not tracker.entered and not checkpointed:
-        tracker.said |= _texts(_leading(new), tracker.inserted)
-    return checkpointed and any(
-        isinstance(m, HumanMessage) and marker(m) is None and text_of(m) not in tracker.said for m in new
-    )
+    if has_checkpointer(config):
+        return _unknown(tracker, new)
+    if entry:
+        tracker.said |= _texts(_trailing(new), tracker.inserted)
+    return False
 
 
-def _source(config: Mapping[str, Any]) -> tuple[Any, dict[str, Any]] | None:
-    from langgraph.constants import CONFIG_KEY_CHECKPOINTER
+def declare_input(tracker: Tracker, messages: Sequence[Any]) -> None:
+    """The caller declares ``messages`` to be a run's input: its new human turns are user turns.
 
-    configurable = config.get("configurable") or {}
-    saver, thread = configurable.get(CONFIG_KEY_CHECKPOINTER), configurable.get("thread_id")
-    if saver is None or thread is None:
-        return None
-    return saver, {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
-
-
-def _input_texts(found: Iterable[Any], key: str) -> set[str]:
-    """The human texts of the root graph's inputs among checkpoint tuples (their ``__start__`` writes)."""
-    from langchain_core.messages import convert_to_messages
-
-    texts: set[str] = set()
-    for checkpoint in found:
-        for _task, channel, value in getattr(checkpoint, "pending_writes", None) or ():
-            if channel != key:
-                continue
-            try:
-                texts |= _texts(convert_to_messages(value if isinstance(value, list) else [value]))
-            except (TypeError, ValueError, NotImplementedError) as exc:
-                log.warning("carbguard: an input of the thread could not be read (%s); not a user turn", exc)
-    return texts
-
-
-def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
-    """Add the texts of every input of the thread (read from the checkpointer) to ``tracker.said``.
-
-    A checkpointer that cannot be read adds nothing (fail closed: the messages are then untrusted content).
+    Those are the human messages after the last message of another kind, less those the session
+    saw a tool's ``Command`` add: history the caller passes back in is not vouched for (as at a
+    ``create_agent`` run's start).
     """
-    source = _source(config)
-    if source is None:
-        return
-    saver, query = source
-    try:
-        found = list(saver.list(query, filter={"source": "input"}))
-    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
-        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
-        return
-    tracker.said |= _input_texts(found, key)
+    tracker.said |= _texts(_trailing(messages), tracker.inserted)
 
 
-async def aread_inputs(tracker: Tracker, config: Mapping[str, Any], key: str) -> None:
+def _vouch(tracker: Tracker, own: Sequence[Any], inputs: Sequence[Any]) -> None:
+    """Add what the checkpointer vouches for: the run's own new human turns, every human text of the thread's inputs."""
+    tracker.said |= _texts(_trailing(own), tracker.inserted) | _texts(inputs)
+
+
+def read_inputs(tracker: Tracker, config: Mapping[str, Any], key: str, start: Sequence[Any] | None = None) -> None:
+    """Add the human texts the checkpointer shows arrived as input to ``tracker.said``.
+
+    ``start``: the state at a ``create_agent`` run's start, whose own input the checkpointer may
+    not have saved yet (see :mod:`guard.adapters._langchain_inputs`).  A checkpointer that cannot
+    be read adds nothing (fail closed: the messages are then untrusted content).
+    """
+    found = source(config)
+    if found is not None:
+        _vouch(tracker, *read(*found, key, None if start is None else (start, root_step(config))))
+
+
+async def aread_inputs(
+    tracker: Tracker, config: Mapping[str, Any], key: str, start: Sequence[Any] | None = None
+) -> None:
     """Async twin of :func:`read_inputs`."""
-    source = _source(config)
-    if source is None:
-        return
-    saver, query = source
-    try:
-        found = [t async for t in saver.alist(query, filter={"source": "input"})]
-    except Exception as exc:  # noqa: BLE001 - an unreadable checkpointer vouches for nothing
-        log.warning("carbguard: the thread's inputs could not be read (%s: %s)", type(exc).__name__, exc)
-        return
-    tracker.said |= _input_texts(found, key)
+    found = source(config)
+    if found is not None:
+        _vouch(tracker, *(await aread(*found, key, None if start is None else (start, root_step(config)))))
 
 
 def note_output(tracker: Tracker, output: Any) -> None:
@@ -156,4 +137,4 @@ def note_output(tracker: Tracker, output: Any) -> None:
             tracker.inserted.add(text_of(message))
 
 
-__all__ = ["aread_inputs", "learn", "note_output", "read_inputs"]
+__all__ = ["aread_inputs", "declare_input", "learn", "note_output", "read_inputs"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from guard.adapters._langchain_core import (
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._langchain_sessions import SessionPool
 from guard.adapters._langchain_steps import Step, Steps, reject_message, request_for_edit, respond_message, with_args
-from guard.adapters._langchain_user import aread_inputs, learn, note_output, read_inputs
+from guard.adapters._langchain_user import aread_inputs, declare_input, learn, note_output, read_inputs
 from guard.adapters._lifecycle import closed_on_error
 from guard.adapters._shadow import guard_in_mode
 from guard.adapters.flow import Call, Ran, Tools, aguarded, guarded
@@ -105,7 +106,7 @@ class GuardToolWrapper(SessionPool):
         tracker = self._tracker(self.key_for(config, messages))
         with tracker.lock:
             if learn(tracker, config, messages, entry):
-                read_inputs(tracker, config, self.messages_key)
+                read_inputs(tracker, config, self.messages_key, messages if entry else None)
             refusals = decide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
 
@@ -116,9 +117,23 @@ class GuardToolWrapper(SessionPool):
         tracker = self._tracker(self.key_for(config, messages))
         async with tracker.alock:
             if learn(tracker, config, messages, entry):
-                await aread_inputs(tracker, config, self.messages_key)
+                await aread_inputs(tracker, config, self.messages_key, messages if entry else None)
             refusals = await adecide_all(feed(tracker, messages), tracker.session)
         return tracker, refusals
+
+    def declare_input(self, config: Mapping[str, Any], messages: Sequence[Any]) -> list[BaseMessage]:
+        """The caller's input of a run: its new human turns are user turns (see ``start_run``).
+
+        ``messages``: anything ``convert_to_messages`` reads.  Returns them as messages, each one
+        without an id given one (so a run without a thread id is keyed by its first message).
+        """
+        from langchain_core.messages import convert_to_messages
+
+        given = [m if m.id else m.model_copy(update={"id": str(uuid.uuid4())}) for m in convert_to_messages(messages)]
+        tracker = self._tracker(self.key_for(config, given))
+        with tracker.lock:
+            declare_input(tracker, given)
+        return given
 
     # ------------------------------------------------------------------ one tool call
 

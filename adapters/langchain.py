@@ -7,8 +7,8 @@ Three ways in, one core:
   calls whose arguments LangChain could not parse);
 - :func:`guard_tool_node` (or :class:`GuardToolWrapper` passed to LangGraph's
   ``ToolNode(wrap_tool_call=..., awrap_tool_call=...)``) for hand-built graphs; a ``ToolNode`` never
-  sees its run end, so :func:`end_run` (:func:`aend_run`) after each run feeds the final answer, sets
-  the episode's metadata and closes the session;
+  sees its run start nor end, so :func:`start_run` declares a run's human input and :func:`end_run`
+  (:func:`aend_run`) after each run feeds the final answer, sets the episode's metadata and closes the session;
 - :func:`guard_tools` for executors that call ``tool.invoke(tool_call)`` themselves (langchain-core
   only).
 
@@ -20,12 +20,15 @@ answer → ``observe_final``.  A run is keyed by its thread id, else by its firs
 neither, or with a message without an id, every call is refused (no shared session, no position
 keys).
 
-The user channel (docs/security.md#the-user-channel): only what a human wrote is a user turn.  A
-``HumanMessage`` is one only when its text is that of a human message the caller passed in a run's
-input (seen by ``GuardMiddleware.before_agent``, or read from the checkpointer, which keeps every
-input of a thread) and it carries no framework marker (``lc_source``).  A summary of
-``SummarizationMiddleware``, a ``HumanMessage`` a tool's ``Command(update=...)``, a node or a
-middleware adds, and a message rewritten after it was fed are observed as untrusted content (see
+The user channel (docs/security.md#the-user-channel): only what a human wrote is a user turn, by
+provenance.  A ``HumanMessage`` is one only when its text is that of a human message the guard saw
+arrive as a run's input — with a checkpointer, in its record of the thread's inputs (never the
+state, which holds what tools, failed runs and ``update_state`` left); without one, the state at a
+``create_agent`` run's start (``GuardMiddleware.before_agent``) or what the caller declares to a
+``ToolNode`` graph with :func:`start_run` — and it carries no framework marker (``lc_source``).  A
+summary of ``SummarizationMiddleware`` or of a node's ``RemoveMessage(REMOVE_ALL_MESSAGES)``, a
+``HumanMessage`` a tool's ``Command(update=...)``, a node, a middleware or ``update_state`` adds,
+and a message rewritten after it was fed are observed as untrusted content (see
 :mod:`guard.adapters._langchain_user`).
 
 Binding: a call runs only as ``decide`` → ``Session.authorize(call id, tool, args)`` → the tool
@@ -60,7 +63,7 @@ The module imports without LangChain; its entry points raise ImportError with th
 from guard.adapters._langchain_binding import edited_call_id
 from guard.adapters._langchain_core import SessionKey as SessionKey
 from guard.adapters._langchain_core import UnboundCallError, refusal_text, thread_session_key
-from guard.adapters._langchain_episode import aend_run, end_run, tool_node_wrapper
+from guard.adapters._langchain_episode import aend_run, end_run, start_run, tool_node_wrapper
 from guard.adapters._langchain_middleware import GuardMiddleware, guard_tool_node
 from guard.adapters._langchain_review import (
     ApproveDecision,
@@ -88,6 +91,7 @@ __all__ = [
     "guard_tools",
     "refusal_text",
     "review_context",
+    "start_run",
     "thread_session_key",
     "tool_node_wrapper",
 ]

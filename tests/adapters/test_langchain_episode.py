@@ -18,7 +18,14 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 
 from guard import Guard, InputError, load_policy
-from guard.adapters.langchain import GuardMiddleware, aend_run, end_run, guard_tool_node, tool_node_wrapper
+from guard.adapters.langchain import (
+    GuardMiddleware,
+    aend_run,
+    end_run,
+    guard_tool_node,
+    start_run,
+    tool_node_wrapper,
+)
 from guard.adapters.langchain_testing import ScriptedChatModel, tool_call
 from tests.adapters.mail_agent_data import POLICY, RECORD
 
@@ -78,7 +85,7 @@ def test_end_run_writes_the_episode_with_its_final_answer_and_metadata(tmp_path:
     final record) and a session left open (planted: no ``close`` -> no session_end)."""
     node = guard_tool_node(_tools(), _guard(tmp_path))
     app, cfg = _app(node, LEAK), {"configurable": {"thread_id": f"ep-{run}"}}
-    task = {"messages": [("user", "Read Lena Novak's record.")]}
+    task = {"messages": start_run(node, cfg, [("user", "Read Lena Novak's record.")])}
     if run == "sync":
         out = app.invoke(task, cfg)
         session = end_run(node, cfg, out["messages"], **META)
@@ -107,8 +114,9 @@ def test_a_run_without_tool_calls_gets_its_episode(tmp_path: Path) -> None:
     be missing from the calibration set)."""
     node = guard_tool_node(_tools(), _guard(tmp_path))
     cfg = {"configurable": {"thread_id": "direct"}}
-    out = _app(node, [AIMessage(content="Hello.")]).invoke({"messages": [("user", "Hi")]}, cfg)
-    assert tool_node_wrapper(node).session("direct") is None  # the node never ran
+    out = _app(node, [AIMessage(content="Hello.")]).invoke({"messages": start_run(node, cfg, [("user", "Hi")])}, cfg)
+    before = tool_node_wrapper(node).session("direct")  # start_run opened it; the node never ran
+    assert before is not None and not before.graph.records
     end_run(node, cfg, out["messages"], utility=True)
     (episode,) = _lines(tmp_path / "ep.jsonl")
     assert [(r["kind"], r["text"]) for r in episode["records"]] == [("user", "Hi"), ("final", "Hello.")]

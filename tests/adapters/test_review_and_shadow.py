@@ -291,8 +291,9 @@ def test_shadow_and_enforcing_decisions_are_identical_on_the_same_prefixes(spies
     shadow_mw = GuardMiddleware(guard, mode="shadow")
     agent = create_agent(ScriptedChatModel(responses=leak_script()), spies, middleware=[shadow_mw])
     out = agent.invoke({"messages": [HumanMessage(TASK, id="h1")]})
-    enforcing = GuardToolWrapper(make_guard())
-    tracker, _ = enforcing.sync({"configurable": {"thread_id": "replay"}}, out["messages"])
+    enforcing, config = GuardToolWrapper(make_guard()), {"configurable": {"thread_id": "replay"}}
+    enforcing.declare_input(config, out["messages"][:1])  # the run's input, as the shadow run's before_agent saw it
+    tracker, _ = enforcing.sync(config, out["messages"])
     shadow_session = shadow_mw.session("run:h1")
     assert shadow_session is not None and shadow_session.guard.mode == "shadow"
     pairs = [(d.tool, d.verdict, d.score) for d in shadow_session.decisions.values()]

@@ -323,11 +323,17 @@ def test_a_tools_command_human_message_is_not_the_user_in_a_tool_node(saver: Any
 def test_the_humans_own_words_still_lower_trust_in_a_tool_node(saver: Any) -> None:
     """Control: in the same graph, the human's own turn names the recipient and the IBAN; the send runs.
 
+    Without a checkpointer the node sees the input only as the caller declares it (``start_run``).
     Planted bug it catches: a ToolNode that feeds no HumanMessage as a user turn (the send is refused).
     """
+    from guard.adapters.langchain import start_run
+
     guard, sent = mail_guard(), list[str]()
     app = tool_node_graph(guard, sent, saver() if saver else None, None)
-    app.invoke({"messages": [("user", f"{TASK} {NAMES_IT}")]}, {"configurable": {"thread_id": "node-own"}})
+    config = {"configurable": {"thread_id": "node-own"}}
+    said: list[Any] = [("user", f"{TASK} {NAMES_IT}")]
+    node = app.builder.nodes["tools"].runnable
+    app.invoke({"messages": said if saver else start_run(node, config, said)}, config)
     assert sent == [OUTSIDE] and send_verdicts(guard) == ["execute"]
 
 
