@@ -61,7 +61,7 @@ from guard.jsonio import encode_float
 from guard.policy import Policy
 from guard.protocols import AuditSink
 from guard.records import Episode, EpisodeMeta, Record, RecordKind
-from guard.segments import Segments
+from guard.segments import Segments, segment_id
 
 LOG = logging.getLogger("guard.recorder")
 FILE_MODE = 0o600
@@ -243,11 +243,12 @@ def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def recorded_episode(session: Session) -> Episode:
-    """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
+    """The session's records as an :class:`Episode` whose id is the audit id of the session's first segment: the
+    session id, or ``<id>#segment-<n>`` for an id the guard had seen (metadata from ``annotate``)."""
     records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
     meta = session.recording.meta
     return Episode(
-        session.session_id,
+        segment_id(session.session_id, session.segments.first),
         records,
         EpisodeMeta(
             model=meta.get("model", ""),
@@ -306,7 +307,7 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     scores = [d.score for d in decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
-    later = segments.number > 1
+    later = segments.number > segments.first
     entry = {
         "ts": time.time(),
         "event": "session_end",
