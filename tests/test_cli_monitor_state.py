@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given as hypothesis_given
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from guard.artifact import load_artifact
@@ -449,7 +450,7 @@ _byte_edit = st.tuples(st.sampled_from(["replace", "delete", "insert"]), st.inte
 
 
 @settings(max_examples=150)
-@given(edit=st.one_of(st.tuples(st.just("field"), st.integers(0), st.integers(0, 19)), _byte_edit))
+@hypothesis_given(edit=st.one_of(st.tuples(st.just("field"), st.integers(0), st.integers(0, 19)), _byte_edit))
 def test_any_edit_of_the_state_is_ignored_or_changes_nothing(alarming: Alarming, edit: tuple[str, int, int]) -> None:
     """Property: ANY edit of an unkeyed log's state file (any field of its header or body changed, any byte
     replaced, deleted or inserted) leaves the monitor's exit code and output those of ``--no-state``; an edit that
