@@ -490,6 +490,11 @@ def test_an_edited_tally_does_not_silence_an_alarm(alarming: Alarming) -> None:
         assert code == 3 and (code, out) == alarming.full and "MAC does not verify" in err
 
 
+def _relink(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
 def test_the_key_file_is_made_private_and_checked(
     policy: Policy, artifacts: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -516,7 +521,7 @@ def test_the_key_file_is_made_private_and_checked(
     bad: list[tuple[str, Any]] = [
         ("mode 0600", lambda: key.chmod(0o644)),
         ("mode 0600", lambda: key.chmod(0o620)),
-        ("cannot be opened", lambda: (key.unlink(), key.symlink_to(elsewhere))),
+        ("cannot be opened", lambda: _relink(key, elsewhere)),
         ("32 bytes", lambda: key.write_bytes(secret + b"\n")),
     ]
     for message, damage in bad:
