@@ -537,3 +537,32 @@ def test_the_key_file_is_made_private_and_checked(
     code, out, err = _run(argv, capsys)
     assert (code, out) == full and "MAC does not verify under its key file" in err
     assert key.read_bytes() != secret and _run(argv, capsys)[2] == ""
+
+
+def test_conversations_run_twice_under_one_id_reach_the_monitor_as_two_units(
+    policy: Policy, artifacts: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Forty conversations, each run twice under one id (the exfiltration episode, then a benign one): by one guard
+    (its next segment) and by two guards writing one log (two processes: the monitor's next run,
+    ``<id>#run-2``), with a second run left open across a monitor run: `carbguard monitor` sees 80 units at
+    intervention rate 0.500 in both, with and without the state.
+
+    Catches: the monitor keying units by the audit id (planted: `UnitIds.of` ignores ``ending`` -> 40 units
+    at 0.000 for the two-guard log), and the unit map not carried in the state (planted: `_read_units` returns
+    an empty map -> the open second run gets another unit id than a full run gives it)."""
+    episodes = {e.episode_id: e for e in load_episodes(EPISODES, policy)}
+    for processes in (1, 2):
+        audit = tmp_path / f"audit-{processes}.jsonl"
+        guards = [Deployment(policy, artifacts[0], audit).guard for _ in range(processes)]
+        argv = ["monitor", str(audit), "--artifact", str(artifacts[0]), "--json"]
+        for k in range(40):
+            for run, name in enumerate(("exfiltration", "benign-inbox")):
+                session = guards[run % processes].session(f"conv-{k}")
+                feed(session, episodes[name])
+                if k == 20 and run == 1:
+                    _same_as_full(argv, capsys)  # the second run of conv-20 is open across this monitor run
+                session.close()
+            if k % 10 == 9:
+                _same_as_full(argv, capsys)
+        out = json.loads(_same_as_full(argv, capsys)[1])
+        assert out["deployed"]["n"] == 80 and out["deployed"]["intervention_rate"] == 0.5
