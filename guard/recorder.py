@@ -297,9 +297,11 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     ``stop_max`` is :func:`stop_max` of the segment's latest decision per call id, in order;
     ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
     ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`),
-    picked by the segment's own id.  A session's second and later segments (a closed session that
-    decided again) carry ``session: <id>#segment-<n>`` and ``segment: n``; their records were not in
-    the recorded episode (written once per session), so they report ``recorded: false`` when recording.
+    picked by the segment's own id.  A session's later segments (a closed session that decided again)
+    carry ``session: <id>#segment-<n>`` and ``segment: n``; their records were not in the recorded
+    episode (written once per session), so they report ``recorded: false`` when recording.  A session
+    opened under an id the guard had seen starts at a later segment number: that is its own first
+    segment, recorded under ``<id>#segment-<n>``.
     """
     guard, state = session.guard, session.recording
     segments = session.segments
