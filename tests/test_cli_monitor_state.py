@@ -501,11 +501,12 @@ def test_the_key_file_is_made_private_and_checked(
     """An unkeyed log's state has its own key, ``STATE.key``: 32 random bytes made with mode 0600.  A key file that
     others can read or write, a symlink, or one of the wrong length is not used: a warning, the whole log read
     (output as --no-state), and no state read or written.  A missing key with a state present: the state fails
-    its MAC (ignored with a warning) and a new key is made.
+    its MAC (ignored with a warning) and a new key is made.  No output option may name the key file.
 
     Catches: a key anyone can read or replace (planted: the mode check in `monitor_key._read` removed -> the
-    0644 key is used and no warning), a key file followed through a symlink (planted: O_NOFOLLOW dropped), and a
-    key made with the umask's mode (planted: 0o644 in `_create`)."""
+    0644 key is used and no warning), a key file followed through a symlink (planted: O_NOFOLLOW dropped), a
+    key made with the umask's mode (planted: 0o644 in `_create`), and --plot over the key (planted: the key not
+    among `_monitor`'s inputs -> the PNG replaces it)."""
     audit = tmp_path / "audit.jsonl"
     Deployment(policy, artifacts[0], audit).closed(3)
     argv = ["monitor", str(audit), "--artifact", str(artifacts[0]), "--json"]
@@ -537,6 +538,9 @@ def test_the_key_file_is_made_private_and_checked(
     code, out, err = _run(argv, capsys)
     assert (code, out) == full and "MAC does not verify under its key file" in err
     assert key.read_bytes() != secret and _run(argv, capsys)[2] == ""
+    secret = key.read_bytes()
+    code, _, err = _run([*argv, "--plot", str(key)], capsys)
+    assert code == 2 and "is the input" in err and key.read_bytes() == secret
 
 
 def test_conversations_run_twice_under_one_id_reach_the_monitor_as_two_units(
