@@ -61,7 +61,7 @@ from guard.jsonio import encode_float
 from guard.policy import Policy
 from guard.protocols import AuditSink
 from guard.records import Episode, EpisodeMeta, Record, RecordKind
-from guard.segments import Segments
+from guard.segments import Segments, segment_id
 
 LOG = logging.getLogger("guard.recorder")
 FILE_MODE = 0o600
@@ -243,11 +243,12 @@ def check_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def recorded_episode(session: Session) -> Episode:
-    """The session's records as an :class:`Episode` whose id is the session id (metadata from ``annotate``)."""
+    """The session's records as an :class:`Episode` whose id is the audit id of the session's first segment: the
+    session id, or ``<id>#segment-<n>`` for an id the guard had seen (metadata from ``annotate``)."""
     records = tuple(session.graph.records[i] for i in sorted(session.graph.records))
     meta = session.recording.meta
     return Episode(
-        session.session_id,
+        segment_id(session.session_id, session.segments.first),
         records,
         EpisodeMeta(
             model=meta.get("model", ""),
@@ -296,9 +297,11 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     ``stop_max`` is :func:`stop_max` of the segment's latest decision per call id, in order;
     ``intervened`` is whether the gate stopped (a score above λ̂ or a refusal before scoring);
     ``review`` (with the policy's ``review`` section) is ``{"picked": bool, "p": p}`` (:mod:`guard.review`),
-    picked by the segment's own id.  A session's second and later segments (a closed session that
-    decided again) carry ``session: <id>#segment-<n>`` and ``segment: n``; their records were not in
-    the recorded episode (written once per session), so they report ``recorded: false`` when recording.
+    picked by the segment's own id.  A session's later segments (a closed session that decided again)
+    carry ``session: <id>#segment-<n>`` and ``segment: n``; their records were not in the recorded
+    episode (written once per session), so they report ``recorded: false`` when recording.  A session
+    opened under an id the guard had seen starts at a later segment number: that is its own first
+    segment, recorded under ``<id>#segment-<n>``.
     """
     guard, state = session.guard, session.recording
     segments = session.segments
@@ -306,7 +309,7 @@ def session_end_entry(session: Session, ended: str) -> dict[str, Any]:
     scores = [d.score for d in decisions.values()]
     statistic = stop_max(scores, guard.threshold)
     finite = [s for s in scores if s is not None]
-    later = segments.number > 1
+    later = segments.number > segments.first
     entry = {
         "ts": time.time(),
         "event": "session_end",

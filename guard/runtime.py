@@ -22,6 +22,7 @@ from guard.protocols import AuditSink, Certifier, Scorer, Selector
 from guard.recorder import EpisodeRecorder
 from guard.review import ReviewSampler, review_key
 from guard.scorer import WeightedScorer
+from guard.segments import SegmentBook, check_session_id
 from guard.selectors import make_selector
 from guard.session import Session
 
@@ -53,6 +54,7 @@ class Guard:
         "recorder",
         "review",
         "breaker",
+        "segment_book",
     )
 
     def __init__(
@@ -99,6 +101,8 @@ class Guard:
             fallback, fallback_id = policy_fallback(policy, float(threshold), where, "guard's")
         # guard.breaker: owns the threshold and the switch on an alarm, shared by every view of this guard
         self.breaker = Breaker(float(threshold), artifact_id, fallback, fallback_id, trip_file)
+        # guard.segments: the segment numbers given out per session id, so a reused id starts the next segment
+        self.segment_book = SegmentBook()
 
     def view(self, mode: Mode | str) -> Guard:
         """A new guard in ``mode`` (``"enforce"``/``"shadow"``; a typo is a PolicyError) sharing :attr:`SHARED`.
@@ -170,8 +174,13 @@ class Guard:
         )
 
     def session(self, session_id: str) -> Session:
-        """A new session (one agent run) with its own prefix graph."""
-        return Session(self, session_id)
+        """A new session (one agent run) with its own prefix graph.
+
+        An id this guard (or a view of it) opened before starts the next segment: its audit entries carry
+        ``<id>#segment-<n>``, a unit of its own for the monitor (docs/audit.md#one-unit-per-segment).  An id
+        that is not a non-empty string, or holds a reserved marker (``#segment-``, ``#run-``), is an InputError.
+        """
+        return Session(self, check_session_id(session_id), self.segment_book)
 
 
 __all__ = ["CallState", "Guard", "Session", "decided_call"]

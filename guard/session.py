@@ -30,7 +30,7 @@ from guard.records import Record, content, final, result, safe_repr, user
 from guard.redaction import Redactor, hash_value
 from guard.review import ReviewSampler
 from guard.safecommit.state import CertifierState
-from guard.segments import Segments
+from guard.segments import SegmentBook, Segments
 
 
 class SessionGuard(GuardConfig, Protocol):
@@ -49,14 +49,15 @@ class SessionGuard(GuardConfig, Protocol):
 class Session:
     """The state of one episode: its records and prefix graph.  Not shared between episodes."""
 
-    def __init__(self, guard: SessionGuard, session_id: str) -> None:
+    def __init__(self, guard: SessionGuard, session_id: str, book: SegmentBook | None = None) -> None:
         self.guard = guard
         self.session_id = session_id
         self.graph = PrefixGraph(guard.policy)
         self._calls = CallBook()
         self._reviews: set[tuple[Any, ...]] = set()
         self._lock = threading.RLock()
-        self.segments = Segments(session_id)  # guard.segments: what runs after close() is a new segment
+        # guard.segments: what runs after close(), or under an id the guard's ``book`` has seen, is a new segment
+        self.segments = Segments(session_id, book)
         self.certifier_state = CertifierState()  # each certifier's own state (guard.safecommit.state)
         self.recording = RecordState()  # the recorder's own state (guard.recorder)
 

@@ -4,11 +4,17 @@ that does not match the log, the artifact or the key, or that cannot be read, is
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given as hypothesis_given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from guard.artifact import load_artifact
 from guard.audit import AuditLog
@@ -355,3 +361,212 @@ def test_state_options(
     monkeypatch.setattr(monitor_state, "write_atomic", refuse)
     code, out, err = _run([*argv, "--state", str(tmp_path / "new.state")], capsys)
     assert code == 0 and "cannot be written" in err and out == _run([*argv, "--no-state"], capsys)[1]
+
+
+# --------------------------------------------------------------------------- an attacker who can write the state
+
+
+@dataclass(frozen=True)
+class Alarming:
+    """An unkeyed log whose score monitor alarms (25 refused calls, statistic +inf), its state, and the full run."""
+
+    argv: list[str]
+    state: Path
+    saved: bytes
+    full: tuple[int, str]
+
+
+def _quiet(argv: list[str]) -> tuple[int, str, str]:
+    """``main(argv)`` with its stdout and stderr (for property tests, where capsys cannot be used)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def alarming(policy: Policy, artifacts: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Alarming:
+    audit = tmp_path_factory.mktemp("alarm") / "audit.jsonl"
+    dep = Deployment(policy, artifacts[0], audit)
+    dep.closed(3)
+    for k in range(25):
+        with dep.guard.session(f"refused-{k}") as session:
+            session.decide("wipe_disk", {}, "c0")  # an unknown tool: refused before scoring, statistic +inf
+    dep.closed(2)
+    argv = ["monitor", str(audit), "--artifact", str(artifacts[0]), "--json"]
+    code, out, _ = _quiet([*argv, "--no-state"])
+    assert code == 3 and json.loads(out)["alarm"]
+    assert _quiet(argv)[:2] == (code, out)
+    state = Path(f"{audit}{monitor_state.SUFFIX}")
+    return Alarming(argv, state, state.read_bytes(), (code, out))
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a leaf (or an empty container) of a JSON value."""
+    if isinstance(value, dict) and value:
+        return [p for k, v in value.items() for p in _leaves(v, (*path, k))]
+    if isinstance(value, list) and value:
+        return [p for k, v in enumerate(value) for p in _leaves(v, (*path, k))]
+    return [path]
+
+
+def _changed(value: Any, how: int) -> Any:
+    """Another value of a state field: the same type where there is one to pick (a number moved, a flag flipped,
+    a string edited), else null."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float) and not (isinstance(value, float) and value != value):
+        return [value + 1, value - 1, 0, 1e9, -1.0][how % 5]
+    if isinstance(value, str):
+        return [value + "x", value[:-1], "", "A"][how % 4]
+    return [0, "x", [], None][how % 4]
+
+
+def _edit_field(data: bytes, leaf: int, how: int) -> bytes:
+    """``data`` with one field of its header or body changed (re-encoded as the state encodes it)."""
+    head, _, body = data.partition(b"\n")
+    parts = [json.loads(head), json.loads(body)]
+    paths = [(0, *p) for p in _leaves(parts[0])] + [(1, *p) for p in _leaves(parts[1])]
+    path = paths[leaf % len(paths)]
+    node: Any = parts
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = _changed(node[path[-1]], how)
+    body_text = json.dumps(parts[1], separators=(",", ":"), ensure_ascii=False).encode()
+    return json.dumps(parts[0]).encode() + b"\n" + body_text
+
+
+def _same_content(data: bytes, saved: bytes) -> bool:
+    """Whether an edited state says what the saved one says (its body bytes, and its header as JSON)."""
+    head, _, body = data.partition(b"\n")
+    saved_head, _, saved_body = saved.partition(b"\n")
+    try:
+        return body == saved_body and json.loads(head) == json.loads(saved_head)
+    except ValueError:
+        return False
+
+
+_byte_edit = st.tuples(st.sampled_from(["replace", "delete", "insert"]), st.integers(0), st.integers(0, 255))
+
+
+@settings(max_examples=150)
+@hypothesis_given(edit=st.one_of(st.tuples(st.just("field"), st.integers(0), st.integers(0, 19)), _byte_edit))
+def test_any_edit_of_the_state_is_ignored_or_changes_nothing(alarming: Alarming, edit: tuple[str, int, int]) -> None:
+    """Property: ANY edit of an unkeyed log's state file (any field of its header or body changed, any byte
+    replaced, deleted or inserted) leaves the monitor's exit code and output those of ``--no-state``; an edit that
+    changes what the state says is reported on stderr as ignored.
+
+    Catches: the state's tally trusted as input (planted: the MAC left out for an unkeyed log, as before: `decode`
+    skips the check when ``key.key_id is None`` -> an edited score, count or id is printed, or a crash)."""
+    kind, where, value = edit
+    data = alarming.saved
+    if kind == "field":
+        data = _edit_field(data, where, value)
+    else:
+        at, new = where % (len(data) + 1), bytes([value])
+        data = {"replace": data[:at] + new + data[at + 1 :], "delete": data[:at] + data[at + 1 :]}.get(
+            kind, data[:at] + new + data[at:]
+        )
+    alarming.state.write_bytes(data)
+    code, out, err = _quiet(alarming.argv)
+    assert (code, out) == alarming.full
+    if not _same_content(data, alarming.saved):
+        assert "warning: monitor state" in err and "ignored" in err
+
+
+def test_an_edited_tally_does_not_silence_an_alarm(alarming: Alarming) -> None:
+    """The attack on an unkeyed log: every session's statistic in the state set to 0 (and the MAC left as it was,
+    or dropped): the run still alarms (exit 3) and says the state was ignored.
+
+    Catches: an unkeyed log's state used without a MAC (planted: `decode` skips the MAC check when
+    ``key.key_id is None`` -> exit 0, "no alarm")."""
+    header, body = alarming.saved.split(b"\n", 1)
+    state = json.loads(body)
+    state["sessions"]["end"] = [0.0 for _ in state["sessions"]["end"]]
+    edited = json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode()
+    for head in (header, json.dumps({**json.loads(header), "mac": None}).encode()):
+        alarming.state.write_bytes(head + b"\n" + edited)
+        code, out, err = _quiet(alarming.argv)
+        assert code == 3 and (code, out) == alarming.full and "MAC does not verify" in err
+
+
+def _relink(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+def test_the_key_file_is_made_private_and_checked(
+    policy: Policy, artifacts: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unkeyed log's state has its own key, ``STATE.key``: 32 random bytes made with mode 0600.  A key file that
+    others can read or write, a symlink, or one of the wrong length is not used: a warning, the whole log read
+    (output as --no-state), and no state read or written.  A missing key with a state present: the state fails
+    its MAC (ignored with a warning) and a new key is made.  No output option may name the key file.
+
+    Catches: a key anyone can read or replace (planted: the mode check in `monitor_key._read` removed -> the
+    0644 key is used and no warning), a key file followed through a symlink (planted: O_NOFOLLOW dropped), a
+    key made with the umask's mode (planted: 0o644 in `_create`), and --plot over the key (planted: the key not
+    among `_monitor`'s inputs -> the PNG replaces it)."""
+    audit = tmp_path / "audit.jsonl"
+    Deployment(policy, artifacts[0], audit).closed(3)
+    argv = ["monitor", str(audit), "--artifact", str(artifacts[0]), "--json"]
+    state = Path(f"{audit}{monitor_state.SUFFIX}")
+    key = Path(f"{state}.key")
+    full = _run([*argv, "--no-state"], capsys)[:2]
+    assert _run(argv, capsys)[:2] == full and state.exists()
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    saved, secret = state.read_bytes(), key.read_bytes()
+    elsewhere = tmp_path / "elsewhere.key"
+    elsewhere.write_bytes(secret)
+    elsewhere.chmod(0o600)
+    bad: list[tuple[str, Any]] = [
+        ("mode 0600", lambda: key.chmod(0o644)),
+        ("mode 0600", lambda: key.chmod(0o620)),
+        ("cannot be opened", lambda: _relink(key, elsewhere)),
+        ("32 bytes", lambda: key.write_bytes(secret + b"\n")),
+    ]
+    for message, damage in bad:
+        state.write_bytes(saved)
+        damage()
+        code, out, err = _run(argv, capsys)
+        assert (code, out) == full and message in err and "no state written" in err
+        assert state.read_bytes() == saved
+        key.unlink()
+        key.write_bytes(secret)
+        key.chmod(0o600)
+    key.unlink()
+    code, out, err = _run(argv, capsys)
+    assert (code, out) == full and "MAC does not verify under its key file" in err
+    assert key.read_bytes() != secret and _run(argv, capsys)[2] == ""
+    secret = key.read_bytes()
+    code, _, err = _run([*argv, "--plot", str(key)], capsys)
+    assert code == 2 and "is the input" in err and key.read_bytes() == secret
+
+
+def test_conversations_run_twice_under_one_id_reach_the_monitor_as_two_units(
+    policy: Policy, artifacts: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Forty conversations, each run twice under one id (the exfiltration episode, then a benign one): by one guard
+    (its next segment) and by two guards writing one log (two processes: the monitor's next run,
+    ``<id>#run-2``), with a second run left open across a monitor run: `carbguard monitor` sees 80 units at
+    intervention rate 0.500 in both, with and without the state.
+
+    Catches: the monitor keying units by the audit id (planted: `UnitIds.of` ignores ``ending`` -> 40 units
+    at 0.000 for the two-guard log), and the unit map not carried in the state (planted: `_read_units` returns
+    an empty map -> the open second run gets another unit id than a full run gives it)."""
+    episodes = {e.episode_id: e for e in load_episodes(EPISODES, policy)}
+    for processes in (1, 2):
+        audit = tmp_path / f"audit-{processes}.jsonl"
+        guards = [Deployment(policy, artifacts[0], audit).guard for _ in range(processes)]
+        argv = ["monitor", str(audit), "--artifact", str(artifacts[0]), "--json"]
+        for k in range(40):
+            for run, name in enumerate(("exfiltration", "benign-inbox")):
+                session = guards[run % processes].session(f"conv-{k}")
+                feed(session, episodes[name])
+                if k == 20 and run == 1:
+                    _same_as_full(argv, capsys)  # the second run of conv-20 is open across this monitor run
+                session.close()
+            if k % 10 == 9:
+                _same_as_full(argv, capsys)
+        out = json.loads(_same_as_full(argv, capsys)[1])
+        assert out["deployed"]["n"] == 80 and out["deployed"]["intervention_rate"] == 0.5

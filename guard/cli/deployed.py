@@ -7,7 +7,10 @@ place, and each run's stream is a prefix of the next run's.  A session still ope
 (:class:`OpenBound`: so many entries, or seconds, after its last entry) no longer holds the stream up:
 it enters at its place with the statistic of the calls it decided, and is reported as open past
 the bound (``carbguard monitor`` exits 5, docs/monitoring.md).  A closed session that decided again
-is a new unit: its later segment's entries carry ``<id>#segment-<n>`` (docs/audit.md).  With labels,
+is a new unit: its later segment's entries carry ``<id>#segment-<n>`` (docs/audit.md).  An entry whose
+``session`` already had its ``session_end`` (one id used by two runs that did not share a guard, e.g.
+two processes writing one log) starts a new unit too, ``<id>#run-<k>`` (:class:`UnitIds`): a second
+``session_end`` never overwrites the first.  With labels,
 each session's realised loss (:func:`realised_losses`), or under review sampling its
 inverse-propensity term (:func:`sampled_terms`).
 """
@@ -43,6 +46,42 @@ class OpenBound:
             and last_ts is not None
             and (self.now - last_ts >= self.seconds)
         )
+
+
+@dataclass
+class UnitIds:
+    """The unit each audit entry belongs to: its ``session`` value until that value's ``session_end``, then a new one.
+
+    The first unit of an audit id is the id itself; an entry of an id whose unit already ended starts
+    the id's next unit, ``<id>#run-<k>`` (k = 2, 3, …; an id some other unit already holds is skipped, so
+    two units never share one).  The guard never writes such entries itself (a reused id starts its next
+    segment, :mod:`guard.segments`), but runs that do not share a guard write them.  Two such runs at
+    the same time interleave under one id: their entries up to the first ``session_end`` are one unit.
+    """
+
+    open: dict[str, str] = field(default_factory=dict)
+    """Audit id -> its unit not yet ended."""
+    runs: dict[str, int] = field(default_factory=dict)
+    """Audit id -> the k of its latest unit (2 and above only: a cache, :meth:`of` finds the same k without it)."""
+    used: set[str] = field(default_factory=set)
+    """Every unit id given out."""
+
+    def of(self, sid: str, *, ending: bool = False) -> str:
+        """The unit of an entry of audit id ``sid``; ``ending``: the entry is its ``session_end``."""
+        unit = self.open.get(sid)
+        if unit is None:
+            k = self.runs.get(sid, 1)
+            unit = sid if k == 1 else f"{sid}#run-{k}"
+            while unit in self.used:
+                k += 1
+                unit = f"{sid}#run-{k}"
+            if k > 1:
+                self.runs[sid] = k
+            self.used.add(unit)
+            self.open[sid] = unit
+        if ending:
+            del self.open[sid]
+        return unit
 
 
 @dataclass
@@ -127,6 +166,8 @@ class SessionTally:
     ignored: int = 0
     total: int = 0
     """Entries added so far (every kind): the 1-based line of the last one."""
+    units: UnitIds = field(default_factory=UnitIds)
+    """The unit of each entry (keys of ``sessions`` and members of ``others`` are unit ids)."""
 
     def add(self, entries: list[dict[str, Any]]) -> None:
         """Take the next entries of the log (GuardError on a malformed score or review)."""
@@ -135,16 +176,18 @@ class SessionTally:
             self.total = line
             if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
                 continue
+            ending = entry.get("event") == "session_end"
+            unit = self.units.of(str(entry.get("session")), ending=ending)
             if _key(entry.get("artifact")) != key:
                 self.ignored += 1
-                self.others.add(str(entry.get("session")))
+                self.others.add(unit)
                 continue
-            record = sessions.setdefault(str(entry.get("session")), SessionRecord(first=line))
+            record = sessions.setdefault(unit, SessionRecord(first=line))
             record.last = line
             ts = entry.get("ts")
             if isinstance(ts, int | float) and not isinstance(ts, bool):
                 record.last_ts = float(ts) if record.last_ts is None else max(record.last_ts, float(ts))
-            if entry.get("event") == "session_end":
+            if ending:
                 record.closed = True
                 record.end = _decode(entry.get("stop_max"))
                 record.review = _review(entry.get("review"))
@@ -289,6 +332,7 @@ __all__ = [
     "OpenBound",
     "SessionRecord",
     "SessionTally",
+    "UnitIds",
     "deployed_sessions",
     "deployed_statistics",
     "realised_losses",

@@ -37,6 +37,7 @@ from typing import Any
 
 from guard.cli._common import check_output, ranged, write_output
 from guard.cli.deployed import Deployed, realised_losses, sampled_terms
+from guard.cli.monitor_key import key_path
 from guard.cli.monitor_state import add_state_options, read_log, state_path
 from guard.cli.open_sessions import EXIT_OPEN, add_open_bound, open_bound, open_past_bound_line
 from guard.errors import GuardError
@@ -93,6 +94,7 @@ def _monitor(args: argparse.Namespace) -> int:
     state = state_path(args)
     if state is not None:
         inputs.append(str(check_output(state, inputs, "--state")))
+        inputs.append(str(key_path(state)))  # the state's own key (an unkeyed log): never an output either
     if args.plot:
         check_output(args.plot, inputs, "--plot")
     out, alarm, which = _run(args, state)

@@ -7,12 +7,17 @@ log prints.  It stores
 - where the verified part of the log ends: its length in bytes and entries, the last entry's hash
   (the next entry must chain from it), and SHA-256 digests of the first and of the last verified
   line with their byte positions;
-- what the monitors need of those entries: the :class:`guard.cli.deployed.SessionTally` (per session
+- what the monitors need of those entries: the :class:`guard.cli.deployed.SessionTally` (per unit
   in start order: its calls' scores in order, its ``session_end`` statistic and review pick, its
-  first and last entry and latest timestamp — open sessions included, so they are judged again on the
-  next run — and the entries and sessions of other artifacts);
+  first and last entry and latest timestamp — open units included, so they are judged again on the
+  next run — the units of other artifacts, and which unit each audit id is in,
+  :class:`guard.cli.deployed.UnitIds`);
 - what it is bound to: the artifact's checksum and the key id of ``--key-file`` (none: unkeyed);
-  for a keyed log, an HMAC under the deployment key covers the whole state.
+- an HMAC over all of it, under the deployment key for a keyed log, else under the monitor's own
+  key file ``STATE.key`` (:mod:`guard.cli.monitor_key`: created ``0600`` on the first run, used only
+  when it is a regular file of the monitor's user that nobody else can read or write).  The tally
+  changes results, so a state is used only when its MAC verifies: an edit of any byte of it is
+  ignored with a warning, never trusted (docs/monitoring.md#the-state-file).
 
 A run with a state reads the first and the last verified line again and checks their digests
 (:func:`resume`), then reads only the bytes after the verified part, verifies each new entry
@@ -20,7 +25,8 @@ A run with a state reads the first and the last verified line again and checks t
 adds it to the tally; the monitors are recomputed from the tally (cheap).  A state that does not
 match — another format, artifact or key, a MAC that fails, a log shorter than the verified part, a
 first or last verified line that changed — or that cannot be read is ignored with a warning on
-stderr, and the run verifies the whole log as ``--no-state`` does.  Not covered: an edit inside the
+stderr, and the run verifies the whole log as ``--no-state`` does; a key file that cannot be used
+is a warning too, and that run neither reads nor writes a state.  Not covered: an edit inside the
 verified part that keeps both anchor lines and the length (``carbguard audit verify``, keys and
 checkpoints show it; docs/audit.md).  The state is written atomically (:func:`guard.jsonio.write_atomic`)
 after the new entries verified; a state that cannot be written is a warning.
@@ -39,13 +45,14 @@ from pathlib import Path
 from typing import Any
 
 from guard.audit import GENESIS, AuditKey, StrictJSONError, VerifyReport, check_entry, parse_line, read_key_file
-from guard.cli.deployed import SessionRecord, SessionTally
+from guard.cli.deployed import SessionRecord, SessionTally, UnitIds
+from guard.cli.monitor_key import KeyFileError, state_key
 from guard.errors import AuditError, GuardError
 from guard.jsonio import write_atomic
 
-FORMAT = "carbguard-monitor-state/1"
+FORMAT = "carbguard-monitor-state/2"
 SUFFIX = ".monitor-state"
-_MAC_LABEL = b"carbguard-monitor-state/1\n"
+_MAC_LABEL = b"carbguard-monitor-state/2\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,39 +186,76 @@ def _sessions(columns: dict[str, Any]) -> dict[str, SessionRecord]:
     return out
 
 
-def _mac(key: AuditKey | None, body: bytes) -> str | None:
-    return None if key is None else hmac.new(key.chain, _MAC_LABEL + body, hashlib.sha256).hexdigest()
+@dataclass(frozen=True, slots=True)
+class StateKey:
+    """What a state is bound to and MAC'ed with: ``--key-file``'s key id (None: unkeyed) and the MAC key."""
+
+    key_id: str | None
+    mac: bytes
+
+    @classmethod
+    def of(cls, key: AuditKey | None, state: Path) -> StateKey:
+        """The deployment key's for a keyed log, else the state's own key file's (KeyFileError if unusable)."""
+        return cls(None, state_key(state)) if key is None else cls(key.key_id, key.chain)
+
+    def sign(self, body: bytes) -> str:
+        """The MAC of a state body."""
+        return hmac.new(self.mac, _MAC_LABEL + body, hashlib.sha256).hexdigest()
 
 
-def encode(cursor: Cursor, tally: SessionTally, key: AuditKey | None) -> bytes:
-    """The state file: a header line (format, MAC) and the body."""
+def _units(units: UnitIds) -> dict[str, list[list[Any]]]:
+    return {"open": [[sid, unit] for sid, unit in units.open.items()], "runs": [[s, k] for s, k in units.runs.items()]}
+
+
+def _read_units(data: dict[str, Any], used: set[str]) -> UnitIds:
+    """The inverse of :func:`_units` (``used``: every unit id of the tally); ValueError on anything malformed."""
+    pairs = {name: data[name] for name in ("open", "runs")}
+    if not all(isinstance(v, list) and all(isinstance(p, list) and len(p) == 2 for p in v) for v in pairs.values()):
+        raise ValueError("units: not lists of pairs")
+    units = UnitIds({_text(s): _text(u) for s, u in pairs["open"]}, {_text(s): _count(k) for s, k in pairs["runs"]})
+    units.used = used
+    if not set(units.open.values()) <= used or any(k < 2 for k in units.runs.values()):
+        raise ValueError("units: an open unit the tally does not hold, or a run number below 2")
+    return units
+
+
+def encode(cursor: Cursor, tally: SessionTally, key: StateKey) -> bytes:
+    """The state file: a header line (format, key id, MAC) and the body."""
     state = {
         "format": FORMAT,
         "artifact": tally.checksum,
-        "key_id": None if key is None else key.key_id,
+        "key_id": key.key_id,
         "log": {f.name: getattr(cursor, f.name) for f in fields(Cursor)},
         "entries": tally.total,
         "ignored": tally.ignored,
         "others": sorted(tally.others),
         "sessions": _table(tally),
+        "units": _units(tally.units),
     }
     # ±inf scores as Infinity (Python's JSON; the state is read by this module only); NaN never occurs
     body = json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    return json.dumps({"format": FORMAT, "mac": _mac(key, body)}).encode("utf-8") + b"\n" + body
+    header = {"format": FORMAT, "key_id": key.key_id, "mac": key.sign(body)}
+    return json.dumps(header).encode("utf-8") + b"\n" + body
 
 
-def decode(data: bytes, checksum: str, key: AuditKey | None) -> tuple[Cursor, SessionTally]:
-    """The cursor and tally of a state file; ValueError saying why it is not one for this artifact and key."""
+def decode(data: bytes, checksum: str, key: StateKey) -> tuple[Cursor, SessionTally]:
+    """The cursor and tally of a state file; ValueError saying why it is not one for this artifact and key.
+
+    The MAC is checked before anything of the body is read; the header's key id only names the key
+    a state of another key was made with.
+    """
     head, _, body = data.partition(b"\n")
     header = json.loads(head)
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise ValueError(f"not a {FORMAT} file")
+    if header.get("key_id") != key.key_id:
+        raise ValueError(f"it was made with key id {header.get('key_id')}, not {key.key_id}")
+    if not hmac.compare_digest(str(header.get("mac")), key.sign(body)):
+        where = "--key-file" if key.key_id is not None else "its key file"
+        raise ValueError(f"its MAC does not verify under {where} (the state was edited, or made with another key)")
     state = json.loads(body)
-    if state.get("key_id") != (None if key is None else key.key_id):
-        raise ValueError(f"it was made with key id {state.get('key_id')}, not {None if key is None else key.key_id}")
-    mac = _mac(key, body)
-    if mac is not None and not hmac.compare_digest(str(header.get("mac")), mac):
-        raise ValueError("its MAC does not verify under --key-file (edited)")
+    if state.get("key_id") != key.key_id or state.get("format") != FORMAT:
+        raise ValueError("its body does not match its header")
     if state.get("artifact") != checksum:
         raise ValueError("it was made for another artifact")
     log = state["log"]
@@ -221,6 +265,7 @@ def decode(data: bytes, checksum: str, key: AuditKey | None) -> tuple[Cursor, Se
     tally = SessionTally(checksum, ignored=_count(state["ignored"]), total=_count(state["entries"]))
     tally.others = {_text(sid) for sid in state["others"]}
     tally.sessions = _sessions(state["sessions"])
+    tally.units = _read_units(state["units"], set(tally.sessions) | tally.others)
     if tally.total != cursor.entries:
         raise ValueError("its tally and its log position disagree")
     return cursor, tally
@@ -244,10 +289,10 @@ def _warn(state: Path, why: str) -> None:
     print(f"warning: monitor state {state}: {why}; ignored, verifying the whole log", file=sys.stderr)
 
 
-def resume(audit: str, state: Path | None, checksum: str, key: AuditKey | None) -> tuple[Cursor, SessionTally]:
+def resume(audit: str, state: Path | None, checksum: str, key: StateKey | None) -> tuple[Cursor, SessionTally]:
     """Where to go on from: the state's cursor and tally if it matches the log, else the start (said on stderr)."""
     start = (Cursor(), SessionTally(checksum))
-    if state is None:
+    if state is None or key is None:
         return start
     try:
         data = state.read_bytes()
@@ -269,15 +314,27 @@ def resume(audit: str, state: Path | None, checksum: str, key: AuditKey | None) 
     return cursor, tally
 
 
+def _state_key(key: AuditKey | None, state: Path | None) -> StateKey | None:
+    """The state's key (None: no state this run; a key file that cannot be used is said on stderr)."""
+    if state is None:
+        return None
+    try:
+        return StateKey.of(key, state)
+    except KeyFileError as exc:
+        print(f"warning: monitor state {state}: {exc}; verifying the whole log, no state written", file=sys.stderr)
+        return None
+
+
 def read_log(audit: str, checksum: str, key_file: str | None, state: Path | None) -> SessionTally:
     """The tally of the whole verified log, reading only what the state has not seen; the state brought up to date."""
     key = AuditKey.derive(read_key_file(key_file)) if key_file else None
-    cursor, tally = resume(audit, state, checksum, key)
+    signer = _state_key(key, state)
+    cursor, tally = resume(audit, state, checksum, signer)
     entries, after = scan(audit, cursor, key)
     tally.add(entries)
-    if state is not None and (after != cursor or not state.exists()):
+    if state is not None and signer is not None and (after != cursor or not state.exists()):
         try:
-            write_atomic(state, encode(after, tally, key))
+            write_atomic(state, encode(after, tally, signer))
         except (OSError, ValueError) as exc:
             print(
                 f"warning: monitor state {state}: cannot be written ({exc}); next run reads the whole log",
@@ -300,7 +357,8 @@ def add_state_options(parser: Any) -> None:
         "--state",
         metavar="FILE",
         help=f"the state file that lets each run read only the entries added since the last (default AUDIT{SUFFIX}); "
-        "a state that does not match the log, artifact or key is ignored with a warning",
+        "MAC'ed under --key-file, or for an unkeyed log under its own key file FILE.key (made 0600); a state "
+        "that does not match the log, artifact or key, or whose MAC fails, is ignored with a warning",
     )
     group.add_argument(
         "--no-state",
@@ -309,4 +367,15 @@ def add_state_options(parser: Any) -> None:
     )
 
 
-__all__ = ["FORMAT", "SUFFIX", "Cursor", "add_state_options", "read_bytes", "read_log", "resume", "scan", "state_path"]
+__all__ = [
+    "FORMAT",
+    "SUFFIX",
+    "Cursor",
+    "StateKey",
+    "add_state_options",
+    "read_bytes",
+    "read_log",
+    "resume",
+    "scan",
+    "state_path",
+]

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from guard.cli._common import ranged
-from guard.cli.deployed import OPEN_BOUND_ENTRIES, OPEN_BOUND_SECONDS, OpenBound
+from guard.cli.deployed import OPEN_BOUND_ENTRIES, OPEN_BOUND_SECONDS, OpenBound, UnitIds
 
 EXIT_OPEN = 5
 
@@ -37,10 +37,11 @@ def open_past_bound(entries: list[dict[str, Any]], bound: OpenBound) -> list[str
     """The sessions with no ``session_end`` that are past ``bound`` after their last entry, in start order."""
     last: dict[str, tuple[int, float | None]] = {}
     closed: set[str] = set()
+    units = UnitIds()  # the monitor's units (a run under an id whose unit ended is a unit of its own)
     for line, entry in enumerate(entries, start=1):
         if entry.get("kind") in ("review", "breaker"):
             continue
-        sid = str(entry.get("session"))
+        sid = units.of(str(entry.get("session")), ending=entry.get("event") == "session_end")
         if entry.get("event") == "session_end":
             closed.add(sid)
         ts = entry.get("ts")

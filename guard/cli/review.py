@@ -10,7 +10,8 @@ nobody filled in is refused by the labels reader, so an unreviewed session can n
 Sessions still open past the bound (no ``session_end`` and ``--open-bound`` entries, or
 ``--open-bound-seconds``, after their last entry) have no recorded pick, so they cannot be sampled;
 they are listed by id with a warning and the command exits 5 (docs/monitoring.md).  A closed session
-that decided again is a unit of its own, ``<id>#segment-<n>``, with its own pick and label.
+that decided again is a unit of its own, ``<id>#segment-<n>``, with its own pick and label; so is a run
+under an id whose unit already ended (``<id>#run-<k>``, :class:`guard.cli.deployed.UnitIds`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import sys
 from typing import Any
 
 from guard.cli._common import write_output
+from guard.cli.deployed import UnitIds
 from guard.cli.open_sessions import EXIT_OPEN, add_open_bound, open_bound, open_past_bound, open_past_bound_line
 from guard.errors import GuardError
 
@@ -29,14 +31,17 @@ def picked_sessions(entries: list[dict[str, Any]]) -> list[tuple[str, float, lis
     """Per picked closed session in session-start order: its id, p, and its decided calls (id, tool, verdict)."""
     calls: dict[str, dict[str, tuple[str, str]]] = {}
     picked: dict[str, float] = {}
+    units = UnitIds()  # the monitor's units: a second session_end of one id is a unit of its own
     for entry in entries:
-        sid = str(entry.get("session"))
+        if entry.get("kind") in ("review", "breaker"):
+            continue
+        sid = units.of(str(entry.get("session")), ending=entry.get("event") == "session_end")
         if entry.get("event") == "session_end":
             review = entry.get("review")
             if isinstance(review, dict) and review.get("picked") is True:
                 picked[sid] = float(review["p"])
             calls.setdefault(sid, {})
-        elif "event" not in entry and entry.get("kind") not in ("review", "breaker") and "call_id" in entry:
+        elif "event" not in entry and "call_id" in entry:
             calls.setdefault(sid, {})[str(entry["call_id"])] = (str(entry.get("tool")), str(entry.get("verdict")))
     return [(sid, picked[sid], [(c, t, v) for c, (t, v) in calls[sid].items()]) for sid in calls if sid in picked]
 

@@ -129,6 +129,25 @@ def test_unfinished_session_written_at_close_once(small_policy: Policy, tmp_path
     assert [r["kind"] for r in lines[0]["records"]] == ["user", "proposal"]
 
 
+def test_a_reused_session_id_records_its_episode_under_its_segment_id(small_policy: Policy, tmp_path: Path) -> None:
+    """A second ``guard.session(id)`` with an id the guard has seen is the id's next segment: its episode is
+    recorded under ``<id>#segment-2`` and its session_end says ``recorded: true`` (it is that session's first
+    segment), so the episodes file and the audit log name the same units.
+
+    Catches two recorded episodes under one id (planted: `recorded_episode` names the episode by ``session_id``)
+    and the second session's own episode reported unrecorded (planted: ``later = segments.number > 1``)."""
+    path, audit = tmp_path / "e.jsonl", MemoryAudit()
+    g = Guard(small_policy, threshold=0.5, record=path, audit=audit)
+    for _ in range(2):
+        with g.session("again") as s:
+            s.observe_user("hello")
+            s.decide("read_document", {"path": "a"}, "c0")
+    assert [json.loads(x)["id"] for x in path.read_text().splitlines()] == ["again", "again#segment-2"]
+    ends = [(e["session"], e["recorded"]) for e in audit.entries if e.get("event") == "session_end"]
+    assert ends == [("again", True), ("again#segment-2", True)]
+    assert [e.episode_id for e in load_episodes(path, small_policy)] == ["again", "again#segment-2"]
+
+
 def test_enforce_audit_says_mode_and_session_end(small_policy: Policy, texts: Any) -> None:
     """Catches shadow entries not marked shadow and a session_end entry carrying raw values."""
     audits = {mode: MemoryAudit() for mode in ("enforce", "shadow")}

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from guard import Verdict
+from guard import InputError, Verdict
 from guard.adapters.flow import Call, Tools, guarded
 from guard.audit import AuditLog, read_entries, verify
 from guard.cli import main
-from guard.cli.deployed import OpenBound, deployed_sessions, realised_losses, sampled_terms
+from guard.cli.deployed import OpenBound, SessionTally, deployed_sessions, realised_losses, sampled_terms
+from guard.cli.open_sessions import open_past_bound
 from guard.cli.review import picked_sessions
 from guard.policy import Policy, load_policy, parse_policy
 from guard.review import review_uniform
@@ -231,3 +232,114 @@ def test_monitor_and_review_report_open_sessions_with_exit_5(
     captured = capsys.readouterr()
     assert "A\tOPEN past the bound" in captured.out and "still open past the bound" in captured.err
     assert main(["review", str(log)]) == 0
+
+
+# --------------------------------------------------------------------------- one id, two runs
+
+
+def _conversation(guard: Guard, sid: str) -> None:
+    """One conversation run twice under ``sid``: an exfiltration the gate escalates, then a benign read."""
+    with guard.session(sid) as session:
+        session.observe_user("Read Lena Novak's record.")
+        session.decide("read_record", {"name": "Lena Novak"}, "c1")
+        session.authorize("c1", "read_record", {"name": "Lena Novak"})
+        session.observe_result("c1", IBAN)
+        assert session.decide("send_email", EXFIL, "c2").verdict is Verdict.ESCALATE
+    with guard.view("shadow").session(sid) as session:  # a view of the guard: the same segment book
+        session.observe_user("Read Lena Novak's record.")
+        session.decide("read_record", {"name": "Lena Novak"}, "c1")
+
+
+def test_n_conversations_run_twice_under_one_id_are_2n_units(mail: Policy, tmp_path: Path) -> None:
+    """Forty conversations, each run twice under one id through the Guard API (an escalated exfiltration, then a
+    benign run): the second ``guard.session(id)`` starts the id's next segment, so the monitor sees 80 units at
+    intervention rate 0.5, and a labelled first run does not cover the second.
+
+    Catches a reused id writing a second unit under the same ``session`` value (planted: `Guard.session` builds the
+    Session without the guard's segment book -> 40 units at rate 0.000, the later session_end overwriting the
+    escalated one), and a view with a book of its own (planted: `segment_book` left out of `Guard.SHARED`)."""
+    log = tmp_path / "audit.jsonl"
+    guard = _guard(mail, log)
+    for k in range(40):
+        _conversation(guard, f"conv-{k}")
+    deployed = deployed_sessions(read_entries(log), CHECKSUM, 0.5)
+    assert deployed.sessions == tuple(u for k in range(40) for u in (f"conv-{k}", f"conv-{k}#segment-2"))
+    rate = sum(s > 0.5 for s in deployed.statistics) / len(deployed.statistics)
+    assert len(deployed.statistics) == 80 and rate == 0.5
+    assert [d > 0.5 for d in deployed.statistics[:2]] == [True, False]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["a#segment-2", "#segment-", "x#segment-3#y", "run#run-2", "#run-", "", 7, None, b"conv"],
+)
+def test_reserved_markers_and_non_strings_are_refused_as_session_ids(mail: Policy, bad: Any) -> None:
+    """An id holding ``#segment-`` or ``#run-`` (it would pass for another session's later segment or run in the
+    audit log), an empty id, or a non-string: an InputError naming what is wrong, from the guard and its views.
+
+    Catches: ids with a reserved marker accepted (planted: `check_session_id` not called in `Guard.session` ->
+    a session ``a#segment-2`` merges with session ``a``'s second segment in the monitor)."""
+    guard = Guard(mail, threshold=0.5)
+    for opener in (guard, guard.view("shadow")):
+        with pytest.raises(InputError) as raised:
+            opener.session(bad)
+        text = str(raised.value)
+        assert ("reserved" in text and "#" in text) if isinstance(bad, str) and bad else "non-empty string" in text
+    assert guard.session("a#segment").session_id == "a#segment"  # the marker is '#segment-' / '#run-' only
+
+
+# (audit session id, event: "call" or "end", score / stop_max) of one entry
+Row = tuple[str, str, float]
+UNIT_CASES: list[tuple[str, list[Row], list[tuple[str, float]]]] = [
+    ("two runs, one after the other", [("X", "call", 0.9), ("X", "end", 0.9), ("X", "call", 0.1), ("X", "end", 0.1)],
+     [("X", 0.9), ("X#run-2", 0.1)]),
+    ("a second session_end alone", [("X", "end", 0.9), ("X", "end", 0.1)], [("X", 0.9), ("X#run-2", 0.1)]),
+    ("three runs", [("X", "end", 0.9), ("X", "end", 0.1), ("X", "end", 0.2)],
+     [("X", 0.9), ("X#run-2", 0.1), ("X#run-3", 0.2)]),
+    ("an id another unit holds is skipped", [("X#run-2", "end", 0.3), ("X", "end", 0.9), ("X", "end", 0.1)],
+     [("X#run-2", 0.3), ("X", 0.9), ("X#run-3", 0.1)]),
+    ("a later derived id's literal twin", [("X", "end", 0.9), ("X", "end", 0.1), ("X#run-2", "end", 0.3)],
+     [("X", 0.9), ("X#run-2", 0.1), ("X#run-2#run-2", 0.3)]),
+    ("two runs at once merge up to the first end", [("X", "call", 0.9), ("X", "call", 0.1), ("X", "end", 0.9),
+     ("X", "end", 0.1)], [("X", 0.9), ("X#run-2", 0.1)]),
+    ("segments and runs", [("X", "end", 0.9), ("X#segment-2", "end", 0.1), ("X", "end", 0.2)],
+     [("X", 0.9), ("X#segment-2", 0.1), ("X#run-2", 0.2)]),
+]  # fmt: skip
+
+
+def _unit_entries(rows: list[Row]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for k, (sid, event, value) in enumerate(rows):
+        entry: dict[str, Any] = {"session": sid, "artifact": ARTIFACT, "ts": float(k)}
+        if event == "end":
+            entry |= {"event": "session_end", "stop_max": value, "review": {"picked": True, "p": 1.0}}
+        else:
+            entry |= {"call_id": f"c{k}", "score": value, "tool": "send_email", "verdict": "execute"}
+        out.append(entry)
+    return out
+
+
+@pytest.mark.parametrize(("rows", "units"), [c[1:] for c in UNIT_CASES], ids=[c[0] for c in UNIT_CASES])
+def test_a_second_session_end_of_one_id_is_a_new_unit_never_an_overwrite(
+    rows: list[Row], units: list[tuple[str, float]]
+) -> None:
+    """Runs that did not share a guard (two processes writing one log) reuse an id: every entry after the id's
+    ``session_end`` starts a new unit, ``<id>#run-<k>``, in the monitor (fed at once and one entry at a time),
+    in `carbguard review`'s picks and in the open-session check; a unit id is never given out twice.
+
+    Catches: the later session_end overwriting the earlier (planted: `UnitIds.of` ignores ``ending`` -> one
+    unit X with the later statistic), and two units under one id (planted: the `while unit in self.used` skip
+    removed -> the literal ``X#run-2`` and X's second run merge)."""
+    entries = _unit_entries(rows)
+    deployed = deployed_sessions(entries, CHECKSUM, 0.5)
+    assert list(zip(deployed.sessions, deployed.statistics, strict=True)) == units
+    tally = SessionTally(CHECKSUM)
+    for entry in entries:
+        tally.add([entry])
+    assert tally.deployed(0.5).sessions == deployed.sessions
+    assert [sid for sid, _, _ in picked_sessions(entries)] == [u for u, _ in units]
+    late = {"session": rows[-1][0], "artifact": ARTIFACT, "call_id": "late", "score": 0.1}
+    reopened = [*entries, late, *_unit_entries([("other", "end", 0.1)])]  # the late run: open, one entry back
+    late_units = deployed_sessions(reopened, CHECKSUM, 0.5)
+    assert late_units.blocked_by not in deployed.sessions and late_units.sessions == deployed.sessions
+    assert open_past_bound(reopened, OpenBound(entries=1, seconds=None)) == [late_units.blocked_by]
