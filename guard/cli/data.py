@@ -98,7 +98,9 @@ def register(sub: Any) -> None:
     )
     add_out(bg, "where to write the table (default: the shipped guard/data/background/kgrams.json)", metavar="FILE")
     which = bg.add_mutually_exclusive_group()
-    which.add_argument("--episodes", metavar="FILE", help="a deployment's carbguard-episodes/1 file (needs --out)")
+    which.add_argument(
+        "--episodes", metavar="FILE", help="a deployment's carbguard-episodes/1 file (needs --out and --policy)"
+    )
     which.add_argument("--agentdojo", action="store_true", help="AgentDojo's development split (agentdojo.json)")
     bg.add_argument(
         "--policy", metavar="FILE", help="with --episodes (required): the policy that says which text is private"
@@ -107,7 +109,7 @@ def register(sub: Any) -> None:
         "--min-share",
         type=ranged(float, lambda x: 0 < x < 1, "must be in (0, 1)"),
         default=0.05,
-        help="share of the sessions that must hold a gram (floor: see below)",
+        help="share of the sessions that must hold a gram (see --min-sessions)",
     )
     bg.add_argument(
         "--min-sessions",
