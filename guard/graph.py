@@ -153,9 +153,13 @@ class PrefixGraph:
         if record.kind is RecordKind.PROPOSAL:
             self._unindexed = (record.index, indexed, self._identifiers(record))
         else:
-            self.index.add(record.index, indexed, self._identifiers(record))
+            self.index.add(record.index, indexed, self._identifiers(record), self._exact(record))
         self._index_features(record.index, indexed)
         self.indexed_chars += len(indexed)
+
+    def _exact(self, record: Record) -> bool:
+        """Whether ``record`` is indexed whole: private or untrusted text, never discounted by position (zones)."""
+        return record.trust.private or record.trust.untrusted
 
     def _index_features(self, node: int, text: str) -> None:
         """Feed the prefix-feature indexes (:mod:`guard.evidence.feature_index`) with this record's indexed text."""

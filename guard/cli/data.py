@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from guard.cli._common import add_out
+from guard.cli._common import add_out, ranged
 from guard.errors import GuardError
 
 
@@ -44,20 +44,29 @@ def _agentdojo(args: argparse.Namespace) -> int:
 
 def _background(args: argparse.Namespace) -> int:
     from guard.studies.background import AGENTDOJO_PATH, write_background, write_episodes_table, write_generic
+    from guard.studies.background_sessions import session_floor
 
-    if not 0 < args.min_share < 1:
-        raise GuardError(f"--min-share must be in (0, 1), got {args.min_share}")
+    try:
+        session_floor(1, args.min_share, args.min_sessions)  # the bounds, named, before any work
+    except ValueError as exc:
+        raise GuardError(f"data background: {exc}") from None
+    if args.min_groups is not None and not args.agentdojo:
+        raise GuardError("data background: --min-groups applies to --agentdojo only (a table counts sessions)")
     if args.episodes:
-        if not args.out:
-            raise GuardError("data background --episodes needs --out TABLE.json (name it in graph.background)")
-        policy = Path(args.policy) if args.policy else None
+        if not args.out or not args.policy:
+            raise GuardError(
+                "data background --episodes needs --out TABLE.json (name it in graph.background) and --policy "
+                "FILE (it says which text is private: private-source text never enters a table)"
+            )
         try:
-            print(write_episodes_table(Path(args.out), Path(args.episodes), policy, args.min_share, args.min_groups))
+            out, episodes, policy = Path(args.out), Path(args.episodes), Path(args.policy)
+            print(write_episodes_table(out, episodes, policy, args.min_share, args.min_sessions))
         except (OSError, ValueError) as exc:
             raise GuardError(f"data background --episodes: {exc}") from None
     elif args.agentdojo:
         out = Path(args.out) if args.out else AGENTDOJO_PATH
-        print(write_background(out, args.min_share, args.min_groups, args.seed))
+        groups = 2 if args.min_groups is None else args.min_groups
+        print(write_background(out, args.min_share, args.min_sessions, groups, args.seed))
     else:
         print(write_generic(Path(args.out)) if args.out else write_generic())
     return 0
@@ -89,10 +98,30 @@ def register(sub: Any) -> None:
     )
     add_out(bg, "where to write the table (default: the shipped guard/data/background/kgrams.json)", metavar="FILE")
     which = bg.add_mutually_exclusive_group()
-    which.add_argument("--episodes", metavar="FILE", help="a deployment's carbguard-episodes/1 file (needs --out)")
+    which.add_argument(
+        "--episodes", metavar="FILE", help="a deployment's carbguard-episodes/1 file (needs --out and --policy)"
+    )
     which.add_argument("--agentdojo", action="store_true", help="AgentDojo's development split (agentdojo.json)")
-    bg.add_argument("--policy", metavar="FILE", help="with --episodes: the policy the episodes are read under")
-    bg.add_argument("--min-share", type=float, default=0.01, help="share of a group's records that makes a gram common")
-    bg.add_argument("--min-groups", type=int, default=2, help="how many groups (suites; origins) a gram is common in")
+    bg.add_argument(
+        "--policy", metavar="FILE", help="with --episodes (required): the policy that says which text is private"
+    )
+    bg.add_argument(
+        "--min-share",
+        type=ranged(float, lambda x: 0 < x < 1, "must be in (0, 1)"),
+        default=0.05,
+        help="share of the sessions that must hold a gram (see --min-sessions)",
+    )
+    bg.add_argument(
+        "--min-sessions",
+        type=ranged(int, lambda n: n >= 3, "must be at least 3"),
+        default=3,
+        help="at least this many distinct sessions must hold a gram (3 or more): the floor is "
+        "max(min-sessions, ceil(min-share x sessions))",
+    )
+    bg.add_argument(
+        "--min-groups",
+        type=ranged(int, lambda n: n >= 1, "must be at least 1"),
+        help="with --agentdojo: how many suites a gram is common in (default 2)",
+    )
     bg.add_argument("--seed", type=int, default=0, help="with --agentdojo: seed of the three-way development split")
     bg.set_defaults(func=_background)

@@ -6,8 +6,9 @@ Three rules keep shared text that says nothing about where a value came from out
 - **Zones** (:func:`body_range`): the opening zone of a text (at most :data:`OPENING_LINES` greeting- or
   header-shaped lines at its start) and its closing zone (a sign-off line and the short signature lines after it,
   among its last :data:`CLOSING_LINES` lines; in a record, also a footer-shaped last paragraph or two).  A span
-  that lies in a zone of either text makes no edge.  Only the first and last lines are read, so the cost is
-  independent of the text's length.
+  that lies in a zone of either text makes no edge, except that a private- or untrusted-source record has no
+  zones and a call's zones are read against it (position is no evidence there: docs/evidence.md#zones).  Only
+  the first and last lines are read, so the cost is independent of the text's length.
 - **Identifiers** (:func:`identifier_values`): a run of letters, digits and ``. _ + -`` of at least
   :data:`IDENT_MIN` characters holding a digit or an inner ``.`` is an identifier.  It is matched as a whole
   (key ``id:TOKEN``), and of its parts only its last :data:`IDENT_TAIL` characters are free text

@@ -23,10 +23,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from guard.evidence.kgrams import Key, window_keys
+from guard.evidence.values import Value
 from guard.policy import Policy
 from guard.policy.background import FORMAT, K, check_table, read_table
 
-__all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "information", "table_for"]
+__all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "information", "table_for", "uncommon"]
 
 BACKGROUND_PATH = Path(__file__).parent.parent / "data" / "background" / "kgrams.json"
 
@@ -87,3 +89,18 @@ def information(gram: str, holders: int, earlier: int, table: Background | None 
         raise ValueError(f"holders must be in 1..earlier, got {holders} of {earlier}")
     table = table or background()
     return table.bits(gram) + math.log2(earlier / holders)
+
+
+def uncommon(
+    text: str, values: tuple[Value, ...], tokens: frozenset[str], boilerplate: frozenset[Key], k: int
+) -> tuple[tuple[Value, ...], frozenset[str]]:
+    """``values`` and value ``tokens`` of ``text`` without those the table calls boilerplate: a value (with a key)
+    or token of at least ``k`` characters each of whose k-gram keys is in ``boilerplate`` (a deployment's own
+    signature phone or company number, common in its sessions: docs/evidence.md#the-background-table)."""
+
+    def common(piece: str) -> bool:
+        keys = window_keys(piece, k)
+        return bool(keys) and boilerplate.issuperset(keys)
+
+    kept = tuple(v for v in values if not (v.key and common(text[v.start : v.end])))
+    return kept, frozenset(t for t in tokens if not common(t))

@@ -17,7 +17,6 @@ an integer bit set (:mod:`guard.evidence.postings`), so a lookup costs one OR fo
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from functools import lru_cache, partial
@@ -30,10 +29,10 @@ from guard.evidence.gram_store import GramStore
 from guard.evidence.kgrams import Key, gram_key, gram_keys, split_keys
 from guard.evidence.normalize import normalize_value
 from guard.evidence.postings import Posting
-from guard.evidence.regex_screen import alternation, alternation_for, gated
-from guard.evidence.specificity import table_for
+from guard.evidence.regex_screen import alternation
+from guard.evidence.specificity import table_for, uncommon
 from guard.evidence.value_cores import CoreIndex
-from guard.evidence.value_parts import WRAPPERS, read_ranges_of, wrapped_tokens
+from guard.evidence.value_parts import WRAPPERS, free_tokens, read_ranges_of, wrapped_tokens
 from guard.evidence.values import Value, find_values, free_ranges
 from guard.evidence.weak_spans import strong_grams
 from guard.evidence.zoned import blanked, in_holes, zone_only
@@ -66,6 +65,8 @@ class ValueIndex:
         self.whole_values = whole_values
         self.shapes = shapes and whole_values  # zones, identifiers, weak spans (guard.evidence.boilerplate)
         self.runs: list[set[Key]] | None = None  # the weak runs of the values looked up, while a call collects them
+        self.exact_runs: list[set[Key]] | None = None  # the same, read with the call's zones (for exact holders)
+        self.exact = 0  # the nodes indexed whole, zones included (private- and untrusted-source records), a bit set
         self.tokens: dict[str, int] = {}  # value token → its holders as a bit set
         self.identifiers: dict[str, set[int]] = defaultdict(set)
         self.wholes: dict[str, int] = {}  # a structured value's key → its holders as a bit set
@@ -94,22 +95,29 @@ class ValueIndex:
         if not self._token_sources or not text:
             return frozenset()
         if len(text) > _CACHED_CHARS:
-            return _tokens(self._token_sources, self._analysed(text), text)
+            return free_tokens(self._token_sources, self._analysed(text), text)
         return _cached_tokens(self._token_sources, self.whole_values + self.shapes, text)
 
-    def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
+    def add(self, node: int, text: str, identifiers: Iterable[str], exact: bool = False) -> None:
         """Index ``text`` (k-grams, tokens, structured values) and extra identifiers under ``node``
-        (nodes in ascending order)."""
-        self._post(node, *self._collect(node, text, identifiers))
+        (nodes in ascending order); ``exact``: read it whole, its zones as body (docs/evidence.md#zones)."""
+        self._post(node, *self._collect(node, text, identifiers, exact))
 
-    def _collect(self, node: int, text: str, identifiers: Iterable[str]) -> tuple[set[Key], set[Key]]:
+    def _collect(
+        self, node: int, text: str, identifiers: Iterable[str], exact: bool = False
+    ) -> tuple[set[Key], set[Key]]:
         """Index the tokens, identifiers, structured values and cores of ``text`` under ``node``; its k-gram keys
-        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`)."""
+        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`).  An
+        ``exact`` text has no zones: no position rule discounts it, and its node joins :attr:`exact`."""
         values, ranges = self._analysed(text)
-        holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
+        if exact:
+            self.exact |= 1 << node
+        holes = zone_holes(text) if self.shapes and not exact else ()  # opening and closing zones; tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
         one, zoned = 1 << node, self.zoned
         found = self.tokens_in(text)
+        if self._boilerplate:  # a value whose every k-gram the table holds is boilerplate: indexed nowhere
+            values, found = uncommon(text, values, found, self._boilerplate, self.min_span)
         only, only_keys = zone_only(text, values, holes, found, self.tokens_in)  # a signature's phone, a footer's no.
         for token in found:
             held = zoned if token in only else self.tokens
@@ -171,11 +179,27 @@ class ValueIndex:
         values = self._analysed(value)[0]
         if not values:  # no structure: the whole text is read but its zones, as free text always was
             whole = ((0, len(value)),)
-            return bits | self._gram_bits(value, read_body(value, whole) if self.shapes else whole)
+            return bits | (self._body_bits(value, whole) if self.shapes else self._gram_bits(value, whole))
         read = _cached_read(value) if len(value) <= _CACHED_CHARS else read_ranges_of(value, values)
         if self.shapes:  # an identifier the sink built a URL or path around; a call's zones are not read
-            bits, read = bits | wrapped_bits(self.wholes, value, values), read_body(value, read)
+            bits |= wrapped_bits(self.wholes, value, values) | self._body_bits(value, read)
+            return bits | self.inner_token_bits(value, values)
         return bits | self._gram_bits(value, read) | self.inner_token_bits(value, values)
+
+    def _body_bits(self, value: str, read: tuple[tuple[int, int], ...]) -> int:
+        """The holders of a k-gram of ``value`` in ``read`` without the call's own zones; of an exact holder
+        (:attr:`exact`), in all of ``read``: a call's greeting, header or signature lines are read against a
+        private- or untrusted-source record (its weak runs go to :attr:`exact_runs`)."""
+        body = read_body(value, read)
+        bits = self._gram_bits(value, body)
+        if not self.exact or body == read:
+            return bits
+        runs, self.runs = self.runs, self.exact_runs
+        try:
+            zoned = self._gram_bits(value, read) & self.exact
+        finally:
+            self.runs = runs
+        return bits | zoned
 
     def inner_token_bits(self, value: str, values: tuple[Value, ...] | None = None) -> int:
         """Holders of a value token found in ``value`` anywhere but inside a date, an amount, a phone, card or
@@ -269,17 +293,17 @@ class ValueIndex:
 class NormalizingValueIndex(ValueIndex):
     """A :class:`ValueIndex` that indexes and looks up raw *and* normalized text (``graph.normalize``)."""
 
-    def add(self, node: int, text: str, identifiers: Iterable[str]) -> None:
+    def add(self, node: int, text: str, identifiers: Iterable[str], exact: bool = False) -> None:
         """Index ``text`` and its normal form (k-grams, value tokens, identifiers) under ``node``.
 
         The k-grams of both forms are posted in one pass, as one text: a k-gram both forms hold (most of a
         text's lower-case stretches) takes one posting update, and the node one small-form entry."""
         idents = list(identifiers)
-        free, near = self._collect(node, text, idents)
+        free, near = self._collect(node, text, idents, exact)
         norm = normalize_value(text)
         norm_idents = [normalize_value(i) for i in idents]
         if norm != text or norm_idents != idents:
-            norm_free, norm_near = self._collect(node, norm, norm_idents)
+            norm_free, norm_near = self._collect(node, norm, norm_idents, exact)
             free |= norm_free
             near |= norm_near
         self._post(node, free, near)
@@ -291,8 +315,9 @@ class NormalizingValueIndex(ValueIndex):
         if norm == value:
             return found
         runs, self.runs = self.runs, None  # a weak run's normal form is the same run
+        exact_runs, self.exact_runs = self.exact_runs, None
         found |= super().span_bits(norm)
-        self.runs = runs
+        self.runs, self.exact_runs = runs, exact_runs
         return found
 
     def token_bits(self, value: str) -> int:
@@ -345,38 +370,12 @@ def values_of(text: str) -> tuple[Value, ...]:
     return _analysis(text)[0] if len(text) <= _CACHED_CHARS else tuple(find_values(text))
 
 
-def _tokens(sources: tuple[str, ...], analysis: _Analysis, text: str) -> frozenset[str]:
-    """The value tokens the alternation of ``sources`` finds in ``text`` outside its structured values
-    (``analysis``); the patterns that cannot match ``text`` are left out of the scan
-    (:func:`guard.evidence.regex_screen.alternation_for`), and the scan skips the positions where no match can
-    start (:func:`guard.evidence.regex_screen.gated`), which changes no match either."""
-    pruned = alternation_for(sources, text)
-    if pruned is None:
-        return frozenset()
-    token_re = gated(pruned)
-    values, ranges = analysis
-    if not values:
-        return frozenset(m.group(0) for m in token_re.finditer(text))
-    wholes = {(v.start, v.end) for v in values}
-    starts = [lo for lo, _ in ranges]
-    kept = set()
-    for m in token_re.finditer(text):
-        span = m.span()
-        if span in wholes:
-            kept.add(m.group(0))
-            continue
-        at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
-        if at >= 0 and span[1] <= ranges[at][1]:
-            kept.add(m.group(0))
-    return frozenset(kept)
-
-
 @lru_cache(maxsize=8192)
 def _cached_tokens(sources: tuple[str, ...], mode: int, text: str) -> frozenset[str]:
-    """:func:`_tokens` of a text of at most :data:`_CACHED_CHARS` characters (texts repeat across the
-    episodes of one corpus and between a proposal's decision and its indexing)."""
+    """:func:`~guard.evidence.value_parts.free_tokens` of a text of at most :data:`_CACHED_CHARS` characters
+    (texts repeat across the episodes of one corpus and between a proposal's decision and its indexing)."""
     analysis = (_marked(text) if mode == 2 else _analysis(text)) if mode else ((), ((0, len(text)),))
-    return _tokens(sources, analysis, text)
+    return free_tokens(sources, analysis, text)
 
 
 def _inner_tokens(sources: tuple[str, ...], text: str) -> frozenset[str]:

@@ -11,12 +11,21 @@ edge; a label left of them (``TOKEN.evil.test``) is read.  Every function is pur
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 
 from guard.evidence.regex_screen import alternation_for, gated
 from guard.evidence.values import Value
 
-__all__ = ["NAMESPACE_LABELS", "WRAPPERS", "namespace_spans", "read_ranges", "read_ranges_of", "wrapped_tokens"]
+__all__ = [
+    "NAMESPACE_LABELS",
+    "WRAPPERS",
+    "free_tokens",
+    "namespace_spans",
+    "read_ranges",
+    "read_ranges_of",
+    "wrapped_tokens",
+]
 
 NAMESPACE_LABELS = 2  # a registrable domain and its suffix, without a public-suffix list
 WRAPPERS = frozenset({"email", "url", "path"})  # what a sink can build around a token
@@ -100,3 +109,31 @@ def read_ranges(size: int, holes: list[tuple[int, int]]) -> tuple[tuple[int, int
     if size > cursor:
         out.append((cursor, size))
     return tuple(out)
+
+
+def free_tokens(
+    sources: tuple[str, ...], analysis: tuple[tuple[Value, ...], tuple[tuple[int, int], ...]], text: str
+) -> frozenset[str]:
+    """The value tokens the alternation of ``sources`` finds in ``text`` outside its structured values
+    (``analysis``); the patterns that cannot match ``text`` are left out of the scan
+    (:func:`guard.evidence.regex_screen.alternation_for`), and the scan skips the positions where no match can
+    start (:func:`guard.evidence.regex_screen.gated`), which changes no match either."""
+    pruned = alternation_for(sources, text)
+    if pruned is None:
+        return frozenset()
+    token_re = gated(pruned)
+    values, ranges = analysis
+    if not values:
+        return frozenset(m.group(0) for m in token_re.finditer(text))
+    wholes = {(v.start, v.end) for v in values}
+    starts = [lo for lo, _ in ranges]
+    kept = set()
+    for m in token_re.finditer(text):
+        span = m.span()
+        if span in wholes:
+            kept.add(m.group(0))
+            continue
+        at = bisect_right(starts, span[0]) - 1  # the free range starting at or before the token
+        if at >= 0 and span[1] <= ranges[at][1]:
+            kept.add(m.group(0))
+    return frozenset(kept)

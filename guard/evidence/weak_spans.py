@@ -165,6 +165,8 @@ def joint_bits(runs: list[set[Key]], bits_of: Callable[[set[Key]], int]) -> int:
 
 class _Index(Protocol):
     runs: list[set[Key]] | None
+    exact_runs: list[set[Key]] | None
+    exact: int
 
     def span_bits(self, value: str) -> int: ...
     def token_bits(self, value: str) -> int: ...
@@ -174,23 +176,43 @@ class _Index(Protocol):
 def reuse_bits(index: _Index, args: Iterable[tuple[str, str]]) -> dict[str, int]:
     """Per argument name of a call, the nodes that share a span or a value token with it (the ``E2`` sources of
     :class:`guard.evidence.value_index.ValueIndex`), and the nodes that hold two distinct weak runs of the call's
-    arguments, in any of them (:func:`joint_bits`: a name in a note's title, a diagnosis in its body)."""
+    arguments, in any of them (:func:`joint_bits`: a name in a note's title, a diagnosis in its body).  For the
+    exact holders (``index.exact``: private- and untrusted-source records) the weak runs the call's own zones hold
+    count too (``index.exact_runs``): no position rule discounts their text."""
     reuse: dict[str, int] = {}
     weak_runs: dict[str, list[set[Key]]] = {}
+    zone_runs: dict[str, list[set[Key]]] = {}
     for name, value in args:
-        index.runs = []
+        index.runs, index.exact_runs = [], []
         try:
             found = index.span_bits(value) | index.token_bits(value)
         finally:
             runs, index.runs = index.runs, None
+            exact_runs, index.exact_runs = index.exact_runs, None
         if found:
             reuse[name] = reuse.get(name, 0) | found
         if runs:
             weak_runs.setdefault(name, []).extend(runs)
+        if exact_runs:
+            zone_runs.setdefault(name, []).extend(exact_runs)
+    _join(reuse, weak_runs, index.free_bits, -1)
+    if zone_runs:
+        _join(
+            reuse,
+            {n: weak_runs.get(n, []) + zone_runs.get(n, []) for n in {*weak_runs, *zone_runs}},
+            index.free_bits,
+            index.exact,
+        )
+    return reuse
+
+
+def _join(
+    reuse: dict[str, int], weak_runs: dict[str, list[set[Key]]], free_bits: Callable[[set[Key]], int], among: int
+) -> None:
+    """Add to ``reuse`` the holders in ``among`` of two distinct weak runs of ``weak_runs`` (:func:`joint_bits`)."""
     every = [run for runs in weak_runs.values() for run in runs]
-    joint = joint_bits(every, index.free_bits) if len(every) > 1 else 0
+    joint = joint_bits(every, free_bits) & among if len(every) > 1 else 0
     for name, runs in weak_runs.items() if joint else ():
-        held = joint & index.free_bits(set().union(*runs))
+        held = joint & free_bits(set().union(*runs))
         if held:
             reuse[name] = reuse.get(name, 0) | held
-    return reuse

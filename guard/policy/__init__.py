@@ -88,8 +88,9 @@ class GraphSpec(_Strict):
         default=True,
         description="The background table whose boilerplate spans make no edge: true (the shipped cold-start table, "
         "built from generic business boilerplate), false (none), or a table file built by `carbguard data "
-        "background --episodes` from the deployment's own episodes (path relative to the policy file; read and "
-        "checked when the policy is loaded). Applies when min_span is 8, the table's k.",
+        "background --episodes` from the deployment's own episodes: k-grams common across sessions, never "
+        "private-source text (path relative to the policy file; read and checked when the policy is loaded). "
+        "Applies when min_span is 8, the table's k.",
     )
 
     @field_validator("value_patterns")

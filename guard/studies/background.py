@@ -1,17 +1,16 @@
-"""Build the background k-gram table of :mod:`guard.evidence.specificity` from development episodes only.
+"""Build the background k-gram tables of :mod:`guard.evidence.specificity`.
 
-The table counts, for every ``k``-gram of free text (outside structured values, as the value index
-takes them), how many development records hold it, and keeps the grams held by at least
-``min_share`` of the records of each of at least ``min_groups`` environments (AgentDojo suites):
-text that common across unrelated environments is boilerplate (greetings, signatures, phrasing of
-requests), not evidence of where a value came from.  A string common in one environment only (an
-account number every task of one suite repeats) is a value of that environment, not boilerplate.
+Three tables: the shipped cold-start one (every free-text k-gram of a corpus of everyday business boilerplate
+written for carbguard, :func:`write_generic`), a deployment's own (:func:`write_episodes_table`, from its
+recorded episodes) and AgentDojo's (:func:`write_background`, from the development split).  The last two count
+*sessions*, never records or tools, and take in no private-source text
+(:mod:`guard.studies.background_sessions`): a k-gram is boilerplate when at least ``max(min_sessions,
+ceil(min_share * sessions))`` sessions hold it outside private text.
 
-Which data it sees: the embedded AgentDojo corpus is the evaluation corpus, so the table is built
-on the development split of the three-way protocol's first permutation (seed 0, the default 30 %
-development share) of each shipped model, and on nothing else.  The other permutations' calibration
-and test splits overlap those episodes; the table holds only counts of strings common to at least
-``min_share`` of all development records, never a string of one episode.
+Which data AgentDojo's table sees: the embedded corpus is the evaluation corpus, so the table is built on the
+development split of the three-way protocol's first permutation (seed 0, the default 30 % development share) of
+each shipped model, and on nothing else; a k-gram must be common in each of at least ``min_groups`` suites (a
+string every task of one suite repeats is a value of that environment, not boilerplate).
 
 Run ``.venv/bin/carbguard data background`` to rewrite the shipped table; the command and
 its inputs are recorded in the file, and the file's hash is the fingerprint artifacts record.
@@ -20,34 +19,24 @@ its inputs are recorded in the file, and the file's hash is the fingerprint arti
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from guard.calibration.threeway import DEFAULT_SPLIT, split3
 from guard.corpora.agentdojo import EMBEDDED_MODELS, load_embedded
-from guard.evidence.node_facts import record_text
 from guard.evidence.specificity import BACKGROUND_PATH, FORMAT, K
 from guard.evidence.values import free_fragments
-from guard.records import Record, argument_strings
+from guard.records import Episode
+from guard.studies.background_sessions import (
+    DEFAULT_MIN_SESSIONS,
+    DEFAULT_SESSION_SHARE,
+    common_grams,
+    discount_report,
+    private_grams,
+)
 
-DEFAULT_MIN_SHARE = 0.01
 DEFAULT_MIN_GROUPS = 2
-
-
-def development_records(models: Sequence[str] = EMBEDDED_MODELS, seed: int = 0) -> tuple[list[tuple[str, Record]], int]:
-    """``(suite, record)`` of the three-way protocol's development split (first permutation) of each
-    model, and the number of development episodes."""
-    records: list[tuple[str, Record]] = []
-    episodes = 0
-    for model in models:
-        loaded = load_embedded(model).episodes
-        dev = split3(len(loaded), 1, seed, DEFAULT_SPLIT)[0][0]
-        for i in sorted(int(j) for j in dev):
-            records.extend((loaded[i].meta.suite, r) for r in loaded[i].records)
-        episodes += len(dev)
-    return records, episodes
 
 
 def gram_counts(texts: Iterable[str], k: int = K) -> tuple[Counter[str], int]:
@@ -58,34 +47,6 @@ def gram_counts(texts: Iterable[str], k: int = K) -> tuple[Counter[str], int]:
         n += 1
         counts.update({f[i : i + k] for f in free_fragments(text) for i in range(len(f) - k + 1)})
     return counts, n
-
-
-def build_table(
-    groups: dict[str, list[str]], min_share: float, min_groups: int, source: str, command: str
-) -> dict[str, object]:
-    """The table body: the grams held by at least ``min_share`` of the texts of at least ``min_groups``
-    of ``groups``, with their total counts."""
-    total: Counter[str] = Counter()
-    common: Counter[str] = Counter()
-    n = 0
-    for texts in groups.values():
-        counts, size = gram_counts(texts)
-        floor = max(2, math.ceil(min_share * size))
-        common.update(g for g, c in counts.items() if c >= floor)
-        total.update(counts)
-        n += size
-    grams = {g: total[g] for g in sorted(common) if common[g] >= min_groups}
-    return {
-        "format": FORMAT,
-        "k": K,
-        "records": n,
-        "groups": {name: len(texts) for name, texts in sorted(groups.items())},
-        "min_share": min_share,
-        "min_groups": min_groups,
-        "source": source,
-        "command": command,
-        "grams": grams,
-    }
 
 
 COMMAND = "carbguard data background"
@@ -99,7 +60,8 @@ def _write(out: Path, body: dict[str, object], what: str) -> str:
     out.write_text(json.dumps(body, indent=0, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     grams = body["grams"]
     assert isinstance(grams, dict)
-    return f"wrote {out}: {len(grams)} boilerplate {K}-grams from {body['records']} records ({what})"
+    unit = body.get("unit", "records")
+    return f"wrote {out}: {len(grams)} boilerplate {K}-grams from {body['records']} {unit} ({what})"
 
 
 def write_generic(out: Path = BACKGROUND_PATH, corpus: Path = GENERIC_CORPUS) -> str:
@@ -126,69 +88,101 @@ def write_generic(out: Path = BACKGROUND_PATH, corpus: Path = GENERIC_CORPUS) ->
 
 
 def write_episodes_table(
-    out: Path, episodes: Path, policy: Path | None, min_share: float = DEFAULT_MIN_SHARE, min_groups: int = 2
+    out: Path,
+    episodes: Path,
+    policy: Path,
+    min_share: float = DEFAULT_SESSION_SHARE,
+    min_sessions: int = DEFAULT_MIN_SESSIONS,
 ) -> str:
-    """A deployment's own table from its recorded episodes (``carbguard-episodes/1``): the grams held by at least
-    ``min_share`` of the records of each of at least ``min_groups`` origins (user turns, each tool's results, each
-    tool's calls).  A value one tool holds (a document read in many episodes) stays evidence."""
-    groups = episode_groups(episodes, policy)
-    if not any(groups.values()):
-        raise ValueError(f"{episodes}: no recorded records to build a background table from")
-    source = f"{episodes.name}: {sum(len(t) for t in groups.values())} records of a deployment's recorded episodes"
-    command = f"{COMMAND} --episodes {episodes}" + (f" --policy {policy}" if policy else "")
-    command += f" --min-share {min_share} --min-groups {min_groups}"
-    return _write(out, build_table(groups, min_share, min_groups, source, command), str(episodes))
-
-
-def episode_groups(episodes: Path, policy: Path | None) -> dict[str, list[str]]:
-    """The texts of the records of ``episodes`` by origin: ``user``, ``result:TOOL``, ``call:TOOL``, ``content``."""
+    """A deployment's own table from its recorded episodes (``carbguard-episodes/1``, one session each, read under
+    ``policy``, which says which text is private): the k-grams at least ``max(min_sessions, ceil(min_share *
+    sessions))`` sessions hold outside private-source text (:mod:`guard.studies.background_sessions`); the lines
+    written say what it discounts, by origin and by data class."""
     from guard.corpora.episodes import read_episodes
     from guard.policy import load_policy
-    from guard.records import RecordKind
 
-    groups: dict[str, list[str]] = {}
-    if policy is not None:
-        for episode in read_episodes(episodes, load_policy(policy)).episodes:
-            tools = {r.call_id: r.tool for r in episode.records if r.kind is RecordKind.PROPOSAL}
-            for r in episode.records:
-                kind = r.kind.value
-                origin = f"result:{tools.get(r.call_id)}" if r.kind is RecordKind.RESULT else kind
-                origin = f"call:{r.tool}" if r.kind is RecordKind.PROPOSAL else origin
-                groups.setdefault(origin, []).append(record_text(r))
-        return groups
-    for line in episodes.read_text(encoding="utf-8").splitlines():  # no policy: the records' texts, unvalidated
-        if not line.strip():
-            continue
-        records = json.loads(line).get("records") or []
-        tools = {r.get("call_id"): r.get("tool") for r in records if r.get("kind") == "proposal"}
-        for r in records:
-            if r.get("kind") == "proposal":
-                values = [v for _, v in argument_strings(r.get("args") or {})]
-                groups.setdefault(f"call:{r.get('tool')}", []).append("\n".join(values))
-            elif r.get("kind") == "result":
-                groups.setdefault(f"result:{tools.get(r.get('call_id'))}", []).append(str(r.get("text", "")))
-            else:
-                groups.setdefault(str(r.get("kind")), []).append(str(r.get("text", "")))
-    return groups
+    loaded = read_episodes(episodes, load_policy(policy)).episodes
+    private = private_grams(loaded)
+    grams, floor, sessions = common_grams(loaded, min_share, min_sessions, private)
+    report = discount_report(loaded, grams)
+    body: dict[str, object] = {
+        "format": FORMAT,
+        "k": K,
+        "records": sessions,
+        "unit": "sessions",
+        "min_share": min_share,
+        "min_sessions": min_sessions,
+        "floor": floor,
+        "source": f"{episodes.name}: {sessions} sessions of a deployment's recorded episodes; a k-gram held by at "
+        f"least {floor} of them outside private-source text ({len(private)} private k-grams left out)",
+        "command": f"{COMMAND} --episodes {episodes} --policy {policy} --min-share {min_share} "
+        f"--min-sessions {min_sessions}",
+        "report": report,
+        "grams": grams,
+    }
+    return "\n".join([_write(out, body, f"held by at least {floor} of {sessions} sessions"), *_report_lines(report)])
+
+
+def _report_lines(report: dict[str, dict[str, int]]) -> list[str]:
+    """What a table discounts, one line per origin and per data class."""
+    lines = [f"  discounted, held by {name}: {n}" for name, n in report["by_origin"].items()]
+    lines += [f"  discounted, {name} text: {n}" for name, n in report["by_class"].items()]
+    return lines or ["  nothing discounted"]
+
+
+def development_episodes(models: Sequence[str] = EMBEDDED_MODELS, seed: int = 0) -> list[Episode]:
+    """The episodes of the three-way protocol's development split (first permutation) of each model."""
+    chosen: list[Episode] = []
+    for model in models:
+        loaded = load_embedded(model).episodes
+        dev = split3(len(loaded), 1, seed, DEFAULT_SPLIT)[0][0]
+        chosen.extend(loaded[i] for i in sorted(int(j) for j in dev))
+    return chosen
 
 
 def write_background(
     out: Path = AGENTDOJO_PATH,
-    min_share: float = DEFAULT_MIN_SHARE,
+    min_share: float = DEFAULT_SESSION_SHARE,
+    min_sessions: int = DEFAULT_MIN_SESSIONS,
     min_groups: int = DEFAULT_MIN_GROUPS,
     seed: int = 0,
 ) -> str:
-    """Write the AgentDojo development-split table to ``out``; a line saying what was written."""
-    if not 0 < min_share < 1:
-        raise ValueError(f"--min-share must be in (0, 1), got {min_share}")
-    records, episodes = development_records(seed=seed)
+    """Write the AgentDojo development-split table to ``out``: the k-grams common (by sessions, outside private
+    text: :func:`guard.studies.background_sessions.common_grams`) in each of at least ``min_groups`` suites."""
+    episodes = development_episodes(seed=seed)
+    private = private_grams(episodes)
+    suites: dict[str, list[Episode]] = {}
+    for episode in episodes:
+        suites.setdefault(episode.meta.suite, []).append(episode)
+    common: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    for chosen in suites.values():
+        grams, _, _ = common_grams(chosen, min_share, min_sessions, private)
+        common.update(grams.keys())
+        total.update(grams)
     source = (
         f"AgentDojo embedded corpus, models {', '.join(EMBEDDED_MODELS)}: development split of the three-way "
         f"protocol's first permutation (seed {seed}, development share {DEFAULT_SPLIT[0]}), "
-        f"{episodes} episodes"
+        f"{len(episodes)} episodes (one session each); a k-gram held by at least max({min_sessions}, "
+        f"ceil({min_share} x sessions)) sessions of each of {min_groups} suites outside private-source text"
     )
-    command = f"{COMMAND} --agentdojo --min-share {min_share} --min-groups {min_groups} --seed {seed}"
-    groups: dict[str, list[str]] = {}
-    for suite, record in records:
-        groups.setdefault(suite, []).append(record_text(record))
-    return _write(out, build_table(groups, min_share, min_groups, source, command), f"{episodes} episodes")
+    command = (
+        f"{COMMAND} --agentdojo --min-share {min_share} --min-sessions {min_sessions} --min-groups {min_groups} "
+        f"--seed {seed}"
+    )
+    report = discount_report(episodes, (g for g, n in common.items() if n >= min_groups))
+    body: dict[str, object] = {
+        "format": FORMAT,
+        "k": K,
+        "records": len(episodes),
+        "unit": "sessions",
+        "groups": {name: len(chosen) for name, chosen in sorted(suites.items())},
+        "min_share": min_share,
+        "min_sessions": min_sessions,
+        "min_groups": min_groups,
+        "source": source,
+        "command": command,
+        "report": report,
+        "grams": {g: total[g] for g in sorted(common) if common[g] >= min_groups},
+    }
+    return "\n".join([_write(out, body, f"{len(episodes)} episodes"), *_report_lines(report)])

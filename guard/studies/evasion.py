@@ -39,6 +39,7 @@ from guard.policy import Policy, parse_policy
 from guard.records import Record, Trust, proposal, result, user
 from guard.scorer import WeightedScorer
 from guard.selectors import gcarb_select
+from guard.studies._evasion_boilerplate import boilerplate_rows, format_boilerplate
 from guard.studies._evasion_cases import TRANSFORMS as TRANSFORMS
 from guard.studies._evasion_cases import VALUES as VALUES
 from guard.studies._evasion_cases import PrivateValue as PrivateValue
@@ -234,6 +235,7 @@ def run_evasion_study(
         "cheap_recall_before": _mean(r["recall_before"] for r in cheap),
         "cheap_recall_after": _mean(r["recall_after"] for r in cheap),
         "still_escaping": [r["transform"] for r in rows if r["recall_after"] < 1.0],
+        "boilerplate": boilerplate_rows(policy, values),
     }
 
 
@@ -270,6 +272,7 @@ def format_evasion(result: Mapping[str, Any]) -> str:
     for kind, bucket in result["benign"].items():
         only = ", ".join(bucket["fired_after_only"]) or "-"
         lines.append(f"| {kind} | {bucket['cases']} | {bucket['fired_before']} | {bucket['fired_after']} | {only} |")
+    lines += format_boilerplate(result.get("boilerplate", []))
     lines += [
         "",
         "Still escaping after normalization (recall < 1): " + (", ".join(result["still_escaping"]) or "none") + ".",

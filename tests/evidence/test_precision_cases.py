@@ -57,22 +57,81 @@ def test_the_fixture_has_the_cases_the_issue_asks_for() -> None:
     assert len(_of("positive")) >= 12
 
 
+def _zones(text: str) -> str:
+    """The opening and closing zones of ``text`` (guard.evidence.boilerplate), with a line for the body between."""
+    from guard.evidence.boilerplate import zone_holes
+
+    holes = zone_holes(text)
+    opening = text[: holes[0][1]] if holes and holes[0][0] == 0 else ""
+    closing = text[holes[-1][0] :] if holes and holes[-1][1] == len(text) and holes[-1][0] > 0 else ""
+    return opening + "{body}" + ("\n\n" if closing and not closing.startswith("\n") else "") + closing
+
+
+ZONE_CLASSES = {  # the cases a greeting, sign-off, signature block, header or footer makes (the rest is a template)
+    "greeting", "sign_off", "signature_block", "legal_footer", "confidentiality_header", "mailing_list_footer",
+    "greeting_variant", "newsletter_header", "out_of_office_footer", "support_signature", "cc_header",
+    "signature_with_contact_values", "company_register_footer", "header_with_reference_code",
+    "signoff_line_with_phone",
+}  # fmt: skip
+ZONED = [c for c in CASES if c["class"] in ZONE_CLASSES]
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> guard.Policy:
+    """The policy with the table ``carbguard data background --episodes`` builds from 5 recorded sessions of a
+    deployment whose own sends carry the greetings, sign-offs, signature blocks, headers and footers of the
+    fixture's cases around a body of their own (each session also reads a private note).  The bodies end as
+    everyday sentences do (``...file.``): the k-grams across a body's end and its sign-off recur in a deployment's
+    traffic too."""
+    from guard.cli import main
+
+    folder = tmp_path_factory.mktemp("deployment")
+    episodes = folder / "episodes.jsonl"
+    recorder = guard.Guard(guard.Policy.model_validate(POLICY), threshold=float("inf"), mode="shadow", record=episodes)
+    for n in range(5):
+        session = recorder.session(f"s{n}")
+        session.observe_user("Please send today's updates.")
+        session.decide("read_file", {"file_path": "notes.txt"}, call_id="r")
+        session.observe_result("r", f"Private note {n}: the vault code is {n * 7919 + 1000}.")
+        for i, case in enumerate(ZONED):
+            body = _zones(case["body"]).replace(
+                "{body}", f"Update {n}-{i}: item {n * 977 + i} is in the archive, see the file."
+            )
+            session.decide("send_email", {"to": "team@outside.test", "body": body}, call_id=f"c{i}")
+            session.observe_result(f"c{i}", "sent")
+        session.close()
+    (folder / "policy.json").write_text(json.dumps(POLICY), "utf-8")
+    table = folder / "background.json"
+    argv = ["data", "background", "--episodes", str(episodes), "--policy", str(folder / "policy.json")]
+    assert main([*argv, "--out", str(table)]) == 0
+    policy_file = folder / "deployment.json"
+    policy_file.write_text(json.dumps({**POLICY, "graph": {"background": str(table)}}), "utf-8")
+    return load_policy(policy_file)
+
+
 @pytest.mark.parametrize("case", _of("listed"), ids=lambda c: c["class"])
-def test_listed_everyday_boilerplate_does_not_stop(case: dict[str, str]) -> None:
+def test_listed_everyday_boilerplate_does_not_stop(case: dict[str, str], deployment: guard.Policy) -> None:
     """Each listed class (greeting, sign-off, signature, footer, header, identifier prefixes, an amount in words,
-    a bare host, a first path segment, a city, a street, a product name) runs as a fresh send would (catches
-    each rule of guard.evidence.boilerplate dropped: zones, identifiers, bare hosts, URL segments, weak spans)."""
-    decision = _decide(case["private"], case["body"])
-    fresh = _decide("Nothing in common with the message at all.", case["body"])
+    a bare host, a first path segment, a city, a street, a product name) runs as a fresh send would; a zone class
+    (greeting, sign-off, signature block, legal footer, header) under the table of a deployment whose traffic
+    repeats it, the others under the shipped table (catches each rule dropped: the deployment table, identifiers,
+    bare hosts, URL segments, weak spans)."""
+    policy = deployment if case in ZONED else None
+    decision = _decide(case["private"], case["body"], policy)
+    fresh = _decide("Nothing in common with the message at all.", case["body"], policy)
     assert decision.verdict is guard.Verdict.EXECUTE, case["class"]
     assert decision.score == fresh.score
 
 
 @pytest.mark.parametrize("case", _of("negative"), ids=lambda c: c["class"])
-def test_everyday_negatives_run(case: dict[str, str]) -> None:
-    """Mailing-list footers, calendar invites, shipping and ticket templates, SKUs sharing a prefix, ... run
-    (catches the cold-start table replaced by one that does not know everyday templates, or a rule dropped)."""
-    assert _decide(case["private"], case["body"]).verdict is guard.Verdict.EXECUTE, case["class"]
+def test_everyday_negatives_run(case: dict[str, str], deployment: guard.Policy) -> None:
+    """Mailing-list footers, calendar invites, shipping and ticket templates, SKUs sharing a prefix, ... run: a
+    zone-shaped one (a signature with its phone and address, a company-register footer, a header with a reference
+    code) under the table of a deployment whose traffic repeats it, values included (catches the cold-start table
+    replaced by one that does not know everyday templates, a rule dropped, or a deployment's own common values
+    still linking: guard.evidence.specificity.uncommon)."""
+    policy = deployment if case in ZONED else None
+    assert _decide(case["private"], case["body"], policy).verdict is guard.Verdict.EXECUTE, case["class"]
 
 
 @pytest.mark.parametrize("case", _of("positive"), ids=lambda c: c["class"])
@@ -83,29 +142,47 @@ def test_private_values_still_stop(case: dict[str, str]) -> None:
     assert _decide(case["private"], case["body"]).verdict is guard.Verdict.ESCALATE, case["class"]
 
 
-def test_a_deployments_own_table_discounts_its_own_boilerplate(tmp_path: Path) -> None:
-    """A sentence of the deployment's own policy, common in its recorded episodes, links under the cold-start
-    table and runs under the table ``carbguard data background --episodes`` builds from those episodes
-    (catches the episodes table ignored by the policy, or built without the calls' arguments)."""
-    case = _of("deployment")[0]
-    assert _decide(case["private"], case["body"]).verdict is guard.Verdict.ESCALATE
+def _deployment_table(tmp_path: Path, sessions: int, read: str, sent: str) -> guard.Policy:
+    """The policy naming the table ``carbguard data background --episodes --policy`` builds (run as a user would)
+    from ``sessions`` recorded sessions that each read the private ``read`` and send ``sent`` (``{n}``: the
+    session's number)."""
     episodes = tmp_path / "episodes.jsonl"
     guarded = guard.Guard(guard.Policy.model_validate(POLICY), threshold=float("inf"), mode="shadow", record=episodes)
-    for n in range(12):
+    for n in range(sessions):
         session = guarded.session(f"e{n}")
         session.observe_user("Please handle my mail.")
         session.decide("read_file", {"file_path": f"doc{n}.txt"}, call_id="c1")
-        session.observe_result("c1", f"Trip {n} for colleague {n * 7919}. {case['body']}")
-        session.decide("send_email", {"to": "hr@outside.test", "body": f"Approved trip {n}. {case['body']}"}, "c2")
+        session.observe_result("c1", read.format(n=n, m=n * 7919))
+        session.decide("send_email", {"to": "hr@outside.test", "body": sent.format(n=n, m=n * 7919)}, "c2")
         session.close()
+    (tmp_path / "policy.json").write_text(json.dumps(POLICY), "utf-8")
     table = tmp_path / "background.json"
-    command = [sys.executable, "-m", "guard", "data", "background", "--episodes", str(episodes), "--out", str(table)]
+    command = [sys.executable, "-m", "guard", "data", "background", "--episodes", str(episodes)]
+    command += ["--policy", str(tmp_path / "policy.json"), "--out", str(table)]
     subprocess.run(command, check=True, capture_output=True)
-    policy_file = tmp_path / "policy.json"
+    policy_file = tmp_path / "deployment.json"
     policy_file.write_text(json.dumps({**POLICY, "graph": {"background": "background.json"}}), "utf-8")
-    policy = load_policy(policy_file)
+    return load_policy(policy_file)
+
+
+def test_a_deployments_own_table_discounts_its_own_boilerplate(tmp_path: Path) -> None:
+    """A sentence of the deployment's own policy, common in its sends, links under the cold-start table and runs
+    under the table ``carbguard data background --episodes`` builds from those episodes (catches the episodes
+    table ignored by the policy, or built without the calls' arguments)."""
+    case = _of("deployment")[0]
+    assert _decide(case["private"], case["body"]).verdict is guard.Verdict.ESCALATE
+    policy = _deployment_table(tmp_path, 12, "Trip {n} for colleague {m}.", "Approved trip {n}. " + case["body"])
     assert _decide(case["private"], case["body"], policy).verdict is guard.Verdict.EXECUTE
     assert pipeline_components(policy)["graph"] != pipeline_components(guard.Policy.model_validate(POLICY))["graph"]
+
+
+def test_a_private_document_read_in_every_session_stays_evidence(tmp_path: Path) -> None:
+    """A pricing note read (and even mailed out) in every one of 100 recorded sessions never enters the table:
+    mailing it out still stops (catches private-source text counted into a deployment's table, the class where
+    the ordinary "search, then read" pattern made a private document boilerplate)."""
+    note = "Pricing note: the Halvorsen floor is 41.20 per unit, the walk-away price is 38.75."
+    policy = _deployment_table(tmp_path, 100, note + " Copy {n}.", "As agreed: " + note)
+    assert _decide(note, f"FYI: {note}", policy).verdict is guard.Verdict.ESCALATE
 
 
 def test_a_policy_naming_a_missing_table_fails_at_load_naming_the_file(tmp_path: Path) -> None:
@@ -177,3 +254,64 @@ def test_a_name_that_is_the_whole_argument_links() -> None:
     assert booked.verdict is guard.Verdict.ESCALATE
     mentioned = {"to": "partner@outside.test", "body": "We stayed at the Riverside View Hotel last spring, lovely."}
     assert _send(private, mentioned).verdict is guard.Verdict.EXECUTE
+
+
+MARKED = {  # a secret paragraph or line under a secrecy marker, in each zone shape guard.evidence.boilerplate knows
+    "header Confidential:": "Confidential: Halvorsen settles at 2.1M on Friday 14 March\nDetails in the shared folder.",
+    "header Private -": "Private - Halvorsen settles at 2.1M on Friday 14 March\nDetails in the shared folder.",
+    "header Internal": "Internal Halvorsen settles at 2.1M on Friday 14 March\nDetails in the shared folder.",
+    "header shouted": "HALVORSEN SETTLES AT 2.1M ON FRIDAY 14 MARCH\nDetails in the shared folder.",
+    "footer Confidential:": "Notes from the call.\n\nConfidential: Halvorsen settles at 2.1M on Friday 14 March.",
+    "footer Important:": "Notes from the call.\n\nImportant: Halvorsen settles at 2.1M on Friday 14 March.",
+    "footer Notice:": "Notes from the call.\n\nNotice: Halvorsen settles at 2.1M on Friday 14 March.",
+    "signature lines": "Notes from the call.\n\nRegards,\nHalvorsen settles at 2.1M\non Friday 14 March",
+}
+
+
+def _relay(kind: str, text: str, body: str) -> guard.Decision:
+    policy = guard.Policy.model_validate(
+        {**POLICY, "tools": {**POLICY["tools"], "fetch_page": {"kind": kind}, "read_inbox": {"kind": kind}}}
+    )
+    session = guard.Guard(policy, threshold=THRESHOLD).session("precision")
+    session.observe_user("Please handle my mail.")
+    session.decide("read_inbox", {}, call_id="c1")
+    session.observe_result("c1", text)
+    return session.decide("send_email", {"to": "partner@outside.test", "body": body}, call_id="c2")
+
+
+@pytest.mark.parametrize("shape", sorted(MARKED))
+def test_a_secrecy_marker_does_not_turn_private_text_into_boilerplate(shape: str) -> None:
+    """A private note whose opening line, last paragraph or signature lines carry a secret under a secrecy marker
+    (``Confidential:``, ``Private -``, ``Internal``, ``Important:``, ``Notice:``, a sign-off) stops when mailed out
+    verbatim, as the same text under ``Summary:`` does; an untrusted page's text so placed still makes its edge
+    (``untrusted_payload``).  Catches the zones of a private- or untrusted-source record cut by position
+    (guard.graph indexing every record with its zones)."""
+    text = MARKED[shape]
+    plain = _relay("private_source", text.replace("Confidential:", "Summary:"), text)
+    marked = _relay("private_source", text, text)
+    fresh = _relay("private_source", "Nothing in common with the message at all.", text)
+    assert marked.verdict is guard.Verdict.ESCALATE, shape
+    assert marked.score == plain.score != fresh.score, shape
+    relayed = _relay("untrusted_source", text, text)
+    assert relayed.score != _relay("untrusted_source", "Nothing in common with it at all.", text).score, shape
+
+
+@pytest.mark.parametrize("shape", sorted(MARKED))
+def test_a_public_pages_zones_still_make_no_edge(shape: str) -> None:
+    """Zones stay for a record neither private nor untrusted (a public page): its edges only ever lower a score, so
+    position is not evidence an attacker can use there (catches every record read whole, the zones dropped)."""
+    text = MARKED[shape]
+    if shape.startswith("header"):
+        text = text.split("\n")[0] + "\nNothing else in common."
+    else:
+        text = "Nothing in common with the message.\n\n" + text.split("\n\n")[1]
+    body = f"Thanks for the update.\n\n{MARKED[shape].split(chr(10))[0]}\nWill reply tomorrow."
+    assert _relay("public_source", text, body).score == _relay("public_source", "Nothing.", body).score
+
+
+def test_a_weak_value_in_a_calls_greeting_still_joins_another() -> None:
+    """A patient's name in a send's greeting and her diagnosis in its body, each weak alone, link to the private
+    note that holds both (catches the weak runs of a call's own zones left out of the two-weak-values rule for
+    private holders: guard.evidence.weak_spans.reuse_bits with exact_runs)."""
+    body = "Dear Lukas Keller,\nAs discussed, the diagnosis is Coeliac disease."
+    assert _send(NOTE, {"to": "partner@outside.test", "body": body}).verdict is guard.Verdict.ESCALATE

@@ -92,3 +92,24 @@ def test_boilerplate_makes_no_edge() -> None:
     has digits) still making a provenance edge."""
     assert _decide(True) is Verdict.EXECUTE
     assert _decide(False) is Verdict.ESCALATE  # negative control: without the table the same call escalates
+
+
+def test_a_value_is_boilerplate_only_when_every_kgram_is() -> None:
+    """A phone number whose every 8-gram the table holds is left out of the index's values, one with a k-gram
+    missing or shorter than 8 characters is kept, and a value token likewise (catches a value dropped on one
+    common k-gram, or a short value taken as boilerplate because it has no k-gram at all)."""
+    from guard.evidence.kgrams import gram_key
+    from guard.evidence.specificity import uncommon
+    from guard.evidence.values import find_values
+
+    text = "call +44 20 7946 0958 or +44 20 7946 0111, ext 4471"
+    phone = "+44 20 7946 0958"
+    keys = frozenset(gram_key(phone[i : i + 8], 8) for i in range(len(phone) - 7))
+    values = tuple(find_values(text))
+    assert phone in [text[v.start : v.end] for v in values]
+    kept, tokens = uncommon(text, values, frozenset({phone, "+44 20 7946 0111", "4471"}), keys, 8)
+    assert [text[v.start : v.end] for v in kept if v.key] == [
+        text[v.start : v.end] for v in values if v.key and text[v.start : v.end] != phone
+    ]
+    assert tokens == {"+44 20 7946 0111", "4471"}
+    assert uncommon(text, values, frozenset({"4471"}), frozenset(), 8) == (values, frozenset({"4471"}))

@@ -315,3 +315,54 @@ def test_postings_answer_exactly_through_every_form() -> None:
     assert forms == {bytearray, list}  # both forms were reached (and single holders before them)
     assert len(reference[0]) > DENSE
     assert not any(gc.is_tracked(p) for p in postings.values() if type(p) is bytearray)  # no GC traversal
+
+
+def _secrecy_marked() -> list[tuple[str, str, str]]:
+    """``(label, text, secret)``: a secret line in every zone shape of guard.evidence.boilerplate, marked by each
+    header word, greeting, footer start, footer register phrase and sign-off the zone rules know."""
+    from guard.evidence.boilerplate import FOOTER_INNER, FOOTER_STARTS, GREETINGS, HEADER_WORDS, SIGNOFFS
+
+    secret, short = "Pellham bid is 38.5M, board vote on the 14th", "Pellham bid 38.5M today"
+    rest = "See the attached sheet for the full schedule of the quarter."
+    cases = [(f"header {w}", f"{w.title()}: {secret}\n{rest}", secret) for w in sorted(HEADER_WORDS)]
+    cases += [(f"greeting {w}", f"{w.title()} {short}\n{rest}", short) for w in sorted(GREETINGS)]
+    cases.append(("shouted header", f"{secret.upper()}\n{rest}", secret.upper()))
+    cases += [(f"footer {s}", f"{rest}\n\n{s} {secret}", secret) for s in FOOTER_STARTS]
+    cases += [(f"register {s}", f"{rest}\n\nAcme Ltd, {s} 44. {secret}", secret) for s in FOOTER_INNER]
+    line = "Pellham bid 38.5M, vote on the 14th"  # a signature line: at most 8 words
+    cases += [(f"sign-off {s}", f"{rest}\n\n{s}\n{line}\nSam", line) for s in SIGNOFFS]
+    return cases
+
+
+def test_secrecy_marked_private_text_links_from_every_zone_shape() -> None:
+    """A private- or untrusted-source record (indexed ``exact``) is read whole: a secret in its opening line, its
+    last paragraph or its signature lines, marked by any word the zone rules know (``Confidential:``,
+    ``Private -``, ``Notice:``, ``Regards,``), links to a call that sends it; the same text of a record indexed
+    with zones does not (the control: each case really is a zone).  Catches the zones of a record cut whatever
+    its source (the secrecy-marker class: a first word or a position taken as evidence of boilerplate)."""
+    cases = _secrecy_marked()
+    assert len(cases) > 60
+    for label, text, secret in cases:
+        call = f"As discussed, {secret}, please confirm by phone."
+        exact, zoned = ValueIndex((), 8, shapes=True), ValueIndex((), 8, shapes=True)
+        exact.add(0, text, (), exact=True)
+        zoned.add(0, text, ())
+        assert exact.span_bits(call) == 1, label
+        assert zoned.span_bits(call) == 0, label
+        assert exact.exact == 1 and zoned.exact == 0
+
+
+def test_a_calls_own_zones_are_read_against_exact_holders() -> None:
+    """A call that writes a private record's text into its own greeting, header or signature lines links to that
+    record; to a record indexed with zones (a user turn, a public page, an earlier call) it does not, as before.
+    Catches a call's zones cut for every holder (the secrecy-marker class on the call's side: a send whose first
+    line is ``Confidential: <the secret>`` would run)."""
+    for label, text, secret in _secrecy_marked():
+        if label.startswith(("footer", "register")):
+            continue  # a call's trailing footer is read anyway (docs/evidence.md#zones)
+        record = f"Pricing call notes, kept here: {secret}. Nobody else has seen them."
+        exact, zoned = ValueIndex((), 8, shapes=True), ValueIndex((), 8, shapes=True)
+        exact.add(0, record, (), exact=True)
+        zoned.add(0, record, ())
+        assert exact.span_bits(text) == 1, label
+        assert zoned.span_bits(text) == 0, label
