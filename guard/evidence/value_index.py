@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from functools import lru_cache, partial
 from typing import TypeAlias
 
+from guard.evidence.amount_values import amount_value_key, number_key
 from guard.evidence.bitset import members, to_bits
 from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.gram_store import SMALL as SMALL  # the texts kept as k-gram sets before any is posted
@@ -102,9 +103,14 @@ class ValueIndex:
         (nodes in ascending order)."""
         self._post(node, *self._collect(node, text, identifiers))
 
-    def _collect(self, node: int, text: str, identifiers: Iterable[str]) -> tuple[set[Key], set[Key]]:
+    def _collect(
+        self, node: int, text: str, identifiers: Iterable[str], *, raw: bool = True
+    ) -> tuple[set[Key], set[Key]]:
         """Index the tokens, identifiers, structured values and cores of ``text`` under ``node``; its k-gram keys
-        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`)."""
+        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`).
+
+        An amount's currency-free key (:mod:`guard.evidence.amount_values`) is posted with its whole key, but only
+        from ``raw`` text: a normal form joins digit groups (``$1,110.90`` becomes ``$111090``), another amount."""
         values, ranges = self._analysed(text)
         holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
@@ -121,6 +127,9 @@ class ValueIndex:
             if value.key:  # a bare host or a URL's first segment has none: namespace
                 held = zoned if value.key in only_keys else self.wholes
                 held[value.key] = held.get(value.key, 0) | one
+                plain = amount_value_key(value.key) if raw and value.kind == "amount" else None
+                if plain is not None:
+                    held[plain] = held.get(plain, 0) | one
         if values:
             self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
         spans = [(v.start, v.end) for v in values] + list(holes)  # the k-grams that overlap them are near
@@ -230,7 +239,21 @@ class ValueIndex:
         return set(members(self.token_bits(value)))
 
     def token_bits(self, value: str) -> int:
-        """:meth:`token_sources` and the holders of a whole structured value of ``value``, as a bit set."""
+        """:meth:`token_sources`, the holders of a whole structured value of ``value``, and, when ``value`` is one
+        plain decimal number, the holders of an amount of that value (:meth:`amount_bits`), as a bit set."""
+        return self._token_bits(value) | self.amount_bits(value)
+
+    def amount_bits(self, value: str) -> int:
+        """The holders of an amount (a currency and a number, in any writing) whose value ``value`` is, when
+        ``value`` is one plain decimal number of enough digits (:func:`guard.evidence.amount_values.number_key`);
+        a holder that has it only in its zones too, as for every whole value of a call without zones."""
+        key = number_key(value)
+        if key is None:
+            return 0
+        return self.wholes.get(key, 0) | self.zoned.get(key, 0)
+
+    def _token_bits(self, value: str) -> int:
+        """The holders of a value token or a whole structured value of ``value``, as a bit set."""
         get, get_whole = self.tokens.get, self.wholes.get
         bits = 0
         for token in self.tokens_in(value):
@@ -279,7 +302,7 @@ class NormalizingValueIndex(ValueIndex):
         norm = normalize_value(text)
         norm_idents = [normalize_value(i) for i in idents]
         if norm != text or norm_idents != idents:
-            norm_free, norm_near = self._collect(node, norm, norm_idents)
+            norm_free, norm_near = self._collect(node, norm, norm_idents, raw=False)
             free |= norm_free
             near |= norm_near
         self._post(node, free, near)
@@ -299,7 +322,7 @@ class NormalizingValueIndex(ValueIndex):
         """Nodes holding a whole value token of ``value`` or of its normal form (a bit set)."""
         found = super().token_bits(value)
         norm = normalize_value(value)
-        return found | super().token_bits(norm) if norm != value else found
+        return found | self._token_bits(norm) if norm != value else found  # "1110.9" normalised is 11109
 
 
 def index_for(policy: Policy) -> ValueIndex:

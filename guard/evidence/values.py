@@ -49,9 +49,10 @@ _URL_LOWER = re.compile(_URL.pattern)  # the same over a lowercased ASCII text: 
 _CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?!\d|-\d)")  # a dash joins digits only; the text before: checked after
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:\$|€|£|¥|USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN)"  # literals only: a fast scan
-_NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
-_NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
-_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
+_GROUP = "' \u00a0\u202f\u2009\u2019"  # digit-group separators besides "." and ",": apostrophes, (thin) spaces
+_NUMBER = rf"\d{{1,3}}(?:[,.{_GROUP}]\d{{3}})*(?:[.,]\d{{1,2}})?|\d+(?:[.,]\d{{1,2}})?"
+_NUMBER_AFTER = re.compile(rf"[ \u00a0\u202f]?(?:{_NUMBER})(?!\d|[.,]\d)")  # "$1110.905" is no amount of $1110
+_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER})[ \u00a0\u202f]?$")
 _HAS_CURRENCY = re.compile(_CURRENCY)
 # a month by its first three letters
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -134,20 +135,41 @@ def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
 
 
 def _amount_key(raw: str) -> str | None:
-    currency = re.search(_CURRENCY, raw)
+    """``amount:CUR:value`` of an amount's text (currency and number), the value to the cent; None when its
+    number is not one consistent writing (:func:`_amount_number`) or holds more digits than the decimal context."""
+    currency = _HAS_CURRENCY.search(raw)
     if currency is None:
         return None
     code = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}.get(currency.group(0), currency.group(0).upper())
-    number = re.sub(_CURRENCY, "", raw).strip().replace("'", "").replace(" ", "")
-    if re.search(r"[.,]\d{1,2}$", number):  # decimal part: its separator is the last one
-        whole, frac = number[: -3 if number[-3] in ".," else -2], number[-2:].lstrip(".,")
-    else:
-        whole, frac = number, "0"
+    number = _amount_number(_HAS_CURRENCY.sub("", raw).strip().translate(_NO_GROUPS))
+    if number is None:
+        return None
     try:
-        value = Decimal(whole.replace(",", "").replace(".", "") + "." + frac).quantize(Decimal("0.01"))
-    except InvalidOperation:  # not a number, or more digits than the decimal context holds: not an amount
+        value = Decimal(number).quantize(Decimal("0.01"))
+    except InvalidOperation:  # more digits than the decimal context holds: not an amount
         return None
     return f"amount:{code}:{value}"
+
+
+_NO_GROUPS = str.maketrans("", "", _GROUP)
+_DECIMAL_PART = re.compile(r"[.,]\d{1,2}\Z")
+
+
+def _amount_number(number: str) -> str | None:
+    """``number`` (an amount's digits with ``.`` and ``,`` only) as a plain decimal, or None when its writing is
+    inconsistent.  A separator followed by one or two digits at the end is the decimal separator; every other
+    separator groups thousands, all of them one character, not the decimal one: ``1,110.90``, ``1.110,90`` and
+    ``1110,9`` are readings of 1110.90, ``1,110`` and ``1.110`` of 1110 (no currency recognised has three minor
+    digits), while ``1,110.905`` and ``1,110,90`` are no amount."""
+    whole, frac = number, ""
+    if _DECIMAL_PART.search(number) is not None:
+        cut = max(number.rfind("."), number.rfind(","))
+        whole, frac = number[:cut], number[cut + 1 :]
+    groups = set(whole) & {".", ","}
+    if len(groups) > 1 or (frac and groups == {number[len(whole)]}):
+        return None
+    whole = whole.replace(",", "").replace(".", "")
+    return f"{whole}.{frac}" if frac else whole
 
 
 def _dates(text: str, runs: list[tuple[int, int]]) -> list[Value]:
