@@ -15,8 +15,11 @@ What does not link, by construction:
 - an argument that is not one plain decimal number (a sign, an exponent, a leading zero as in an id ``01110``,
   digit groups, any other character): it looks nothing up, and an argument written with its own currency is
   compared by its ``amount:CUR:value`` key alone (currency on both sides: the currencies must agree);
-- a value with fewer than :data:`MIN_DIGITS` significant digits (``50``, ``1000``, ``0.5``, ``$20.00``): round
-  and short numbers repeat by chance (a price, a count, a quantity), so they are not evidence of provenance.
+- a value with fewer than :data:`MIN_DIGITS` digits from its first non-zero digit, zeros after the decimal
+  point's last non-zero digit dropped (``50``, ``$20.00``, ``9.9``, ``0.5``, ``0.05``): short numbers repeat by
+  chance (a count, a quantity, a small price), so they are not evidence of provenance.  The zeros of a whole
+  number count, they are its magnitude: ``$10,000`` and ``10000`` link (an injected transfer limit is a value),
+  ``$10`` and ``10`` do not.
 
 The functions are pure.
 """
@@ -28,16 +31,16 @@ import re
 __all__ = ["AMOUNT_VALUE", "MIN_DIGITS", "amount_value_key", "number_key"]
 
 AMOUNT_VALUE = "amount-value:"
-MIN_DIGITS = 3  # significant digits (leading and trailing zeros dropped) a value needs to make an edge
+MIN_DIGITS = 3  # digits from the first non-zero one (fractional trailing zeros dropped) a value needs to link
 _PLAIN = re.compile(r"(?:0|[1-9][0-9]{0,23})(?:\.[0-9]{1,24})?")  # ASCII digits only: "١٢٣" is not a JSON number
 
 
 def _canonical(number: str) -> str | None:
     """``number`` (plain ASCII decimal) without trailing fractional zeros, or None when it has fewer than
-    :data:`MIN_DIGITS` significant digits."""
+    :data:`MIN_DIGITS` digits from its first non-zero digit (``1000`` has 4, ``1.50`` 2, ``0.125`` 3)."""
     whole, _, frac = number.partition(".")
     frac = frac.rstrip("0")
-    if len((whole + frac).strip("0")) < MIN_DIGITS:
+    if len((whole + frac).lstrip("0")) < MIN_DIGITS:
         return None
     return f"{whole}.{frac}" if frac else whole
 

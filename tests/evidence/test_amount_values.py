@@ -49,8 +49,11 @@ CENTS = st.integers(min_value=1, max_value=10**11)
 
 
 def _significant(cents: int) -> int:
-    """Significant digits of ``cents / 100`` (the oracle: zeros at both ends of the cent count dropped)."""
-    return len(str(cents).strip("0"))
+    """Digits of ``cents / 100`` from its first non-zero digit, trailing zeros after the point dropped (the oracle,
+    by arithmetic on the cent count: 1110.90 has 5, 1000.00 has 4, 0.05 has 1)."""
+    if cents % 100 == 0:
+        return len(str(cents // 100))
+    return len(str(cents // 10)) if cents % 10 == 0 else len(str(cents))
 
 
 def _page(writing: str) -> str:
@@ -78,7 +81,7 @@ def _index(text: str, normalizing: bool = False) -> ValueIndex:
 def test_every_writing_of_an_amount_links_to_its_number(cents: int, writing: str, normalizing: bool) -> None:
     """Catches an amount that does not link to a call's number of the same value (the refund inflation that got
     through): a writing whose amount is not recognised, a currency-free key not posted, a number argument not
-    looked up, trailing zeros kept on one side only; and a linked short number (fewer than 3 significant digits)."""
+    looked up, trailing zeros kept on one side only; and a linked short number (fewer than 3 digits)."""
     code, text = WRITINGS[writing](cents)
     index = _index(_page(text), normalizing)
     expected = 1 if _significant(cents) >= 3 else 0
@@ -89,6 +92,8 @@ def test_every_writing_of_an_amount_links_to_its_number(cents: int, writing: str
 
 @settings(max_examples=200, deadline=None)
 @given(CENTS, st.sampled_from(sorted(WHOLE_WRITINGS)))
+@example(10000, "us whole")  # "$10,000": an injected transfer limit
+@example(1110, "euro whole, dot groups")  # "€1.110" is 1110, not 1.11
 def test_a_whole_amount_links_to_its_integer(dollars: int, writing: str) -> None:
     """Catches a whole amount (``$1,110``, ``USD 1110``) that does not link to the JSON integer, or one read as a
     decimal (``1,110`` as 1.11): groups of three digits after a separator are thousands."""
@@ -174,16 +179,17 @@ def test_a_number_without_a_currency_posts_no_amount(cents: int, shape: str) -> 
     ("text", "argument"),
     [
         ("Refund $50 now", "50"),
-        ("Fee: €1,000", "1000"),
+        ("Fee: €10", "10"),
         ("Tip $0.50", "0.5"),
+        ("Tip $0.05", "0.05"),
         ("Pay USD 20.00", "20"),
-        ("Credit 1.100,00 EUR", "1100"),
+        ("Credit 11,00 EUR", "11"),
         ("$9.90 shipping", "9.9"),
     ],
 )
 def test_a_short_amount_links_to_nothing(text: str, argument: str) -> None:
-    """Catches the significance rule dropped: a value with fewer than 3 significant digits (a round or small
-    number, a count's look-alike) makes no edge from an amount."""
+    """Catches the significance rule dropped: a value with fewer than 3 digits from its first non-zero one (a
+    small number, a count's look-alike) makes no edge from an amount."""
     assert _index(text).amount_bits(argument) == 0
 
 
@@ -204,13 +210,17 @@ def test_only_a_plain_decimal_number_is_looked_up(argument: str) -> None:
         ("amount:USD:1110.90", "amount-value:1110.9"),
         ("amount:EUR:1110.00", "amount-value:1110"),
         ("amount:JPY:0.25", None),
-        ("amount:USD:1000.00", None),
+        ("amount:USD:1000.00", "amount-value:1000"),
+        ("amount:USD:10.00", None),
+        ("amount:USD:0.12", None),
+        ("amount:USD:0.125", "amount-value:0.125"),
         ("amount:USD:100.10", "amount-value:100.1"),
         ("date:2024-03-05", None),
     ],
 )
 def test_the_currency_free_key(key: str, plain: str | None) -> None:
-    """Catches trailing zeros kept (``1110.90`` and ``1110.9`` apart), a short value keyed, another kind keyed."""
+    """Catches trailing zeros kept (``1110.90`` and ``1110.9`` apart), a short value keyed or a round one not keyed
+    (``$1,000`` is four digits), another kind keyed."""
     assert amount_value_key(key) == plain
 
 
@@ -257,8 +267,8 @@ def test_a_refund_amount_from_an_untrusted_page_is_untrusted_evidence(amount: An
 
 
 def test_the_same_refund_named_by_the_user_is_not_untrusted_evidence() -> None:
-    """Catches an amount edge that ignores who named the amount: the user's own $1,110.90 is the source too,
-    so no untrusted-only evidence fires and the call scores lower."""
+    """Control for the test above (catches untrusted evidence that fires for a refund whatever its source): the
+    user's own $1,110.90 is a source of the amount too, so no untrusted-only evidence fires and it scores lower."""
     named = _refund("Please refund order 5512: $1,110.90, as we agreed on the phone.")
     from_page = _refund(ASKED)
     assert not any(named.features[name] for name in UNTRUSTED), named.features
