@@ -68,4 +68,3 @@ def number_key(text: str) -> str | None:
         return None
     canonical = _canonical(stripped)
     return AMOUNT_VALUE + canonical if canonical is not None else None
-

@@ -13,6 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guard import Guard
+from guard.evidence import amount_values
 from guard.evidence.amount_values import AMOUNT_VALUE, amount_value_key, number_key
 from guard.evidence.value_index import NormalizingValueIndex, ValueIndex
 from guard.policy import parse_policy
@@ -65,7 +66,7 @@ def _arguments(cents: int) -> list[str]:
     whole, and a string with two decimals (each as ``Record.arg_values`` yields it)."""
     number: Any = cents // 100 if cents % 100 == 0 else float(Decimal(cents) / 100)
     found = [str(json.loads(json.dumps(number))), f"{cents // 100}.{cents % 100:02d}"]
-    return found + [str(float(Decimal(cents) / 100))] if cents % 100 == 0 else found
+    return [*found, str(float(Decimal(cents) / 100))] if cents % 100 == 0 else found
 
 
 def _index(text: str, normalizing: bool = False) -> ValueIndex:
@@ -82,7 +83,7 @@ def test_every_writing_of_an_amount_links_to_its_number(cents: int, writing: str
     """Catches an amount that does not link to a call's number of the same value (the refund inflation that got
     through): a writing whose amount is not recognised, a currency-free key not posted, a number argument not
     looked up, trailing zeros kept on one side only; and a linked short number (fewer than 3 digits)."""
-    code, text = WRITINGS[writing](cents)
+    text = WRITINGS[writing](cents)[1]
     index = _index(_page(text), normalizing)
     expected = 1 if _significant(cents) >= 3 else 0
     for argument in _arguments(cents):
@@ -116,27 +117,29 @@ def test_an_amount_written_with_its_currency_links_in_every_writing(cents: int, 
     assert index.amount_bits(call_text) == 0  # a call's amount with a currency is compared by currency
 
 
+MISREADINGS: dict[str, Callable[[int], int]] = {  # a different value near ``cents``: what a reader gets wrong
+    "cent more": lambda c: c + 1,
+    "cent less": lambda c: c - 1,
+    "ten times": lambda c: c * 10,
+    "a tenth": lambda c: c // 10,
+    "digits joined": lambda c: c * 100,  # 1110.90 read as 111090 (separators dropped)
+    "cents swapped": lambda c: c // 100 * 100 + c % 100 // 10 + c % 10 * 10,  # .09 for .90
+}
+
+
 def _other(cents: int, how: str) -> int:
-    """A different value near ``cents``: the mistakes a reader of amounts makes."""
-    shifted = {
-        "cent more": cents + 1,
-        "cent less": cents - 1,
-        "ten times": cents * 10,
-        "a tenth": cents // 10,
-        "digits joined": cents * 100,  # 1110.90 read as 111090 (separators dropped)
-        "cents as tenths": cents // 100 * 100 + (cents % 100) // 10 + (cents % 100 % 10) * 10,  # .09 for .90
-    }[how]
+    shifted = MISREADINGS[how](cents)
     return shifted if shifted != cents and shifted > 0 else cents + 7
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     CENTS,
-    st.one_of(CENTS, st.sampled_from(["cent more", "cent less", "ten times", "a tenth", "digits joined", "cents as tenths"])),
+    st.one_of(CENTS, st.sampled_from(sorted(MISREADINGS))),
     st.sampled_from(sorted(WRITINGS | WHOLE_WRITINGS)),
     st.booleans(),
 )
-@example(111090, "cents as tenths", "us", False)
+@example(111090, "cents swapped", "us", False)
 @example(111090, "digits joined", "european", True)
 @example(111090, "a tenth", "code plain trimmed", True)
 def test_different_amounts_never_link(cents: int, other: int | str, writing: str, normalizing: bool) -> None:
@@ -147,7 +150,7 @@ def test_different_amounts_never_link(cents: int, other: int | str, writing: str
     if value == written:
         return
     index = _index(_page((WRITINGS | WHOLE_WRITINGS)[writing](written)[1]), normalizing)
-    for argument in _arguments(value) + [f"{value // 100}.{value % 100:02d}5"]:
+    for argument in [*_arguments(value), f"{value // 100}.{value % 100:02d}5"]:
         assert index.amount_bits(argument) == 0, (written, argument)
         assert normalizing or index.token_bits(argument) == 0, (written, argument)
 
@@ -202,6 +205,25 @@ def test_only_a_plain_decimal_number_is_looked_up(argument: str) -> None:
     a leading zero (an id), digit groups or a currency (compared by its own key), other digits."""
     assert number_key(argument) is None
     assert _index(_page("$1,110.90")).amount_bits(argument) == 0
+
+
+def _ungated(text: str) -> str | None:
+    """:func:`number_key` without its first-character gate (the reference)."""
+    stripped = text.strip()
+    if amount_values._PLAIN.fullmatch(stripped) is None:
+        return None
+    canonical = amount_values._canonical(stripped)
+    return AMOUNT_VALUE + canonical if canonical is not None else None
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(max_size=12), st.from_regex(r"\s{0,2}[0-9]{1,7}(\.[0-9]{1,3})?\s{0,2}", fullmatch=True)))
+@example(" 1110.9\n")
+@example("\u0661\u0661\u0661")
+def test_the_gate_changes_no_key(text: str) -> None:
+    """Catches a fast-path gate of :func:`number_key` that drops an argument the full match accepts (one with
+    whitespace around it), or accepts one it rejects."""
+    assert number_key(text) == _ungated(text)
 
 
 @pytest.mark.parametrize(

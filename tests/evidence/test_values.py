@@ -229,8 +229,8 @@ def test_numeric_fast_paths_find_what_the_plain_scans_find(text: str) -> None:
         at = start - 2
         pair = text[max(at, 0) : start]
         if end - start >= 2 and at >= after and pair.isascii() and pair.isalpha():
-            m = value_checks._IBAN.match(text, at)
-            cut = value_checks.iban_end.__wrapped__(m.group(0)) if m is not None else None
+            iban = value_checks._IBAN.match(text, at)
+            cut = value_checks.iban_end.__wrapped__(iban.group(0)) if iban is not None else None
             if cut is not None:
                 plain_ibans.append((at, at + cut))
                 after = at + cut
