@@ -73,6 +73,7 @@ class ValueIndex:
         self.zoned: dict[str, int] = {}  # a token or value key a holder has only in its zones (guard.evidence.zoned)
         self._grams = GramStore()  # k-grams of free text (edges, unless boilerplate) and overlapping a value
         self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
+        self.amounts = False  # whether an amount's currency-free key is held (guard.evidence.amount_values)
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -130,6 +131,7 @@ class ValueIndex:
                 plain = amount_value_key(value.key) if raw and value.kind == "amount" else None
                 if plain is not None:
                     held[plain] = held.get(plain, 0) | one
+                    self.amounts = True
         if values:
             self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
         spans = [(v.start, v.end) for v in values] + list(holes)  # the k-grams that overlap them are near
@@ -241,12 +243,15 @@ class ValueIndex:
     def token_bits(self, value: str) -> int:
         """:meth:`token_sources`, the holders of a whole structured value of ``value``, and, when ``value`` is one
         plain decimal number, the holders of an amount of that value (:meth:`amount_bits`), as a bit set."""
-        return self._token_bits(value) | self.amount_bits(value)
+        bits = self._token_bits(value)
+        return bits | self.amount_bits(value) if self.amounts else bits
 
     def amount_bits(self, value: str) -> int:
         """The holders of an amount (a currency and a number, in any writing) whose value ``value`` is, when
         ``value`` is one plain decimal number of enough digits (:func:`guard.evidence.amount_values.number_key`);
         a holder that has it only in its zones too, as for every whole value of a call without zones."""
+        if not self.amounts:  # no amount indexed yet (most sessions): nothing to look up
+            return 0
         key = number_key(value)
         if key is None:
             return 0
