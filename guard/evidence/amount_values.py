@@ -27,8 +27,11 @@ The functions are pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-__all__ = ["AMOUNT_VALUE", "MIN_DIGITS", "amount_value_key", "number_key"]
+from guard.evidence.values import Value
+
+__all__ = ["AMOUNT_VALUE", "MIN_DIGITS", "AmountValues", "amount_value_key", "number_key"]
 
 AMOUNT_VALUE = "amount-value:"
 MIN_DIGITS = 3  # digits from the first non-zero one (fractional trailing zeros dropped) a value needs to link
@@ -68,3 +71,27 @@ def number_key(text: str) -> str | None:
         return None
     canonical = _canonical(stripped)
     return AMOUNT_VALUE + canonical if canonical is not None else None
+
+
+class AmountValues:
+    """The currency-free keys of the amounts a session's records hold → their holders as a bit set.
+
+    A holder that has an amount only in its zones (a signature, a footer: :mod:`guard.evidence.zoned`) holds it
+    too: a call's plain number has no zones of its own, and a zone-only whole value is read by such a call.
+    """
+
+    def __init__(self) -> None:
+        self.held: dict[str, int] = {}
+
+    def add(self, node: int, values: Iterable[Value]) -> None:
+        """Post the currency-free key of each amount of ``values`` (found in ``node``'s raw text)."""
+        for value in values:
+            key = amount_value_key(value.key) if value.kind == "amount" else None
+            if key is not None:
+                self.held[key] = self.held.get(key, 0) | 1 << node
+
+    def bits(self, value: str) -> int:
+        """The holders of an amount whose value ``value`` is, when it is one plain decimal number of enough
+        digits (:func:`number_key`); none while no amount is held (most sessions: one dictionary test)."""
+        key = number_key(value) if self.held else None
+        return self.held.get(key, 0) if key is not None else 0

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from functools import lru_cache, partial
 from typing import TypeAlias
 
-from guard.evidence.amount_values import amount_value_key, number_key
+from guard.evidence.amount_values import AmountValues
 from guard.evidence.bitset import members, to_bits
 from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.gram_store import SMALL as SMALL  # the texts kept as k-gram sets before any is posted
@@ -73,7 +73,9 @@ class ValueIndex:
         self.zoned: dict[str, int] = {}  # a token or value key a holder has only in its zones (guard.evidence.zoned)
         self._grams = GramStore()  # k-grams of free text (edges, unless boilerplate) and overlapping a value
         self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
-        self.amounts = False  # whether an amount's currency-free key is held (guard.evidence.amount_values)
+        self.amounts = (
+            AmountValues()
+        )  # amounts' values alone, for a call's plain numbers (guard.evidence.amount_values)
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -104,14 +106,10 @@ class ValueIndex:
         (nodes in ascending order)."""
         self._post(node, *self._collect(node, text, identifiers))
 
-    def _collect(
-        self, node: int, text: str, identifiers: Iterable[str], *, raw: bool = True
-    ) -> tuple[set[Key], set[Key]]:
+    def _collect(self, node: int, text: str, identifiers: Iterable[str], raw: bool = True) -> tuple[set[Key], set[Key]]:
         """Index the tokens, identifiers, structured values and cores of ``text`` under ``node``; its k-gram keys
-        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`).
-
-        An amount's currency-free key (:mod:`guard.evidence.amount_values`) is posted with its whole key, but only
-        from ``raw`` text: a normal form joins digit groups (``$1,110.90`` becomes ``$111090``), another amount."""
+        of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`).  Amounts'
+        values alone only from ``raw`` text: a normal form joins digit groups (``$1,110.90`` becomes ``$111090``)."""
         values, ranges = self._analysed(text)
         holes = zone_holes(text) if self.shapes else ()  # its opening and closing zones; identifiers' tails are free
         ranges = minus(with_tails(ranges, values), holes) if self.shapes else ranges
@@ -128,11 +126,9 @@ class ValueIndex:
             if value.key:  # a bare host or a URL's first segment has none: namespace
                 held = zoned if value.key in only_keys else self.wholes
                 held[value.key] = held.get(value.key, 0) | one
-                plain = amount_value_key(value.key) if raw and value.kind == "amount" else None
-                if plain is not None:
-                    held[plain] = held.get(plain, 0) | one
-                    self.amounts = True
         if values:
+            if raw:
+                self.amounts.add(node, values)
             self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
         spans = [(v.start, v.end) for v in values] + list(holes)  # the k-grams that overlap them are near
         return split_keys(text, ranges, spans, self.min_span)  # one read of the text's k-grams for both sets
@@ -242,20 +238,9 @@ class ValueIndex:
 
     def token_bits(self, value: str) -> int:
         """:meth:`token_sources`, the holders of a whole structured value of ``value``, and, when ``value`` is one
-        plain decimal number, the holders of an amount of that value (:meth:`amount_bits`), as a bit set."""
+        plain decimal number, of an amount of that value (:class:`~guard.evidence.amount_values.AmountValues`)."""
         bits = self._token_bits(value)
-        return bits | self.amount_bits(value) if self.amounts else bits
-
-    def amount_bits(self, value: str) -> int:
-        """The holders of an amount (a currency and a number, in any writing) whose value ``value`` is, when
-        ``value`` is one plain decimal number of enough digits (:func:`guard.evidence.amount_values.number_key`);
-        a holder that has it only in its zones too, as for every whole value of a call without zones."""
-        if not self.amounts:  # no amount indexed yet (most sessions): nothing to look up
-            return 0
-        key = number_key(value)
-        if key is None:
-            return 0
-        return self.wholes.get(key, 0) | self.zoned.get(key, 0)
+        return bits | self.amounts.bits(value) if self.amounts.held else bits
 
     def _token_bits(self, value: str) -> int:
         """The holders of a value token or a whole structured value of ``value``, as a bit set."""

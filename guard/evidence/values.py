@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
 from guard.evidence.regex_screen import matches_at
-from guard.evidence.value_checks import iban_spans, iban_valid, luhn_valid, path_end
+from guard.evidence.value_checks import amount_number, iban_spans, iban_valid, luhn_valid, path_end
 
 __all__ = [
     "Value",
@@ -54,6 +54,7 @@ _NUMBER = rf"\d{{1,3}}(?:[,.{_GROUP}]\d{{3}})*(?:[.,]\d{{1,2}})?|\d+(?:[.,]\d{{1
 _NUMBER_AFTER = re.compile(rf"[ \u00a0\u202f]?(?:{_NUMBER})(?!\d|[.,]\d)")  # "$1110.905" is no amount of $1110
 _NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER})[ \u00a0\u202f]?$")
 _HAS_CURRENCY = re.compile(_CURRENCY)
+_NO_GROUPS = str.maketrans("", "", _GROUP)
 # a month by its first three letters
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
@@ -136,12 +137,13 @@ def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
 
 def _amount_key(raw: str) -> str | None:
     """``amount:CUR:value`` of an amount's text (currency and number), the value to the cent; None when its
-    number is not one consistent writing (:func:`_amount_number`) or holds more digits than the decimal context."""
+    number is not one consistent writing (:func:`~guard.evidence.value_checks.amount_number`) or holds more digits than
+    the decimal context."""
     currency = _HAS_CURRENCY.search(raw)
     if currency is None:
         return None
     code = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}.get(currency.group(0), currency.group(0).upper())
-    number = _amount_number(_HAS_CURRENCY.sub("", raw).strip().translate(_NO_GROUPS))
+    number = amount_number(_HAS_CURRENCY.sub("", raw).strip().translate(_NO_GROUPS))
     if number is None:
         return None
     try:
@@ -149,27 +151,6 @@ def _amount_key(raw: str) -> str | None:
     except InvalidOperation:  # more digits than the decimal context holds: not an amount
         return None
     return f"amount:{code}:{value}"
-
-
-_NO_GROUPS = str.maketrans("", "", _GROUP)
-_DECIMAL_PART = re.compile(r"[.,]\d{1,2}\Z")
-
-
-def _amount_number(number: str) -> str | None:
-    """``number`` (an amount's digits with ``.`` and ``,`` only) as a plain decimal, or None when its writing is
-    inconsistent.  A separator followed by one or two digits at the end is the decimal separator; every other
-    separator groups thousands, all of them one character, not the decimal one: ``1,110.90``, ``1.110,90`` and
-    ``1110,9`` are readings of 1110.90, ``1,110`` and ``1.110`` of 1110 (no currency recognised has three minor
-    digits), while ``1,110.905`` and ``1,110,90`` are no amount."""
-    whole, frac = number, ""
-    if _DECIMAL_PART.search(number) is not None:
-        cut = max(number.rfind("."), number.rfind(","))
-        whole, frac = number[:cut], number[cut + 1 :]
-    groups = set(whole) & {".", ","}
-    if len(groups) > 1 or (frac and groups == {number[len(whole)]}):
-        return None
-    whole = whole.replace(",", "").replace(".", "")
-    return f"{whole}.{frac}" if frac else whole
 
 
 def _dates(text: str, runs: list[tuple[int, int]]) -> list[Value]:

@@ -87,7 +87,7 @@ def test_every_writing_of_an_amount_links_to_its_number(cents: int, writing: str
     index = _index(_page(text), normalizing)
     expected = 1 if _significant(cents) >= 3 else 0
     for argument in _arguments(cents):
-        assert index.amount_bits(argument) == expected, (text, argument)
+        assert index.amounts.bits(argument) == expected, (text, argument)
         assert index.token_bits(argument) & 1 >= expected, (text, argument)  # the call's edges include it
 
 
@@ -101,8 +101,8 @@ def test_a_whole_amount_links_to_its_integer(dollars: int, writing: str) -> None
     cents = dollars * 100
     index = _index(_page(WHOLE_WRITINGS[writing](cents)[1]))
     expected = 1 if _significant(cents) >= 3 else 0
-    assert index.amount_bits(str(dollars)) == expected
-    assert index.amount_bits(f"{dollars}.00") == expected
+    assert index.amounts.bits(str(dollars)) == expected
+    assert index.amounts.bits(f"{dollars}.00") == expected
 
 
 @settings(max_examples=200, deadline=None)
@@ -114,7 +114,7 @@ def test_an_amount_written_with_its_currency_links_in_every_writing(cents: int, 
     call_code, call_text = WRITINGS[call](cents)
     index = _index(_page(page_text))
     assert index.token_bits(call_text) == (1 if page_code == call_code else 0), (page_text, call_text)
-    assert index.amount_bits(call_text) == 0  # a call's amount with a currency is compared by currency
+    assert index.amounts.bits(call_text) == 0  # a call's amount with a currency is compared by currency
 
 
 MISREADINGS: dict[str, Callable[[int], int]] = {  # a different value near ``cents``: what a reader gets wrong
@@ -151,7 +151,7 @@ def test_different_amounts_never_link(cents: int, other: int | str, writing: str
         return
     index = _index(_page((WRITINGS | WHOLE_WRITINGS)[writing](written)[1]), normalizing)
     for argument in [*_arguments(value), f"{value // 100}.{value % 100:02d}5"]:
-        assert index.amount_bits(argument) == 0, (written, argument)
+        assert index.amounts.bits(argument) == 0, (written, argument)
         assert normalizing or index.token_bits(argument) == 0, (written, argument)
 
 
@@ -173,9 +173,9 @@ def test_a_number_without_a_currency_posts_no_amount(cents: int, shape: str) -> 
     n = cents // 100 or 1
     text = shape.format(n=n, g=f"{n:,}", d=f"{n}.{cents % 100:02d}")
     index = _index(text)
-    assert not any(key.startswith(AMOUNT_VALUE) for key in index.wholes | index.zoned), text
+    assert not index.amounts.held, text
     for argument in _arguments(n * 100) + _arguments(cents):
-        assert index.amount_bits(argument) == 0, (text, argument)
+        assert index.amounts.bits(argument) == 0, (text, argument)
 
 
 @pytest.mark.parametrize(
@@ -193,7 +193,7 @@ def test_a_number_without_a_currency_posts_no_amount(cents: int, shape: str) -> 
 def test_a_short_amount_links_to_nothing(text: str, argument: str) -> None:
     """Catches the significance rule dropped: a value with fewer than 3 digits from its first non-zero one (a
     small number, a count's look-alike) makes no edge from an amount."""
-    assert _index(text).amount_bits(argument) == 0
+    assert _index(text).amounts.bits(argument) == 0
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,7 @@ def test_only_a_plain_decimal_number_is_looked_up(argument: str) -> None:
     """Catches an argument that is not one plain decimal number read as one: a sign (another value), an exponent,
     a leading zero (an id), digit groups or a currency (compared by its own key), other digits."""
     assert number_key(argument) is None
-    assert _index(_page("$1,110.90")).amount_bits(argument) == 0
+    assert _index(_page("$1,110.90")).amounts.bits(argument) == 0
 
 
 def _ungated(text: str) -> str | None:
