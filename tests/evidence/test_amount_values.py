@@ -155,6 +155,20 @@ def test_different_amounts_never_link(cents: int, other: int | str, writing: str
         assert normalizing or index.token_bits(argument) == 0, (written, argument)
 
 
+@pytest.mark.parametrize(
+    ("page", "argument"),
+    [
+        ("Refund of $11,109 approved", "1110.9"),
+        ("Refund of €111.090 approved", "1110.90"),
+        ("Refund $1,110.90", "111090"),
+    ],
+)
+def test_normal_forms_make_no_amount_edge(page: str, argument: str) -> None:
+    """Catches an amount key read from a normal form (``graph.normalize``), which joins digit groups: the argument
+    ``1110.9`` normalised is ``11109``, the page's ``$1,110.90`` is ``$111090``; each would meet another amount."""
+    assert _index(page, normalizing=True).token_bits(argument) == 0
+
+
 NO_CURRENCY = [
     "order {n} shipped",
     "{n} units in stock",
