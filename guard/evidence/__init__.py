@@ -4,7 +4,8 @@ Read it bottom up.  ``bitset``, ``kgrams`` and ``regex_screen`` are the primitiv
 integers, k-gram keys, and literal screens that skip regular expressions which cannot match.
 ``values`` recognises and validates structured values (addresses, URLs, IBANs, cards, phones,
 amounts, dates, file names); ``value_parts`` reads an argument whole, as the sink may have built it,
-``value_cores`` gives structured values cores that still match an altered copy, ``normalize`` holds
+``value_cores`` gives structured values cores that still match an altered copy, ``amount_values`` gives an
+amount the currency-free key a call's plain number looks up, ``normalize`` holds
 the opt-in normal forms, ``specificity`` says how much a shared span of free text is worth, and
 ``postings`` stores which nodes hold a k-gram.  ``value_index`` puts these together: value tokens,
 structured values and k-grams mapped to the records that hold them.  On top sit the per-record and

@@ -11,8 +11,8 @@ grammar's exact extents: an IBAN of a country in the ISO 13616 registry has that
 longest first.  A shorter reading always ends at a group
 boundary (a space), never inside a run of characters, and must pass the checksum: a truncation never
 invents an IBAN of the wrong length for a registry country.  A path's segment may hold dots, so the
-path pattern reads a sentence's full stop as part of the last one; :func:`path_end` leaves it out.
-Every function is pure.
+path pattern reads a sentence's full stop as part of the last one; :func:`path_end` leaves it out.  An
+amount's number is read one way only (:func:`amount_number`).  Every function is pure.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-__all__ = ["IBAN_LENGTHS", "iban_end", "iban_spans", "iban_valid", "luhn_valid", "path_end"]
+__all__ = ["IBAN_LENGTHS", "amount_number", "iban_end", "iban_spans", "iban_valid", "luhn_valid", "path_end"]
 
 IBAN_LENGTHS: dict[str, int] = {  # ISO 13616 registry: country → IBAN length
     "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
@@ -139,3 +139,23 @@ def iban_spans(text: str, runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
             found.append((at, at + cut))
             after = at + cut
     return found
+
+
+_DECIMAL_PART = re.compile(r"[.,]\d{1,2}\Z")
+
+
+def amount_number(number: str) -> str | None:
+    """``number`` (an amount's digits with ``.`` and ``,`` only) as a plain decimal, or None when its writing is
+    inconsistent.  A separator followed by one or two digits at the end is the decimal separator; every other
+    separator groups thousands, all of them one character, not the decimal one: ``1,110.90``, ``1.110,90`` and
+    ``1110,9`` are readings of 1110.90, ``1,110`` and ``1.110`` of 1110 (no currency recognised has three minor
+    digits), while ``1,110.905`` and ``1,110,90`` are no amount."""
+    whole, frac = number, ""
+    if _DECIMAL_PART.search(number) is not None:
+        cut = max(number.rfind("."), number.rfind(","))
+        whole, frac = number[:cut], number[cut + 1 :]
+    groups = set(whole) & {".", ","}
+    if len(groups) > 1 or (frac and groups == {number[len(whole)]}):
+        return None
+    whole = whole.replace(",", "").replace(".", "")
+    return f"{whole}.{frac}" if frac else whole

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from functools import lru_cache, partial
 from typing import TypeAlias
 
+from guard.evidence.amount_values import AmountValues
 from guard.evidence.bitset import members, to_bits
 from guard.evidence.boilerplate import marked, minus, read_body, with_tails, wrapped_bits, zone_holes
 from guard.evidence.gram_store import SMALL as SMALL  # the texts kept as k-gram sets before any is posted
@@ -73,6 +74,9 @@ class ValueIndex:
         self.zoned: dict[str, int] = {}  # a token or value key a holder has only in its zones (guard.evidence.zoned)
         self._grams = GramStore()  # k-grams of free text (edges, unless boilerplate) and overlapping a value
         self.cores = CoreIndex()  # cores of structured values (guard.evidence.value_cores): matched within one edit
+        self.amounts = (
+            AmountValues()
+        )  # amounts' values alone, for a call's plain numbers (guard.evidence.amount_values)
         self._seen: tuple[str, _Analysis] | None = None
 
     def _analysed(self, text: str) -> _Analysis:
@@ -104,11 +108,12 @@ class ValueIndex:
         self._post(node, *self._collect(node, text, identifiers, exact))
 
     def _collect(
-        self, node: int, text: str, identifiers: Iterable[str], exact: bool = False
+        self, node: int, text: str, identifiers: Iterable[str], exact: bool = False, raw: bool = True
     ) -> tuple[set[Key], set[Key]]:
         """Index the tokens, identifiers, structured values and cores of ``text`` under ``node``; its k-gram keys
         of free text and those overlapping a structured value or a zone (new sets, for :meth:`_post`).  An
-        ``exact`` text has no zones: no position rule discounts it, and its node joins :attr:`exact`."""
+        ``exact`` text has no zones: no position rule discounts it, and its node joins :attr:`exact`.  Amounts'
+        values alone only from ``raw`` text: a normal form joins digit groups (``$1,110.90`` becomes ``$111090``)."""
         values, ranges = self._analysed(text)
         if exact:
             self.exact |= 1 << node
@@ -130,6 +135,8 @@ class ValueIndex:
                 held = zoned if value.key in only_keys else self.wholes
                 held[value.key] = held.get(value.key, 0) | one
         if values:
+            if raw:
+                self.amounts.add(node, values)
             self.cores.add(node, [v for v in values if v.key not in only_keys] if only_keys else values)
         spans = [(v.start, v.end) for v in values] + list(holes)  # the k-grams that overlap them are near
         return split_keys(text, ranges, spans, self.min_span)  # one read of the text's k-grams for both sets
@@ -254,7 +261,13 @@ class ValueIndex:
         return set(members(self.token_bits(value)))
 
     def token_bits(self, value: str) -> int:
-        """:meth:`token_sources` and the holders of a whole structured value of ``value``, as a bit set."""
+        """:meth:`token_sources`, the holders of a whole structured value of ``value``, and, when ``value`` is one
+        plain decimal number, of an amount of that value (:class:`~guard.evidence.amount_values.AmountValues`)."""
+        bits = self._token_bits(value)
+        return bits | self.amounts.bits(value) if self.amounts.held else bits
+
+    def _token_bits(self, value: str) -> int:
+        """The holders of a value token or a whole structured value of ``value``, as a bit set."""
         get, get_whole = self.tokens.get, self.wholes.get
         bits = 0
         for token in self.tokens_in(value):
@@ -303,7 +316,7 @@ class NormalizingValueIndex(ValueIndex):
         norm = normalize_value(text)
         norm_idents = [normalize_value(i) for i in idents]
         if norm != text or norm_idents != idents:
-            norm_free, norm_near = self._collect(node, norm, norm_idents, exact)
+            norm_free, norm_near = self._collect(node, norm, norm_idents, exact, raw=False)
             free |= norm_free
             near |= norm_near
         self._post(node, free, near)
@@ -324,7 +337,7 @@ class NormalizingValueIndex(ValueIndex):
         """Nodes holding a whole value token of ``value`` or of its normal form (a bit set)."""
         found = super().token_bits(value)
         norm = normalize_value(value)
-        return found | super().token_bits(norm) if norm != value else found
+        return found | self._token_bits(norm) if norm != value else found  # "1110.9" normalised is 11109
 
 
 def index_for(policy: Policy) -> ValueIndex:

@@ -29,7 +29,7 @@ from decimal import Decimal, InvalidOperation
 from urllib.parse import unquote
 
 from guard.evidence.regex_screen import matches_at
-from guard.evidence.value_checks import iban_spans, iban_valid, luhn_valid, path_end
+from guard.evidence.value_checks import amount_number, iban_spans, iban_valid, luhn_valid, path_end
 
 __all__ = [
     "Value",
@@ -49,10 +49,12 @@ _URL_LOWER = re.compile(_URL.pattern)  # the same over a lowercased ASCII text: 
 _CARD = re.compile(r"\d(?:[ -]?\d){12,18}(?!\d|-\d)")  # a dash joins digits only; the text before: checked after
 _PHONE = re.compile(r"(?<![\w+])\+\d(?:[ ().-]{0,2}\d){7,14}(?!\d)")
 _CURRENCY = r"(?:\$|€|£|¥|USD|EUR|GBP|CHF|JPY|CAD|AUD|CNY|INR|SEK|NOK|DKK|PLN)"  # literals only: a fast scan
-_NUMBER = r"\d{1,3}(?:[,.' ]\d{3})*(?:[.,]\d{1,2})?|\d+(?:[.,]\d{1,2})?"
-_NUMBER_AFTER = re.compile(rf" ?(?:{_NUMBER})(?!\d)")
-_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER}) ?$")
+_GROUP = "' \u00a0\u202f\u2009\u2019"  # digit-group separators besides "." and ",": apostrophes, (thin) spaces
+_NUMBER = rf"\d{{1,3}}(?:[,.{_GROUP}]\d{{3}})*(?:[.,]\d{{1,2}})?|\d+(?:[.,]\d{{1,2}})?"
+_NUMBER_AFTER = re.compile(rf"[ \u00a0\u202f]?(?:{_NUMBER})(?!\d|[.,]\d)")  # "$1110.905" is no amount of $1110
+_NUMBER_BEFORE = re.compile(rf"(?:{_NUMBER})[ \u00a0\u202f]?$")
 _HAS_CURRENCY = re.compile(_CURRENCY)
+_NO_GROUPS = str.maketrans("", "", _GROUP)
 # a month by its first three letters
 _MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 _MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
@@ -134,18 +136,19 @@ def _url_free(text: str, start: int, end: int) -> tuple[tuple[int, int], ...]:
 
 
 def _amount_key(raw: str) -> str | None:
-    currency = re.search(_CURRENCY, raw)
+    """``amount:CUR:value`` of an amount's text (currency and number), the value to the cent; None when its
+    number is not one consistent writing (:func:`~guard.evidence.value_checks.amount_number`) or holds more digits than
+    the decimal context."""
+    currency = _HAS_CURRENCY.search(raw)
     if currency is None:
         return None
     code = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY"}.get(currency.group(0), currency.group(0).upper())
-    number = re.sub(_CURRENCY, "", raw).strip().replace("'", "").replace(" ", "")
-    if re.search(r"[.,]\d{1,2}$", number):  # decimal part: its separator is the last one
-        whole, frac = number[: -3 if number[-3] in ".," else -2], number[-2:].lstrip(".,")
-    else:
-        whole, frac = number, "0"
+    number = amount_number(_HAS_CURRENCY.sub("", raw).strip().translate(_NO_GROUPS))
+    if number is None:
+        return None
     try:
-        value = Decimal(whole.replace(",", "").replace(".", "") + "." + frac).quantize(Decimal("0.01"))
-    except InvalidOperation:  # not a number, or more digits than the decimal context holds: not an amount
+        value = Decimal(number).quantize(Decimal("0.01"))
+    except InvalidOperation:  # more digits than the decimal context holds: not an amount
         return None
     return f"amount:{code}:{value}"
 

@@ -91,6 +91,33 @@ def test_an_amount_with_more_digits_than_decimal_precision_is_not_an_error() -> 
     assert ("amount", "amount:EUR:12.50") in {(v.kind, v.key) for v in find_values("paid 12.50€ today")}
 
 
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("refund of $1,110.90 today", "amount:USD:1110.90"),
+        ("refund of 1.110,90 € today", "amount:EUR:1110.90"),
+        ("refund of EUR 1110.9 today", "amount:EUR:1110.90"),
+        ("refund of 1 110,90 EUR today", "amount:EUR:1110.90"),
+        ("refund of 1\u00a0110,90\u00a0€ today", "amount:EUR:1110.90"),
+        ("refund of CHF 1'110.90 today", "amount:CHF:1110.90"),
+        ("refund of USD 1110 today", "amount:USD:1110.00"),
+        ("refund of $1,110 today", "amount:USD:1110.00"),
+        ("refund of €1.110 today", "amount:EUR:1110.00"),
+        ("refund of $1,110.90.", "amount:USD:1110.90"),
+        ("refund of $1110.905 today", None),
+        ("refund of 1,110.905 USD today", None),
+        ("refund of 1,110,90 EUR today", None),
+        ("refund of $1.110,905 today", None),
+    ],
+)
+def test_amount_writings(text: str, key: str | None) -> None:
+    """Catches a common writing of an amount not read as its value, a group of three digits read as cents
+    (``$1,110`` as 1.11), and an inconsistent writing read as some other amount: ``$1110.905`` as $1110 (the
+    number cut short), ``1,110.905`` as 1110905 (two group separators), ``1,110,90`` (one separator for both)."""
+    found = [v.key for v in find_values(text) if v.kind == "amount"]
+    assert found == ([key] if key else []), text
+
+
 def test_dates_found_from_their_year_alone() -> None:
     """Dates whose year ends a run of exactly four digits, written with numbers, a month name or a line break
     before the year, are found; a longer digit run is no year (catches the shortcut that only looks before a
@@ -202,8 +229,8 @@ def test_numeric_fast_paths_find_what_the_plain_scans_find(text: str) -> None:
         at = start - 2
         pair = text[max(at, 0) : start]
         if end - start >= 2 and at >= after and pair.isascii() and pair.isalpha():
-            m = value_checks._IBAN.match(text, at)
-            cut = value_checks.iban_end.__wrapped__(m.group(0)) if m is not None else None
+            iban = value_checks._IBAN.match(text, at)
+            cut = value_checks.iban_end.__wrapped__(iban.group(0)) if iban is not None else None
             if cut is not None:
                 plain_ibans.append((at, at + cut))
                 after = at + cut
