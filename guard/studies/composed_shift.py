@@ -1,0 +1,382 @@
+"""The composed gate under shift: the calibrated score alone beside score + SafeCommit (docs/studies.md).
+
+The shift report (:mod:`guard.studies.shift`) measures the score alone.  Here the same rows are measured
+for the run-time gate, score plus SafeCommit, on the same episodes:
+
+1. Every ``user_task_*`` episode (one embedded model, or all) is replayed through ``Session`` as the
+   SafeCommit study replays it (:func:`~guard.studies.safecommit_agentdojo.study_guard`: suite policy,
+   signature rule off, threshold +inf), then every registered rewording style of
+   :data:`guard.corpora.reword.STYLES` (reworded as the shift report rewords, :func:`reword_all`; a
+   benign episode's rewording is itself and is not replayed twice).
+2. Rows as the shift report's: ``as is`` (seeded 50/50 splits), ``reworded: STYLE`` (the same
+   calibration halves, the test halves reworded), ``leave-one-goal-out`` (K seeded goal folds),
+   ``leave-one-model-out: MODEL``.
+3. On each calibration set: λ̂ of the shift rule (the group rule over goals, the utility slack) on the
+   G-CARB scores, and κ (:func:`~guard.calibration.kappa.kappa_from_cases`) on its episodes' SafeCommit
+   cases, in the original wording.  Nothing of a test set enters either.
+4. At κ every side-effectful proposal gets SafeCommit's decision, two ways.  ``probe = stop``: the first
+   decision; a logged run holds no answer to a probe, so ``probe`` stops the episode like ``defer``,
+   ``escalate`` and ``abstain``.  ``probes answered`` (when an answerer is given, e.g. AgentDojo's
+   environment, :mod:`guard.adapters._agentdojo_probes`): the probes run and the proposal is decided
+   again, as the adapter's flow does online (:meth:`PolicyCertifier.decide_answered`).  The composed
+   score is the G-CARB score, +inf where SafeCommit does not certify; λ̂ stays the score's, so the
+   composed gate executes a subset of what the score alone executes.
+5. Per row and α: loss, harm-free ratio (harm-free success over no guard's), and for the test episodes
+   what stopped each first: the score, a SafeCommit probe, or another SafeCommit refusal.
+
+What replay leaves out: a probe's result is not added to the episode, so later proposals are scored as
+logged; an executed probe is a new read-only call the gate would decide (taken as allowed).
+
+Run: ``carbguard safecommit study --shift [--model M] [--alpha A ...] [--probe-answers none|agentdojo]``.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from guard.calibration.evaluate import CarbRule, split_indices
+from guard.calibration.group_crc import episode_group_keys
+from guard.calibration.kappa import Case, calibration_episodes, kappa_from_cases
+from guard.calibration.replay import ScoredCorpus, assemble
+from guard.calibration.slack import DEFAULT_SLACK
+from guard.corpora.reword import STYLES
+from guard.decision import ProbeCall, Verdict
+from guard.errors import CalibrationError
+from guard.progress import Progress
+from guard.records import Episode, Record
+from guard.runtime import Guard
+from guard.safecommit.conformal import SmallCalibrationWarning
+from guard.safecommit.runtime import PolicyCertifier
+from guard.studies._composed_report import format_composed as format_composed
+from guard.studies._shift_reworded import reword_all
+from guard.studies.safecommit_agentdojo import Proposal, Replayed, replay_episode, study_guard
+from guard.studies.shift import Cell, goal_splits, group_keys, lambdas, model_splits
+
+#: an episode → its probe calls' answers (a result record, None when it cannot run); None: log replay.
+Answers = Callable[[Episode], Callable[[ProbeCall], Record | None]]
+
+#: SafeCommit's effect on one proposal: runs (certified, or no certificate needed), a probe, another stop.
+RUNS, PROBE, REFUSED = 0, 1, 2
+#: the composed gate's modes: a probe is a stop, or its probes are answered.
+MODES = ("probe_stop", "probe_answered")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One replayed corpus: the episodes' replays and their G-CARB scores."""
+
+    replayed: tuple[Replayed, ...]
+    scored: ScoredCorpus
+
+
+@dataclass(frozen=True)
+class Composed:
+    """The composed gate on one corpus at one κ in one mode."""
+
+    scored: ScoredCorpus
+    """G-CARB scores with +inf where SafeCommit does not certify."""
+    sc_level: np.ndarray
+    """Per episode, the running-max score at its first SafeCommit stop (NaN: none): stopped there at λ >= it."""
+    sc_probe: np.ndarray
+    """Per episode, whether its first SafeCommit stop is a probe."""
+    probes_run: int = 0
+
+
+@dataclass
+class Decider:
+    """SafeCommit's decisions per proposal, memoised by (proposal, κ, mode)."""
+
+    guards: dict[str, Guard]
+    answers: Answers | None
+    memo: dict[tuple[int, float, str], int] = field(default_factory=dict)
+    certifiers: dict[tuple[str, float], PolicyCertifier] = field(default_factory=dict)
+    probes_run: int = 0
+
+    def code(self, replayed: Replayed, proposal: Proposal, kappa: float, mode: str) -> int:
+        key = (id(proposal), kappa, mode)
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self._decide(replayed, proposal, kappa, mode)
+        return found
+
+    def _decide(self, replayed: Replayed, p: Proposal, kappa: float, mode: str) -> int:
+        suite = replayed.episode.meta.suite
+        certifier = self.certifiers.get((suite, kappa)) or self.certifiers.setdefault(
+            (suite, kappa), PolicyCertifier(self.guards[suite].policy, kappa=kappa)
+        )
+        spec = certifier.policy.tools[p.record.tool or ""]
+        if mode == "probe_answered" and self.answers is not None:
+            cert, ran = certifier.decide_answered(p.state, p.record, spec, self.answers(replayed.episode))
+            self.probes_run += ran
+        else:
+            cert = certifier.decide_fresh(p.state, p.record, spec)
+        if cert.verdict is Verdict.EXECUTE:
+            return RUNS
+        return PROBE if cert.verdict is Verdict.PROBE else REFUSED
+
+
+def compose(replay: Replay, decider: Decider, kappa: float, mode: str) -> Composed:
+    """The composed gate on ``replay`` at ``kappa`` in ``mode``."""
+    items, levels, probes = [], [], []
+    before = decider.probes_run
+    for r in replay.replayed:
+        scores = r.scores.scores.copy()
+        first: tuple[int, int] | None = None
+        for p in r.proposals:
+            code = decider.code(r, p, kappa, mode)
+            if code != RUNS:
+                scores[p.ordinal] = math.inf
+                if first is None or p.ordinal < first[0]:
+                    first = (p.ordinal, code)
+        items.append(replace(r.scores, scores=scores))
+        levels.append(math.nan if first is None else float(np.max(r.scores.scores[: first[0] + 1])))
+        probes.append(first is not None and first[1] == PROBE)
+    return Composed(assemble(items), np.array(levels), np.array(probes), decider.probes_run - before)
+
+
+# --------------------------------------------------------------------------- sums over test sets
+
+
+@dataclass(frozen=True)
+class Stops:
+    """Test episodes stopped, by what stopped them first (sums over test sets)."""
+
+    score: float = 0.0
+    safecommit: float = 0.0
+    probe: float = 0.0
+    alone: float = 0.0
+    """Stopped by the score alone (no SafeCommit)."""
+
+    def plus(self, alone: ScoredCorpus, composed: Composed, lam: np.ndarray, test: np.ndarray) -> Stops:
+        with np.errstate(invalid="ignore"):
+            by_sc = composed.sc_level[test] <= lam[:, None]  # NaN (no SafeCommit stop) compares False
+        over = alone.max_score[test] > lam[:, None]
+        return Stops(
+            self.score + float((over & ~by_sc).sum()),
+            self.safecommit + float(by_sc.sum()),
+            self.probe + float((by_sc & composed.sc_probe[test]).sum()),
+            self.alone + float(over.sum()),
+        )
+
+
+@dataclass(frozen=True)
+class Sums:
+    """One row at one α: the score alone and the composed gate per mode."""
+
+    alone: Cell = field(default_factory=Cell)
+    composed: dict[str, Cell] = field(default_factory=dict)
+    stops: dict[str, Stops] = field(default_factory=dict)
+
+    def plus(self, alone: ScoredCorpus, composed: dict[str, Composed], lam: np.ndarray, test: np.ndarray) -> Sums:
+        return Sums(
+            self.alone.plus(alone, lam, test),
+            {m: self.composed.get(m, Cell()).plus(c.scored, lam, test) for m, c in composed.items()},
+            {m: self.stops.get(m, Stops()).plus(alone, c, lam, test) for m, c in composed.items()},
+        )
+
+    def summary(self) -> dict[str, Any]:
+        sets = max(self.alone.sets, 1)
+        first = next(iter(self.stops.values()), Stops())
+        out: dict[str, Any] = {"alone": {**self.alone.summary(), "stopped": first.alone / sets}}
+        for mode, cell in self.composed.items():
+            stops = self.stops[mode]
+            out[mode] = {
+                **cell.summary(),
+                "stopped": (stops.score + stops.safecommit) / sets,
+                "stopped_by_safecommit": stops.safecommit / sets,
+                "stopped_by_probe": stops.probe / sets,
+            }
+        return out
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every row shares."""
+
+    original: Replay
+    reworded: dict[str, Replay]
+    cases: tuple[tuple[Case, ...], ...]
+    groups: list[tuple[str, str]]
+    episodes: Sequence[Episode]
+    rule: CarbRule
+    decider: Decider
+    modes: tuple[str, ...]
+
+
+Rows = dict[str, dict[float, Sums]]
+Cache = dict[tuple[int, float, str], Composed]
+
+
+def _kappa(s: Setting, calib: np.ndarray, alpha: float) -> float:
+    cases = [c for i in calib.tolist() for c in s.cases[i]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SmallCalibrationWarning)
+        return kappa_from_cases(cases, alpha)
+
+
+def _calibrate(s: Setting, calib: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """λ̂ and κ for each calibration set (a row of ``calib``), in the original wording."""
+    return lambdas(s.original.scored, calib, alpha, s.rule), np.array([_kappa(s, row, alpha) for row in calib])
+
+
+def _measure(
+    s: Setting, target: Replay, calibrated: tuple[np.ndarray, np.ndarray], test: np.ndarray, sums: Sums, cache: Cache
+) -> Sums:
+    """Add the test sets ``test`` of ``target`` at the calibration sets' λ̂ and κ (``calibrated``)."""
+    lam, kappas = calibrated
+    for kappa in sorted(set(kappas.tolist())):
+        rows = np.flatnonzero(kappas == kappa)
+        composed = {}
+        for mode in s.modes:
+            key = (id(target), kappa, mode)
+            if key not in cache:
+                cache[key] = compose(target, s.decider, kappa, mode)
+            composed[mode] = cache[key]
+        sums = sums.plus(target.scored, composed, lam[rows], test[rows])
+    return sums
+
+
+def _split_rows(s: Setting, alphas: Sequence[float], permutations: int, seed: int, cache: Cache) -> Rows:
+    calib, test = split_indices(s.original.scored.n, permutations, seed)
+    rows: Rows = {"as is": {}, **{f"reworded: {name}": {} for name in s.reworded}}
+    for alpha in alphas:
+        calibrated = _calibrate(s, calib, alpha)
+        rows["as is"][alpha] = _measure(s, s.original, calibrated, test, Sums(), cache)
+        for name, target in s.reworded.items():
+            rows[f"reworded: {name}"][alpha] = _measure(s, target, calibrated, test, Sums(), cache)
+    return rows
+
+
+def _goal_rows(
+    s: Setting, alphas: Sequence[float], folds: int, repeats: int, seed: int, cache: Cache, tick: Callable[[int], None]
+) -> Rows:
+    sums = dict.fromkeys(alphas, Sums())
+    for r in range(repeats):
+        for calib, test in goal_splits(s.groups, folds, np.random.default_rng([seed, r])):
+            for alpha in alphas:
+                calibrated = _calibrate(s, calib[None, :], alpha)
+                sums[alpha] = _measure(s, s.original, calibrated, test[None, :], sums[alpha], cache)
+        tick(r + 1)
+    return {"leave-one-goal-out": sums}
+
+
+def _model_rows(s: Setting, alphas: Sequence[float], cache: Cache) -> Rows:
+    return {
+        f"leave-one-model-out: {model}": {
+            alpha: _measure(s, s.original, _calibrate(s, calib[None, :], alpha), test[None, :], Sums(), cache)
+            for alpha in alphas
+        }
+        for model, (calib, test) in model_splits(s.episodes).items()
+    }
+
+
+def _replay(
+    episodes: Sequence[Episode],
+    guards: dict[str, Guard],
+    label: str,
+    progress: bool,
+    reuse: dict[int, Replayed] | None = None,
+) -> Replay:
+    """Replay ``episodes`` (an episode object found in ``reuse`` is not replayed again)."""
+    out: list[Replayed] = []
+    with Progress(len(episodes), label, enabled=progress) as tick:
+        for i, episode in enumerate(episodes, start=1):
+            found = (reuse or {}).get(id(episode))
+            if found is None:
+                suite = episode.meta.suite
+                guard = guards.get(suite) or guards.setdefault(suite, study_guard(suite))
+                found = replay_episode(guard, episode)
+            out.append(found)
+            tick(i)
+    return Replay(tuple(out), assemble([r.scores for r in out]))
+
+
+def composed_shift_study(
+    model: str = "all",
+    alphas: Sequence[float] = (0.05, 0.10),
+    *,
+    permutations: int = 200,
+    seed: int = 0,
+    folds: int = 5,
+    repeats: int | None = None,
+    styles: Sequence[str] | None = None,
+    slack: float = DEFAULT_SLACK,
+    answers: Answers | None = None,
+    answers_name: str = "",
+    progress: bool = False,
+    episodes: Sequence[Episode] | None = None,
+) -> dict[str, Any]:
+    """The study of the module docstring, as JSON (``format_composed`` prints it).
+
+    ``styles``: the rewording styles (default: every registered one); ``answers``: how probes are answered
+    (None: log replay only, ``probe = stop``); ``answers_name`` says what answers them, for the report;
+    ``episodes``: these instead of the embedded ``model``'s (tests).
+    """
+    repeats = -(-permutations // folds) if repeats is None and folds > 0 else repeats
+    if permutations < 1 or folds < 1 or repeats is None or repeats < 1:
+        raise CalibrationError("permutations, folds and repeats must be >= 1")
+    names = tuple(STYLES) if styles is None else tuple(styles)
+    episodes = calibration_episodes(model) if episodes is None else episodes
+    if len(episodes) < 2:
+        raise CalibrationError(f"model {model!r}: {len(episodes)} episodes; the study needs at least 2")
+    guards: dict[str, Guard] = {}
+    original = _replay(episodes, guards, f"{model}: episodes replayed", progress)
+    mine = {id(e): r for e, r in zip(episodes, original.replayed, strict=True)}
+    reworded: dict[str, Replay] = {}
+    counts: dict[str, dict[str, int]] = {}
+    for name in names:
+        texts, report = reword_all(episodes, name, seed)
+        reworded[name] = _replay(texts, guards, f"{model}: reworded {name}", progress, reuse=mine)
+        counts[name] = {
+            "episodes_changed": sum(1 for a, b in zip(episodes, texts, strict=True) if a is not b),
+            "injected_texts": report.n_texts,
+            "left_unchanged": report.n_left,
+        }
+    keys = episode_group_keys(episodes, "injection_task")
+    modes = MODES if answers is not None else MODES[:1]
+    setting = Setting(
+        original,
+        reworded,
+        tuple(r.cases for r in original.replayed),
+        group_keys(episodes),
+        episodes,
+        CarbRule(groups=keys, slack=slack),
+        Decider(guards, answers),
+        modes,
+    )
+    cache: Cache = {}
+    rows = _split_rows(setting, alphas, permutations, seed, cache)
+    with Progress(repeats, f"{model}: leave-one-goal-out", enabled=progress) as tick:
+        rows |= _goal_rows(setting, alphas, folds, repeats, seed, cache, tick)
+    rows |= _model_rows(setting, alphas, cache)
+    table = {name: {f"{a:g}": sums[a].summary() for a in alphas} for name, sums in rows.items()}
+    return {
+        "model": model,
+        "episodes": len(episodes),
+        "side_effectful": sum(len(r.proposals) for r in original.replayed),
+        "internal_errors": sum(r.errors for r in original.replayed)
+        + sum(r.errors for rw in reworded.values() for r in rw.replayed if id(r.episode) not in mine),
+        "alphas": [float(a) for a in alphas],
+        "rule": setting.rule.describe(alphas),
+        "permutations": permutations,
+        "folds": folds,
+        "repeats": repeats,
+        "seed": seed,
+        "modes": list(modes),
+        "probe_answers": answers_name if answers is not None else None,
+        "probes_run": setting.decider.probes_run,
+        "reworded": counts,
+        "rows": table,
+    }
+
+
+__all__ = ["Composed", "Decider", "compose", "composed_shift_study", "format_composed"]
