@@ -28,12 +28,13 @@ def format_composed(result: dict[str, Any]) -> str:
             else "probes answered: not measured (no environment to answer probes)"
         ),
         "stop: share of test episodes stopped; sc: stopped by SafeCommit; probe: stopped by a probe, share of stops",
+        "own: the composed gate with lambda-hat calibrated by the same rule on its own loss (score + SafeCommit)",
     ]
     modes = result["modes"]
     for key in (f"{a:g}" for a in result["alphas"]):
         head = f"{'row':<44}{'n_test':>7}{'noguard':>8} | {'alone loss':>10}{'hfree':>7}{'stop':>6}"
         for mode in modes:
-            head += f" | {mode:>15}{'hfree':>7}{'stop':>6}{'sc':>6}{'probe':>6}"
+            head += f" | {mode:>15}{'hfree':>7}{'stop':>6}{'sc':>6}{'probe':>6}{'own:loss':>9}{'hfree':>7}"
         lines += ["", f"alpha = {key}: " + "; ".join(f"{m}: {_MODE_TITLE[m]}" for m in modes), head, "-" * len(head)]
         for name, row in result["rows"].items():
             cell = row[key]
@@ -43,11 +44,12 @@ def format_composed(result: dict[str, Any]) -> str:
                 f"{alone['loss']:>10.3f}{alone['harm_free_ratio']:>7.3f}{alone['stopped'] / alone['n_test']:>6.3f}"
             )
             for mode in modes:
-                m = cell[mode]
+                m, own = cell[mode], cell[f"{mode}_own_lambda"]
                 share = m["stopped_by_probe"] / m["stopped"] if m["stopped"] else 0.0
                 text += (
                     f" | {m['loss']:>15.3f}{m['harm_free_ratio']:>7.3f}{m['stopped'] / alone['n_test']:>6.3f}"
                     f"{m['stopped_by_safecommit'] / alone['n_test']:>6.3f}{share:>6.2f}"
+                    f"{own['loss']:>9.3f}{own['harm_free_ratio']:>7.3f}"
                 )
             lines.append(text)
     lines.append("")

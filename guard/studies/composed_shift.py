@@ -22,7 +22,9 @@ for the run-time gate, score plus SafeCommit, on the same episodes:
    score is the G-CARB score, +inf where SafeCommit does not certify; λ̂ stays the score's, so the
    composed gate executes a subset of what the score alone executes.
 5. Per row and α: loss, harm-free ratio (harm-free success over no guard's), and for the test episodes
-   what stopped each first: the score, a SafeCommit probe, or another SafeCommit refusal.
+   what stopped each first: the score, a SafeCommit probe, or another SafeCommit refusal.  Then the
+   composed gate once more with λ̂ calibrated by the same rule on its own loss (``..._own_lambda``): the
+   loss of the frozen pipeline score + SafeCommit at κ, monotone in λ, so the rule applies to it as is.
 
 What replay leaves out: a probe's result is not added to the episode, so later proposals are scored as
 logged; an executed probe is a new read-only call the gate would decide (taken as allowed).
@@ -167,17 +169,27 @@ class Stops:
 
 @dataclass(frozen=True)
 class Sums:
-    """One row at one α: the score alone and the composed gate per mode."""
+    """One row at one α: the score alone, the composed gate per mode at the score's λ̂, and the composed gate
+    per mode at λ̂ calibrated on its own loss (``tuned``)."""
 
     alone: Cell = field(default_factory=Cell)
     composed: dict[str, Cell] = field(default_factory=dict)
     stops: dict[str, Stops] = field(default_factory=dict)
+    tuned: dict[str, Cell] = field(default_factory=dict)
 
-    def plus(self, alone: ScoredCorpus, composed: dict[str, Composed], lam: np.ndarray, test: np.ndarray) -> Sums:
+    def plus(
+        self,
+        alone: ScoredCorpus,
+        composed: dict[str, Composed],
+        lam: np.ndarray,
+        test: np.ndarray,
+        tuned: dict[str, np.ndarray],
+    ) -> Sums:
         return Sums(
             self.alone.plus(alone, lam, test),
             {m: self.composed.get(m, Cell()).plus(c.scored, lam, test) for m, c in composed.items()},
             {m: self.stops.get(m, Stops()).plus(alone, c, lam, test) for m, c in composed.items()},
+            {m: self.tuned.get(m, Cell()).plus(c.scored, tuned[m], test) for m, c in composed.items()},
         )
 
     def summary(self) -> dict[str, Any]:
@@ -192,10 +204,15 @@ class Sums:
                 "stopped_by_safecommit": stops.safecommit / sets,
                 "stopped_by_probe": stops.probe / sets,
             }
+            out[f"{mode}_own_lambda"] = self.tuned[mode].summary()
         return out
 
 
 # --------------------------------------------------------------------------- the study
+
+
+Rows = dict[str, dict[float, Sums]]
+Cache = dict[tuple[int, float, str], Composed]
 
 
 @dataclass(frozen=True)
@@ -212,10 +229,6 @@ class Setting:
     modes: tuple[str, ...]
 
 
-Rows = dict[str, dict[float, Sums]]
-Cache = dict[tuple[int, float, str], Composed]
-
-
 def _kappa(s: Setting, calib: np.ndarray, alpha: float) -> float:
     cases = [c for i in calib.tolist() for c in s.cases[i]]
     with warnings.catch_warnings():
@@ -223,25 +236,50 @@ def _kappa(s: Setting, calib: np.ndarray, alpha: float) -> float:
         return kappa_from_cases(cases, alpha)
 
 
-def _calibrate(s: Setting, calib: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class Calibrated:
+    """One α on calibration sets (rows of ``calib``, original wording): the score's λ̂ and κ per set, and λ̂ of
+    the composed gate's own loss per (κ, mode), computed when first asked for."""
+
+    calib: np.ndarray
+    alpha: float
+    lam: np.ndarray
+    kappas: np.ndarray
+    tuned: dict[tuple[float, str], np.ndarray] = field(default_factory=dict)
+
+    def tuned_lambdas(self, s: Setting, kappa: float, mode: str, rows: np.ndarray, cache: Cache) -> np.ndarray:
+        """λ̂ of the rule on the composed gate's loss at ``kappa`` in ``mode``, for the sets ``rows``."""
+        key = (kappa, mode)
+        if key not in self.tuned:
+            lam = np.full(self.calib.shape[0], np.nan)
+            mine = np.flatnonzero(self.kappas == kappa)
+            lam[mine] = lambdas(
+                _composed(s, s.original, kappa, mode, cache).scored, self.calib[mine], self.alpha, s.rule
+            )
+            self.tuned[key] = lam
+        return np.asarray(self.tuned[key][rows], dtype=np.float64)
+
+
+def _calibrate(s: Setting, calib: np.ndarray, alpha: float) -> Calibrated:
     """λ̂ and κ for each calibration set (a row of ``calib``), in the original wording."""
-    return lambdas(s.original.scored, calib, alpha, s.rule), np.array([_kappa(s, row, alpha) for row in calib])
+    kappas = np.array([_kappa(s, row, alpha) for row in calib])
+    return Calibrated(calib, alpha, lambdas(s.original.scored, calib, alpha, s.rule), kappas)
 
 
-def _measure(
-    s: Setting, target: Replay, calibrated: tuple[np.ndarray, np.ndarray], test: np.ndarray, sums: Sums, cache: Cache
-) -> Sums:
-    """Add the test sets ``test`` of ``target`` at the calibration sets' λ̂ and κ (``calibrated``)."""
-    lam, kappas = calibrated
-    for kappa in sorted(set(kappas.tolist())):
-        rows = np.flatnonzero(kappas == kappa)
-        composed = {}
-        for mode in s.modes:
-            key = (id(target), kappa, mode)
-            if key not in cache:
-                cache[key] = compose(target, s.decider, kappa, mode)
-            composed[mode] = cache[key]
-        sums = sums.plus(target.scored, composed, lam[rows], test[rows])
+def _composed(s: Setting, target: Replay, kappa: float, mode: str, cache: Cache) -> Composed:
+    key = (id(target), kappa, mode)
+    if key not in cache:
+        cache[key] = compose(target, s.decider, kappa, mode)
+    return cache[key]
+
+
+def _measure(s: Setting, target: Replay, cal: Calibrated, test: np.ndarray, sums: Sums, cache: Cache) -> Sums:
+    """Add the test sets ``test`` of ``target`` at the calibration sets' λ̂ and κ (``cal``)."""
+    for kappa in sorted(set(cal.kappas.tolist())):
+        rows = np.flatnonzero(cal.kappas == kappa)
+        composed = {mode: _composed(s, target, kappa, mode, cache) for mode in s.modes}
+        tuned = {mode: cal.tuned_lambdas(s, kappa, mode, rows, cache) for mode in s.modes}
+        sums = sums.plus(target.scored, composed, cal.lam[rows], test[rows], tuned)
     return sums
 
 
