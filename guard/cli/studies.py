@@ -19,7 +19,7 @@ def _study(args: argparse.Namespace) -> int:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
     if args.shift:
         return _shift(args)
-    if args.probe_answers != "none" or args.folds != 5:
+    if args.probe_answers != "none" or args.folds is not None:
         raise GuardError("--probe-answers and --folds are options of --shift")
     bars: dict[int, Progress] = {}
 
@@ -39,8 +39,9 @@ def _shift(args: argparse.Namespace) -> int:
     """``safecommit study --shift``: the score alone beside score + SafeCommit under the shift report's rows."""
     from guard.studies.composed_shift import composed_shift_study, format_composed
 
-    if args.folds < 1:
-        raise GuardError(f"--folds must be >= 1, got {args.folds}")
+    folds = tuple(args.folds or (5, 2))
+    if min(folds) < 1:
+        raise GuardError(f"--folds must be >= 1, got {min(folds)}")
     answers, name = None, ""
     if args.probe_answers == "agentdojo":
         from guard.adapters._agentdojo_probes import environment_answers
@@ -52,7 +53,7 @@ def _shift(args: argparse.Namespace) -> int:
         tuple(args.alpha or (0.05, 0.10)),
         permutations=args.permutations,
         seed=args.seed,
-        folds=args.folds,
+        folds=folds,
         answers=answers,
         answers_name=name,
         progress=not args.json,
@@ -139,7 +140,11 @@ def register(sub: Any) -> None:
         "needs the agentdojo extra), or only count a probe as a stop, as log replay must (none, default)",
     )
     study.add_argument(
-        "--folds", type=int, default=5, help="with --shift: goal folds of leave-one-goal-out (default 5; 2: half)"
+        "--folds",
+        type=int,
+        action="append",
+        help="with --shift: goal folds of a leave-one-goal-out row (repeatable; default 5 and 2: calibrating on half "
+        "the goals)",
     )
     add_json(study)
     study.set_defaults(func=_study)

@@ -18,8 +18,12 @@ def format_composed(result: dict[str, Any]) -> str:
     lines = [
         f"composed gate under shift, model {result['model']}: {result['episodes']} episodes, "
         f"{result['side_effectful']} side-effectful proposals; rule {rule_words(result['rule'])}; "
-        f"{result['permutations']} permutations (50/50), {result['folds']} goal folds x {result['repeats']} repeats, "
-        f"seed {result['seed']}",
+        f"{result['permutations']} permutations (50/50), goal folds "
+        + ", ".join(
+            f"{k} x {v['repeats']} repeats (G={v['groups_min']}-{v['groups_max']})"
+            for k, v in result["goal_folds"].items()
+        )
+        + f", seed {result['seed']}",
         "lambda-hat: the score's, on each calibration set; kappa: SafeCommit cases of the same calibration set",
         "probe = stop: log replay cannot answer a probe, so it stops the episode (as defer/escalate/abstain do)",
         (

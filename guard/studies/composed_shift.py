@@ -9,8 +9,8 @@ for the run-time gate, score plus SafeCommit, on the same episodes:
    :data:`guard.corpora.reword.STYLES` (reworded as the shift report rewords, :func:`reword_all`; a
    benign episode's rewording is itself and is not replayed twice).
 2. Rows as the shift report's: ``as is`` (seeded 50/50 splits), ``reworded: STYLE`` (the same
-   calibration halves, the test halves reworded), ``leave-one-goal-out`` (K seeded goal folds),
-   ``leave-one-model-out: MODEL``.
+   calibration halves, the test halves reworded), ``leave-one-goal-out`` (5 seeded goal folds, and 2:
+   calibration on half the goals, G about 20 groups on the pooled corpus), ``leave-one-model-out: MODEL``.
 3. On each calibration set: λ̂ of the shift rule (the group rule over goals, the utility slack) on the
    G-CARB scores, and κ (:func:`~guard.calibration.kappa.kappa_from_cases`) on its episodes' SafeCommit
    cases, in the original wording.  Nothing of a test set enters either.
@@ -294,17 +294,25 @@ def _split_rows(s: Setting, alphas: Sequence[float], permutations: int, seed: in
     return rows
 
 
+def goal_row_name(folds: int) -> str:
+    """The row of leave-one-goal-out on ``folds`` goal folds (5: the shift report's own row)."""
+    return "leave-one-goal-out" if folds == 5 else f"leave-one-goal-out, {folds} folds"
+
+
 def _goal_rows(
     s: Setting, alphas: Sequence[float], folds: int, repeats: int, seed: int, cache: Cache, tick: Callable[[int], None]
-) -> Rows:
+) -> tuple[Rows, list[int]]:
+    """The row of ``folds`` goal folds, and the number of calibration groups G of each calibration set."""
     sums = dict.fromkeys(alphas, Sums())
+    groups: list[int] = []
     for r in range(repeats):
         for calib, test in goal_splits(s.groups, folds, np.random.default_rng([seed, r])):
+            groups.append(len({s.groups[i] for i in calib.tolist()}))
             for alpha in alphas:
                 calibrated = _calibrate(s, calib[None, :], alpha)
                 sums[alpha] = _measure(s, s.original, calibrated, test[None, :], sums[alpha], cache)
         tick(r + 1)
-    return {"leave-one-goal-out": sums}
+    return {goal_row_name(folds): sums}, groups
 
 
 def _model_rows(s: Setting, alphas: Sequence[float], cache: Cache) -> Rows:
@@ -344,8 +352,7 @@ def composed_shift_study(
     *,
     permutations: int = 200,
     seed: int = 0,
-    folds: int = 5,
-    repeats: int | None = None,
+    folds: Sequence[int] = (5, 2),
     styles: Sequence[str] | None = None,
     slack: float = DEFAULT_SLACK,
     answers: Answers | None = None,
@@ -355,13 +362,14 @@ def composed_shift_study(
 ) -> dict[str, Any]:
     """The study of the module docstring, as JSON (``format_composed`` prints it).
 
-    ``styles``: the rewording styles (default: every registered one); ``answers``: how probes are answered
+    ``folds``: one leave-one-goal-out row per number of goal folds (``ceil(permutations / K)`` seeded fold
+    assignments each; 2 folds calibrate on half the goals); ``styles``: the rewording styles (default: every
+    registered one); ``answers``: how probes are answered
     (None: log replay only, ``probe = stop``); ``answers_name`` says what answers them, for the report;
     ``episodes``: these instead of the embedded ``model``'s (tests).
     """
-    repeats = -(-permutations // folds) if repeats is None and folds > 0 else repeats
-    if permutations < 1 or folds < 1 or repeats is None or repeats < 1:
-        raise CalibrationError("permutations, folds and repeats must be >= 1")
+    if permutations < 1 or not folds or min(folds) < 1:
+        raise CalibrationError("permutations and every number of goal folds must be >= 1")
     names = tuple(STYLES) if styles is None else tuple(styles)
     episodes = calibration_episodes(model) if episodes is None else episodes
     if len(episodes) < 2:
@@ -393,8 +401,13 @@ def composed_shift_study(
     )
     cache: Cache = {}
     rows = _split_rows(setting, alphas, permutations, seed, cache)
-    with Progress(repeats, f"{model}: leave-one-goal-out", enabled=progress) as tick:
-        rows |= _goal_rows(setting, alphas, folds, repeats, seed, cache, tick)
+    goal_folds: dict[str, dict[str, int]] = {}
+    for k in dict.fromkeys(folds):
+        repeats = -(-permutations // k)
+        with Progress(repeats, f"{model}: leave-one-goal-out, {k} folds", enabled=progress) as tick:
+            found, groups = _goal_rows(setting, alphas, k, repeats, seed, cache, tick)
+        rows |= found
+        goal_folds[str(k)] = {"repeats": repeats, "groups_min": min(groups), "groups_max": max(groups)}
     rows |= _model_rows(setting, alphas, cache)
     table = {name: {f"{a:g}": sums[a].summary() for a in alphas} for name, sums in rows.items()}
     return {
@@ -406,8 +419,7 @@ def composed_shift_study(
         "alphas": [float(a) for a in alphas],
         "rule": setting.rule.describe(alphas),
         "permutations": permutations,
-        "folds": folds,
-        "repeats": repeats,
+        "goal_folds": goal_folds,
         "seed": seed,
         "modes": list(modes),
         "probe_answers": answers_name if answers is not None else None,
@@ -417,4 +429,4 @@ def composed_shift_study(
     }
 
 
-__all__ = ["Composed", "Decider", "compose", "composed_shift_study", "format_composed"]
+__all__ = ["Composed", "Decider", "compose", "composed_shift_study", "format_composed", "goal_row_name"]

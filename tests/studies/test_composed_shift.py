@@ -97,7 +97,7 @@ def test_every_registered_rewording_style_is_a_row_and_unanswerable_probes_stay_
         return answer
 
     result = composed_shift_study(
-        "test", (0.10,), permutations=4, folds=2, episodes=episodes, answers=nothing, answers_name="nothing"
+        "test", (0.10,), permutations=4, folds=(2,), episodes=episodes, answers=nothing, answers_name="nothing"
     )
     assert [n for n in result["rows"] if n.startswith("reworded: ")] == [f"reworded: {s}" for s in STYLES]
     assert result["probes_run"] == 0
