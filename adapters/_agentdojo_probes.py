@@ -36,9 +36,9 @@ def environment_answers(episodes: Sequence[Episode]) -> ProbeAnswers:
     from agentdojo.functions_runtime import FunctionsRuntime
     from agentdojo.task_suite.load_suites import get_suite
 
-    from guard.adapters._agentdojo_runner import _choose_versions, episode_injections
+    from guard.adapters._agentdojo_runner import choose_versions, episode_injections
 
-    versions = _choose_versions(episodes)
+    versions = choose_versions(episodes)
     logged = {e.episode_id: e for e in episodes}
     formatter = ToolsExecutor().output_formatter
     environments: dict[str, tuple[Any, Any]] = {}
@@ -47,7 +47,7 @@ def environment_answers(episodes: Sequence[Episode]) -> ProbeAnswers:
         found = environments.get(episode.episode_id)
         if found is None:
             original = logged.get(episode.episode_id, episode)
-            version = versions.get(original.episode_id) or _choose_versions([original])[original.episode_id]
+            version = versions.get(original.episode_id) or choose_versions([original])[original.episode_id]
             suite = get_suite(version, original.meta.suite)
             env = suite.load_and_inject_default_environment(episode_injections(original, version))
             found = environments[episode.episode_id] = (FunctionsRuntime(suite.tools), env)

@@ -325,7 +325,7 @@ def _model_rows(s: Setting, alphas: Sequence[float], cache: Cache) -> Rows:
     }
 
 
-def _replay(
+def replay_corpus(
     episodes: Sequence[Episode],
     guards: dict[str, Guard],
     label: str,
@@ -375,13 +375,13 @@ def composed_shift_study(
     if len(episodes) < 2:
         raise CalibrationError(f"model {model!r}: {len(episodes)} episodes; the study needs at least 2")
     guards: dict[str, Guard] = {}
-    original = _replay(episodes, guards, f"{model}: episodes replayed", progress)
+    original = replay_corpus(episodes, guards, f"{model}: episodes replayed", progress)
     mine = {id(e): r for e, r in zip(episodes, original.replayed, strict=True)}
     reworded: dict[str, Replay] = {}
     counts: dict[str, dict[str, int]] = {}
     for name in names:
         texts, report = reword_all(episodes, name, seed)
-        reworded[name] = _replay(texts, guards, f"{model}: reworded {name}", progress, reuse=mine)
+        reworded[name] = replay_corpus(texts, guards, f"{model}: reworded {name}", progress, reuse=mine)
         counts[name] = {
             "episodes_changed": sum(1 for a, b in zip(episodes, texts, strict=True) if a is not b),
             "injected_texts": report.n_texts,
@@ -429,4 +429,12 @@ def composed_shift_study(
     }
 
 
-__all__ = ["Composed", "Decider", "compose", "composed_shift_study", "format_composed", "goal_row_name"]
+__all__ = [
+    "Composed",
+    "Decider",
+    "compose",
+    "composed_shift_study",
+    "format_composed",
+    "goal_row_name",
+    "replay_corpus",
+]

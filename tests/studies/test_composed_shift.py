@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -19,9 +20,9 @@ from guard.studies.composed_shift import (
     Decider,
     Replay,
     Stops,
-    _replay,
     compose,
     composed_shift_study,
+    replay_corpus,
 )
 
 KAPPA = 1.25
@@ -37,7 +38,7 @@ def episodes() -> list[Episode]:
 @pytest.fixture(scope="module")
 def replayed(episodes: list[Episode]) -> tuple[Replay, Decider]:
     guards: dict[str, Guard] = {}
-    return _replay(episodes, guards, "test", False), Decider(guards, None)
+    return replay_corpus(episodes, guards, "test", False), Decider(guards, None)
 
 
 def _by_hand(replay: Replay, decider: Decider, lam: float) -> tuple[list[bool], list[str]]:
@@ -106,3 +107,27 @@ def test_every_registered_rewording_style_is_a_row_and_unanswerable_probes_stay_
         assert cell["probe_stop"] == cell["probe_answered"]
         assert cell["probe_stop"]["loss"] <= cell["alone"]["loss"] + 1e-12
         assert cell["probe_stop"]["stopped"] >= cell["alone"]["stopped"] - 1e-12
+
+
+def test_the_cli_runs_the_study_with_probes_answered_in_agentdojo(
+    episodes: list[Episode], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Catches a broken ``carbguard safecommit study --shift`` as a user runs it (on forty episodes here): the
+    probe-answering environment not reaching the study, a --folds row missing, and the shift-only options
+    accepted without --shift (they would be silently ignored)."""
+    pytest.importorskip("agentdojo")
+    import guard.calibration.kappa as kappa_module
+    import guard.studies.composed_shift as study
+    from guard.cli import main
+
+    monkeypatch.setattr(study, "calibration_episodes", lambda model: episodes)
+    monkeypatch.setattr(kappa_module, "calibration_episodes", lambda model: episodes)
+    argv = ["safecommit", "study", "--shift", "--alpha", "0.1", "--permutations", "3", "--folds", "2"]
+    assert main([*argv, "--probe-answers", "agentdojo", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert body["probe_answers"] == "AgentDojo's environment" and body["probes_run"] > 0
+    assert set(body["modes"]) == {"probe_stop", "probe_answered"} and "leave-one-goal-out, 2 folds" in body["rows"]
+    assert main(argv) == 0
+    assert "probes answered: not measured" in capsys.readouterr().out
+    assert main(["safecommit", "study", "--folds", "2"]) == 2
+    assert "options of --shift" in capsys.readouterr().err
