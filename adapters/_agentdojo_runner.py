@@ -71,7 +71,7 @@ def compatible_versions(episode: Episode) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _choose_versions(episodes: Sequence[Episode], declared: Mapping[str, str] | None = None) -> dict[str, str]:
+def choose_versions(episodes: Sequence[Episode], declared: Mapping[str, str] | None = None) -> dict[str, str]:
     """One version per episode: the declared one, else the oldest consistent with all episodes of its model."""
     declared = declared or {}
     per = {e.episode_id: compatible_versions(e) for e in episodes if e.episode_id not in declared}
@@ -320,7 +320,7 @@ def run_suite(
         raise ValueError(f"unknown AgentDojo benchmark version {version!r}; known: {', '.join(VERSIONS)}")
     episodes, declared = _episodes_of(runs_or_report, suite)
     episodes = episodes[: limit if limit is not None else None]
-    versions = {e.episode_id: version for e in episodes} if version else _choose_versions(episodes, declared)
+    versions = {e.episode_id: version for e in episodes} if version else choose_versions(episodes, declared)
     pairs = []
     bar = Progress(len(episodes), f"{suite}: episodes re-run", enabled=progress and bool(episodes))
     for count, episode in enumerate(episodes, start=1):

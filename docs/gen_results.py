@@ -38,6 +38,7 @@ JOBS: dict[str, list[str]] = {
     "evasion": ["bench", "evasion", "--json"],
     "safecommit_study": ["safecommit", "study", "--json"],
     "shift": ["evaluate", "--shift", "--ablation", "--json"],
+    "composed_shift": ["safecommit", "study", "--shift", "--probe-answers", "agentdojo", "--json"],
 }
 
 
@@ -129,6 +130,12 @@ def _evasion(data: Any) -> str:
     return format_evasion(data)
 
 
+def _composed_shift(data: Any) -> str:
+    from guard.studies.composed_shift import format_composed
+
+    return format_composed(data)
+
+
 def _safecommit_study(data: Any) -> str:
     from guard.studies.safecommit_agentdojo import format_study
 
@@ -170,6 +177,7 @@ TABLES: tuple[Table, ...] = (
     Table("studies.md", "safecommit-bench", "safecommit_bench", _safecommit_bench),
     Table("studies.md", "evasion", "evasion", _evasion),
     Table("studies.md", "safecommit-study", "safecommit_study", _safecommit_study),
+    Table("studies.md", "composed-shift", "composed_shift", _composed_shift),
 )
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from guard.cli._common import SCOPE, add_json
+from guard.cli._common import SCOPE, add_json, ranged
 from guard.cli._corpus_args import add_corpus_args, add_rule_args, add_scale_args, corpus_from_args, group_by
 from guard.errors import GuardError
 
@@ -18,6 +18,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     if args.shift:
         return _evaluate_shift(args)
+    if args.folds != 5:
+        raise GuardError("--folds is an option of --shift")
     alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS
     for alpha in alphas:
         crc.alpha_fraction(alpha)
@@ -93,6 +95,7 @@ def _evaluate_shift(args: argparse.Namespace) -> int:
         workers=args.workers,
         progress=not args.json,
         show=None if args.json else print,
+        folds=args.folds,
     )
     if args.plot:
         shift_plot(results, args.plot)
@@ -223,6 +226,12 @@ def _add_evaluate(sub: Any) -> None:
         action="store_true",
         help="the shift report: loss and harm-free ratio at lambda_hat as is, on reworded attacks, "
         "leave-one-goal-out and leave-one-model-out (default alpha .05 .10; --plot: loss per row as PNG)",
+    )
+    ev.add_argument(
+        "--folds",
+        type=ranged(int, lambda n: n >= 1, "must be >= 1"),
+        default=5,
+        help="with --shift: goal folds of leave-one-goal-out (default 5; 2: calibrate on half the goals)",
     )
     add_rule_args(ev)
     ev.set_defaults(func=_evaluate)

@@ -19,6 +19,10 @@ def _study(args: argparse.Namespace) -> int:
 
     if args.permutations < 1:
         raise GuardError(f"--permutations must be >= 1, got {args.permutations}")
+    if args.shift:
+        return _shift(args)
+    if args.probe_answers != "none" or args.folds is not None:
+        raise GuardError("--probe-answers and --folds are options of --shift")
     bars: dict[int, Progress] = {}
 
     def tick(done: int, total: int) -> None:
@@ -31,6 +35,32 @@ def _study(args: argparse.Namespace) -> int:
         args.model, tuple(args.alpha or (0.05, 0.10)), permutations=args.permutations, seed=args.seed, progress=tick
     )
     return emit(result, args.json, format_study)
+
+
+def _shift(args: argparse.Namespace) -> int:
+    """``safecommit study --shift``: the score alone beside score + SafeCommit under the shift report's rows."""
+    from guard.studies.composed_shift import composed_shift_study, format_composed
+
+    folds = tuple(args.folds or (5, 2))
+    if min(folds) < 1:
+        raise GuardError(f"--folds must be >= 1, got {min(folds)}")
+    answers, name = None, ""
+    if args.probe_answers == "agentdojo":
+        from guard.adapters._agentdojo_probes import environment_answers
+        from guard.calibration.kappa import calibration_episodes
+
+        answers, name = environment_answers(calibration_episodes(args.model)), "AgentDojo's environment"
+    result = composed_shift_study(
+        args.model,
+        tuple(args.alpha or (0.05, 0.10)),
+        permutations=args.permutations,
+        seed=args.seed,
+        folds=folds,
+        answers=answers,
+        answers_name=name,
+        progress=not args.json,
+    )
+    return emit(result, args.json, format_composed)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -106,6 +136,26 @@ def register(sub: Any) -> None:
     study.add_argument("--alpha", type=float, action="append", help="risk level (repeatable; default .05 and .10)")
     study.add_argument("--permutations", type=int, default=200, help="random calibration/test splits (default 200)")
     study.add_argument("--seed", type=int, default=0, help="seed of the splits (default 0)")
+    study.add_argument(
+        "--shift",
+        action="store_true",
+        help="the shift report's rows (as is, every rewording style, leave-one-goal-out, leave-one-model-out) for "
+        "the score alone and for score + SafeCommit, with what stopped each test episode",
+    )
+    study.add_argument(
+        "--probe-answers",
+        choices=("none", "agentdojo"),
+        default="none",
+        help="with --shift: also decide again after running each probe in AgentDojo's environment (agentdojo; "
+        "needs the agentdojo extra), or only count a probe as a stop, as log replay must (none, default)",
+    )
+    study.add_argument(
+        "--folds",
+        type=int,
+        action="append",
+        help="with --shift: goal folds of a leave-one-goal-out row (repeatable; default 5 and 2: calibrating on half "
+        "the goals)",
+    )
     add_json(study)
     study.set_defaults(func=_study)
     cal = cmds.add_parser(

@@ -29,7 +29,7 @@ front would certify it at once and no probe would ever run.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, ProbeCall, Reason, Verdict
@@ -60,6 +60,9 @@ if TYPE_CHECKING:
     from guard.protocols import SessionState as Session
 
 _TEMPLATE = re.compile(r"\{(\w+)\}")
+
+#: a probe call → its result record, or None when it cannot be run (:meth:`PolicyCertifier.decide_answered`).
+ProbeAnswer = Callable[[ProbeCall], Record | None]
 _FALLBACK = {"defer": Verdict.DEFER, "escalate": Verdict.ESCALATE, "abstain": Verdict.ABSTAIN}
 
 
@@ -137,6 +140,34 @@ class PolicyCertifier:
         Replay studies use it to re-decide stored supports at other κ without re-running episodes.
         """
         return self._decide(ProposalState(state.support, state.probes), record, spec, [], [])
+
+    def decide_answered(
+        self, state: ProposalState, record: Record, spec: ToolSpec, answer: ProbeAnswer, rounds: int = 2
+    ) -> tuple[Certification, int]:
+        """The decision on a proposal once the probes it asks for are answered by ``answer``, and how many ran.
+
+        As an adapter's flow does online (docs/safecommit.md): decide; on ``probe`` run each probe call
+        (``answer(call)``: its result record, or None when it cannot be run), then decide again, at most
+        ``rounds`` times; a round in which no probe ran ends the loop, so the last verdict stays ``probe``.
+        ``state`` is left untouched.  Replay studies use it where an environment can answer the probes.
+        """
+        fresh = ProposalState(state.support, state.probes)
+        by_name = {b.spec.name: b for b in state.probes}
+        history: list[tuple[str, object]] = []
+        decision = self._decide(fresh, record, spec, history, [])
+        for _ in range(rounds):
+            if decision.verdict is not Verdict.PROBE:
+                break
+            ran = len(history)
+            for call in decision.probes:
+                result = answer(call)
+                if result is not None:
+                    bound = by_name[call.name]
+                    history.append((call.name, parse_probe_result(bound.config, bound.target.value, result)))
+            if len(history) == ran:
+                break
+            decision = self._decide(fresh, record, spec, history, [])
+        return decision, len(history)
 
     def _decide(
         self,
@@ -352,6 +383,7 @@ __all__ = [
     "STATE_KEY",
     "BoundProbe",
     "PolicyCertifier",
+    "ProbeAnswer",
     "ProposalState",
     "bind_probes",
     "certifier_for",

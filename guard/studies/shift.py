@@ -312,8 +312,10 @@ def shift_reports(
     workers: int = 1,
     progress: bool = False,
     show: Callable[[str], None] | None = None,
+    folds: int = 5,
 ) -> list[dict[str, Any]]:
-    """The report of ``--runs``/``--corpus``, or of each embedded model then all pooled; ``show`` gets each table."""
+    """The report of ``--runs``/``--corpus``, or of each embedded model then all pooled; ``show`` gets each table;
+    ``folds``: the goal folds of leave-one-goal-out (2: calibrate on half the goals)."""
     from guard.calibration import crc
     from guard.calibration.jobs import EACH, load_corpus
 
@@ -331,6 +333,7 @@ def shift_reports(
             seed=seed,
             group_by=group_by,
             slack=slack,
+            folds=folds,
             progress=progress,
             workers=workers,
             ablation=ablation and name in (None, "all"),

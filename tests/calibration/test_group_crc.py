@@ -182,6 +182,65 @@ def test_plain_crc_overshoots_alpha_on_new_groups() -> None:
     assert pooled.mean() > ALPHA + _tolerance(pooled), (pooled.mean(), _tolerance(pooled))
 
 
+# --------------------------------------------------------------------------- 3b. the rule on the composed gate's loss
+
+G_SMALL, ALPHA_SMALL, TRIALS_SMALL, SEED_SMALL = 21, 0.05, 3_000, 7
+GRID_SMALL = np.concatenate(([-np.inf], np.linspace(-4.0, 4.0, 401)))
+
+
+def _draw_composed_group(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One goal's harm levels behind score + SafeCommit: (a probe counts as a stop, the probes are answered).
+
+    SafeCommit refuses 99% of the harmful steps at its first decision, half of them by asking a probe that the
+    attacker's world answers "legitimate" (so the step runs once the probe is answered); a refused step never
+    harms.
+    """
+    location, share, size = rng.normal(), rng.uniform(0.8, 1.0), int(rng.integers(5, 31))
+    level = np.where(rng.random(size) < share, location + 0.05 * rng.normal(size=size), np.inf)
+    refused, by_probe = rng.random(size) < 0.99, rng.random(size) < 0.5
+    return np.where(refused, np.inf, level), np.where(refused & ~by_probe, np.inf, level)
+
+
+@cache
+def _composed_new_group_losses() -> tuple[np.ndarray, np.ndarray]:
+    """Per trial, a NEW goal's mean loss with its probes answered, at λ̂ of the group rule calibrated on G=21 goals'
+    composed loss with their probes answered, and at λ̂ calibrated where a probe counts as a stop."""
+    rng = np.random.default_rng(SEED_SMALL)
+    out = np.empty((TRIALS_SMALL, 2))
+    for t in range(TRIALS_SMALL):
+        groups = [_draw_composed_group(rng) for _ in range(G_SMALL)]
+        keys = np.repeat(np.arange(G_SMALL), [g[0].size for g in groups]).tolist()
+        stop = group_crc.group_crc_threshold(np.concatenate([g[0] for g in groups]), keys, GRID_SMALL, ALPHA_SMALL)
+        answered = group_crc.group_crc_threshold(np.concatenate([g[1] for g in groups]), keys, GRID_SMALL, ALPHA_SMALL)
+        new = _draw_composed_group(rng)[1]
+        out[t] = (new <= answered).mean(), (new <= stop).mean()
+    return out[:, 0], out[:, 1]
+
+
+@pytest.mark.xdist_group("group_crc_monte_carlo")
+def test_group_rule_on_the_composed_loss_holds_alpha_with_few_groups() -> None:
+    """docs/calibrate.md#small-groups: the group rule calibrated on the loss of score + SafeCommit as it runs (probes
+    answered) holds α for a new goal with G=21 goals at α=0.05, just above the floor 1/22: over 3,000 seeded trials
+    a new goal's mean loss averages <= α + 3 standard errors (measured: 0.018 against 0.05, tolerance 0.005).
+
+    Planted bugs it catches (each tried): dropping the +B correction (then 0.059 against 0.050 + 0.009); calibrating
+    on the loss where a probe counts as a stop (the next test's control)."""
+    answered, _ = _composed_new_group_losses()
+    assert answered.mean() <= ALPHA_SMALL + _tolerance(answered), (answered.mean(), _tolerance(answered))
+
+
+@pytest.mark.xdist_group("group_crc_monte_carlo")
+def test_group_rule_calibrated_with_probes_as_stops_overshoots_when_probes_run() -> None:
+    """Negative control (docs/calibrate.md#small-groups): λ̂ calibrated on the composed loss where a probe counts as a
+    stop, deployed where probes are answered, overshoots α by more than the tolerance in the same simulation
+    (measured: 0.282 against 0.05, tolerance 0.013): the loss calibrated must be the loss the pipeline has at run time.
+
+    Planted bug it catches (tried): a simulation in which answering a probe lets nothing more run (then both
+    calibrations agree and the control holds α)."""
+    _, stop = _composed_new_group_losses()
+    assert stop.mean() > ALPHA_SMALL + _tolerance(stop), (stop.mean(), _tolerance(stop))
+
+
 # --------------------------------------------------------------------------- 4. floor and reduction
 
 

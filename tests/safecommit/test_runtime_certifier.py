@@ -235,3 +235,44 @@ def test_a_certified_action_is_safe_in_every_retained_world(
         assert all(kinds[w] in PROPOSAL_SAFE for w in log["log"]["retained"])
         assert all(c["signature"]["proposal"] for c in log["log"]["classes"])
         assert all(c["score"] <= kappa for c in log["support"]["candidates"] if c["world"] in log["log"]["retained"])
+
+
+@pytest.mark.parametrize(
+    ("answers", "verdict", "ran"),
+    [
+        (["dana@corp.example"], Verdict.EXECUTE, 1),
+        (["no contact dana@corp.example"], Verdict.ABSTAIN, 1),
+        (["directory busy, try later", "still busy"], Verdict.ESCALATE, 2),
+        ([], Verdict.PROBE, 0),
+    ],
+)
+def test_deciding_with_answered_probes_equals_the_online_flow(
+    session: Session, answers: list[str], verdict: Verdict, ran: int
+) -> None:
+    """Catches ``decide_answered`` (the replay study's probe model) drifting from what the flow does online: not
+    deciding again after a probe ran, dropping or reordering the probe outcomes it feeds back, or going on after a
+    round in which no probe could run (``[]``: the answerer runs nothing, so the verdict stays ``probe``), or
+    issuing its probes on the session's own state."""
+    from guard.records import Record, RecordKind, Trust
+
+    certifier = session.guard.certifier
+    assert isinstance(certifier, PolicyCertifier)
+    online = session.decide("send_email", SEND, "e1")
+    node = max(session.graph.records)
+    record = session.graph.records[node]
+    state = certifier.state_for(session, record, node)
+    pending = list(answers)
+
+    def answer(call: Any) -> Record | None:
+        if not pending:
+            return None
+        return Record(0, RecordKind.RESULT, Trust.TOOL_PRIVATE, pending.pop(0), call.tool, call_id=call.call_id)
+
+    before = list(state.issued)
+    replayed, count = certifier.decide_answered(state, record, session.guard.policy.tools["send_email"], answer)
+    assert state.issued == before  # the session's own state is left as it was
+    for text in answers:  # the same answers, online
+        run_probe(session, online, text)
+        online = session.decide("send_email", SEND, "e1")
+    assert (replayed.verdict, count) == (verdict, ran)
+    assert (replayed.verdict, replayed.reason) == (online.verdict, online.reason)

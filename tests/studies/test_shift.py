@@ -161,3 +161,13 @@ def test_cli_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert body["rule"]["utility_slack"] == 0.05 and body["rule"]["groups"] >= 2
     assert body["reworded"]["plain_note"]["left_unchanged"] == 0
     assert {"as is", "leave-one-goal-out"} <= set(body["rows"]) and body["worst"]["0.5"] in body["rows"]
+
+
+def test_cli_folds_reach_leave_one_goal_out(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches ``evaluate --shift --folds K`` not reaching the report (leave-one-goal-out on half the goals is how
+    the group rule is measured at small G, docs/calibrate.md#small-groups) and --folds accepted without --shift."""
+    base = ["evaluate", "--shift", "--runs", str(FIXTURE_RUNS), "--alpha", "0.5", "--permutations", "3", "--json"]
+    assert main([*base, "--folds", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["folds"] == 2
+    assert main(["evaluate", "--runs", str(FIXTURE_RUNS), "--folds", "2"]) == 2
+    assert "--folds is an option of --shift" in capsys.readouterr().err
