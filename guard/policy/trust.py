@@ -40,7 +40,8 @@ class _Destinations(_Strict):
 
     recipients: tuple[str, ...] = Field(
         default=(),
-        description="Recipients (e-mail addresses, account numbers, user names), matched as whole normalised values.",
+        description="Recipients (e-mail addresses, account numbers, user names), matched as whole values, exactly "
+        "(surrounding spaces and ASCII case aside).",
     )
     domains: tuple[str, ...] = Field(
         default=(),
@@ -66,14 +67,14 @@ class _Destinations(_Strict):
 
 class InternalSpec(_Destinations):
     """The deployment's own destinations (docs/policy.md#internal-destinations): private data sent to one of
-    them is not a leak.  A sink call whose every destination-bearing argument (its ``identifier_args``)
-    names an internal destination leaves the private-data evidence out of its score; untrusted provenance
-    and the action's own features still count.  Only the policy file can add a destination."""
+    them is not a leak.  A sink call whose every destination, in any argument, is internal (matched exactly)
+    leaves the private-data evidence out of its score; untrusted provenance and the action's own features
+    still count.  Only the policy file can add a destination."""
 
     identifiers: tuple[str, ...] = Field(
         default=(),
-        description="Internal identifiers (channels such as '#ops', accounts, queues), matched as whole values "
-        "(case-insensitive, surrounding spaces ignored).",
+        description="Internal identifiers (channels such as '#ops', accounts, queues), matched as whole values, "
+        "exactly (ASCII case and surrounding spaces ignored; a look-alike is another identifier).",
     )
 
     @field_validator("identifiers")
