@@ -35,7 +35,16 @@ from guard.adapters._langchain_core import (
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._langchain_sessions import SessionPool
-from guard.adapters._langchain_steps import Step, Steps, reject_message, request_for_edit, respond_message, with_args
+from guard.adapters._langchain_steps import (
+    Step,
+    Steps,
+    escalated_before,
+    reject_message,
+    request_for_edit,
+    respond_message,
+    wait_your_turn,
+    with_args,
+)
 from guard.adapters._langchain_user import aread_inputs, declare_input, learn, note_output, read_inputs
 from guard.adapters._lifecycle import closed_on_error
 from guard.adapters._shadow import guard_in_mode
@@ -171,6 +180,8 @@ class GuardToolWrapper(SessionPool):
         if reviewed is not None and reviewed.decision is decision:
             return (yield from self._reviewed(tracker, request, reviewed))
         if decision.verdict is Verdict.ESCALATE and has_checkpointer(config):
+            if escalated_before(tracker, state_messages(request.state, self.messages_key), call_id):
+                return wait_your_turn(call, decision)  # one interrupt per turn: answers go by raise order
             return (yield from self._review(tracker, request, cid, decision, config))
         return not_executed(decision, call)
 

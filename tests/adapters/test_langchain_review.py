@@ -198,3 +198,46 @@ def test_without_a_checkpointer_an_escalation_is_a_refusal(
     assert tool_statuses(out) == {"c1": "success", "c2": "error"}
     assert out["messages"][-1].content.startswith("error: carbguard did not run `send_email` (escalate: risk_budget)")
     assert [name for name, _ in received] == ["read_record"]
+
+
+class TwoSends(Agent):
+    """A model whose second turn saves a draft and makes two sends, both escalated."""
+
+    @staticmethod
+    def respond(messages: Sequence[BaseMessage]) -> Any:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            return [tool_call("read_record", {"name": "Lena Novak"}, "c1")]
+        assert isinstance(last, ToolMessage)
+        if last.tool_call_id == "c1":
+            draft = tool_call("save_draft", {"subject": "Record", "body": "on file"}, "c3")
+            return [
+                draft,
+                tool_call("send_email", LEAK, "c2"),
+                tool_call("send_email", {**LEAK, "to": "x@audit-desk.net"}, "c4"),
+            ]
+        return "done"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_turn_with_two_escalated_calls_asks_about_the_first_and_refuses_the_second(
+    spies: list[Any], received: list[tuple[str, Any]], mode: str
+) -> None:
+    """A ToolNode runs a turn's calls side by side, and LangGraph hands a node's answers to its interrupts in the
+    order they are raised.  Catches a turn whose second escalated call also raises an interrupt: its threads race
+    to it, so the answer the human gave about the call shown (c2) can be handed to the other (c4), which then runs
+    unseen; here, c4 is refused without asking (one escalated call per turn is put to the human)."""
+    thread = f"two-{mode}"
+    agent, config = TwoSends(spies, InMemorySaver()), config_for(thread)
+    out = agent.invoke({"messages": [("user", TASK)]}, config, mode)
+    (pending,) = out["__interrupt__"]
+    assert pending.value["tool_call_id"] == "c2"
+    out = agent.invoke(Command(resume={pending.id: {"type": "approve"}}), config, mode)
+    assert "__interrupt__" not in out and not agent.app.get_state(config).next
+    sends = [args["to"] for name, args in received if name == "send_email"]
+    assert sends == ["compliance@audit-desk.net"]  # the approved send, once; never c4
+    (refusal,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c4"]
+    assert refusal.status == "error" and "waiting for a human" in str(refusal.content)
+    assert [(e["call_id"], e["answer"]) for e in agent.entries(thread) if e.get("kind") == "review"] == [
+        ("c2", "approve")
+    ]
