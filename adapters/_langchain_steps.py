@@ -68,11 +68,41 @@ def escalated_before(tracker: Tracker, messages: Sequence[Any], call_id: Any) ->
     return False
 
 
+def pending_turn(messages: Sequence[Any], call_id: Any) -> str | None:
+    """The id of the model turn (latest AI message) that holds ``call_id`` once and no ToolMessage answers yet."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AIMessage) and any(c.get("id") == call_id for c in message.tool_calls):
+            once = sum(c.get("id") == call_id for c in message.tool_calls) == 1
+            later = messages[index + 1 :]
+            answered = any(isinstance(m, ToolMessage) and m.tool_call_id == call_id for m in later)
+            return message.id if once and not answered and type(message.id) is str else None
+    return None
+
+
+def keep(tracker: Tracker, turn: str | None, call: Mapping[str, Any], output: Any) -> Any:
+    """Keep what a call of ``turn`` returned (only the latest turn's calls are kept); returns ``output``."""
+    if turn is not None:
+        with tracker.lock:
+            for key in [k for k in tracker.kept if k[0] != turn]:
+                del tracker.kept[key]
+            tracker.kept[(turn, plain(call.get("id")))] = (call.get("name"), call.get("args"), output)
+    return output
+
+
+def kept_output(tracker: Tracker, turn: str | None, call: Mapping[str, Any]) -> Any | None:
+    """What exactly this call of ``turn`` returned when it ran before LangGraph ran its ``ToolNode`` again."""
+    kept = tracker.kept.get((turn, plain(call.get("id")))) if turn is not None else None
+    if kept is None or kept[0] != call.get("name") or kept[1] != call.get("args"):
+        return None
+    return kept[2]
+
+
 def wait_your_turn(call: Mapping[str, Any], decision: Decision) -> ToolMessage:
     """The refusal of an escalated call that follows another escalated call of its model turn (ToolNode review)."""
     refused = not_executed(decision, call)
-    note = " Another call of the same model turn is waiting for a human: ask for this one again in a later turn."
-    return refused.model_copy(update={"content": f"{refused.content}{note}"})
+    note = "Another call of the same model turn is waiting for a human: ask for this one again in a later turn."
+    return refused.model_copy(update={"content": f"{str(refused.content).rstrip('.')}. {note}"})
 
 
 def with_args(request: Any, call: Mapping[str, Any], bound: dict[str, Any]) -> Any:

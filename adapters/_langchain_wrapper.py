@@ -39,6 +39,9 @@ from guard.adapters._langchain_steps import (
     Step,
     Steps,
     escalated_before,
+    keep,
+    kept_output,
+    pending_turn,
     reject_message,
     request_for_edit,
     respond_message,
@@ -169,10 +172,14 @@ class GuardToolWrapper(SessionPool):
         """The guarded call (reusing the decision on exactly this call), then a refusal or a human's review."""
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
+        turn = pending_turn(state_messages(request.state, self.messages_key), call_id)
+        kept = kept_output(tracker, turn, call)
+        if kept is not None:  # it ran before this ToolNode was interrupted; LangGraph runs the node again
+            return kept
         cid, decision = bind_call(tracker, name, args, call_id)
         outcome = yield Step(Call(name, args, cid), request, decision)
         if isinstance(outcome, Ran):
-            return outcome.output
+            return keep(tracker, turn, call, outcome.output)
         decision = outcome.decision
         if tracker.session.decision(cid) is not decision:  # refused while binding (e.g. ran already): no review
             return not_executed(decision, call)

@@ -241,3 +241,25 @@ def test_a_turn_with_two_escalated_calls_asks_about_the_first_and_refuses_the_se
     assert [(e["call_id"], e["answer"]) for e in agent.entries(thread) if e.get("kind") == "review"] == [
         ("c2", "approve")
     ]
+
+
+def test_a_call_that_ran_before_the_interrupt_keeps_its_result_when_the_node_runs_again(
+    spies: list[Any], received: list[tuple[str, Any]]
+) -> None:
+    """LangGraph runs the whole ToolNode again when the thread resumes.  Catches a call of the turn that ran
+    before the interrupt (the draft) being run again, or refused as reused (``call_reused``): the model would be
+    told it did not run, and the audit log would hold a refusal, though it ran.  Sync only: with ``ainvoke`` the
+    node's calls are gathered, and one still running when another raises the interrupt is cut off."""
+    mode = "sync"
+    thread = f"kept-{mode}"
+    agent, config = TwoSends(spies, InMemorySaver()), config_for(thread)
+    out = agent.invoke({"messages": [("user", TASK)]}, config, mode)
+    assert [name for name, _ in received] == ["read_record", "save_draft"]  # ran before the interrupt
+    (pending,) = out["__interrupt__"]
+    out = agent.invoke(Command(resume={pending.id: {"type": "reject"}}), config, mode)
+    assert [name for name, _ in received] == ["read_record", "save_draft"]
+    assert tool_statuses(out) == {"c1": "success", "c3": "success", "c2": "error", "c4": "error"}
+    (draft,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.tool_call_id == "c3"]
+    assert draft.content == "draft saved"
+    decided = [(e["call_id"], e["verdict"], e["reason"]) for e in agent.entries(thread) if "verdict" in e]
+    assert [c for c, _, _ in decided] == ["c1", "c3", "c2", "c4"], decided  # each call decided once
