@@ -161,7 +161,8 @@ class Tracker:
     ``said`` holds the texts of the human messages the guard saw arrive as a run's input (the only
     ones fed as user turns), ``inserted`` those a tool's ``Command`` added, ``humans`` the content
     each fed ``HumanMessage`` had (a later change is fed as untrusted content): see
-    :mod:`guard.adapters._langchain_user`.
+    :mod:`guard.adapters._langchain_user`.  ``kept``: (name, args, output) of the latest model turn's
+    calls that ran, by (turn id, call id), for LangGraph's rerun of an interrupted ``ToolNode``.
     """
 
     session: Session
@@ -173,6 +174,7 @@ class Tracker:
     said: set[str] = field(default_factory=set)
     inserted: set[str] = field(default_factory=set)
     humans: dict[str, str] = field(default_factory=dict)
+    kept: dict[tuple[str, str], tuple[Any, Any, Any]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     alock: asyncio.Lock = field(default_factory=asyncio.Lock)
 

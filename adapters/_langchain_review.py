@@ -17,7 +17,9 @@ is refused by the interrupt's ``response_schema`` (a ``pydantic.ValidationError`
 problem; nothing runs and the same interrupt can be answered again).
 
 :class:`GuardToolWrapper` alone (a hand-built graph's ``ToolNode``) asks per call: one interrupt
-per escalated call with the request as its value, answered by interrupt id.
+with the request as its value, for the first escalated call of a model turn only (the turn's calls
+run side by side and LangGraph hands a node's answers to its interrupts in the order they are
+raised, so a later escalated call of the turn is refused: ``_langchain_steps.escalated_before``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,19 @@ from guard.adapters._langchain_core import (
 )
 from guard.adapters._langchain_review import ask_human, ask_human_batch, review_answer
 from guard.adapters._langchain_sessions import SessionPool
-from guard.adapters._langchain_steps import Step, Steps, reject_message, request_for_edit, respond_message, with_args
+from guard.adapters._langchain_steps import (
+    Step,
+    Steps,
+    escalated_before,
+    keep,
+    kept_output,
+    pending_turn,
+    reject_message,
+    request_for_edit,
+    respond_message,
+    wait_your_turn,
+    with_args,
+)
 from guard.adapters._langchain_user import aread_inputs, declare_input, learn, note_output, read_inputs
 from guard.adapters._lifecycle import closed_on_error
 from guard.adapters._shadow import guard_in_mode
@@ -160,10 +172,14 @@ class GuardToolWrapper(SessionPool):
         """The guarded call (reusing the decision on exactly this call), then a refusal or a human's review."""
         call = request.tool_call
         name, args, call_id = call.get("name"), call.get("args"), call.get("id") or ""
+        turn = pending_turn(state_messages(request.state, self.messages_key), call_id)
+        kept = kept_output(tracker, turn, call)
+        if kept is not None:  # it ran before this ToolNode was interrupted; LangGraph runs the node again
+            return kept
         cid, decision = bind_call(tracker, name, args, call_id)
         outcome = yield Step(Call(name, args, cid), request, decision)
         if isinstance(outcome, Ran):
-            return outcome.output
+            return keep(tracker, turn, call, outcome.output)
         decision = outcome.decision
         if tracker.session.decision(cid) is not decision:  # refused while binding (e.g. ran already): no review
             return not_executed(decision, call)
@@ -171,6 +187,8 @@ class GuardToolWrapper(SessionPool):
         if reviewed is not None and reviewed.decision is decision:
             return (yield from self._reviewed(tracker, request, reviewed))
         if decision.verdict is Verdict.ESCALATE and has_checkpointer(config):
+            if escalated_before(tracker, state_messages(request.state, self.messages_key), call_id):
+                return wait_your_turn(call, decision)  # one interrupt per turn: answers go by raise order
             return (yield from self._review(tracker, request, cid, decision, config))
         return not_executed(decision, call)
 

@@ -46,8 +46,10 @@ follows LangChain's HITL conventions (see :mod:`guard.adapters._langchain_review
 :class:`GuardMiddleware`, one interrupt per model turn lists every escalated call
 (``action_requests``) and is answered with ``{"decisions": [...]}`` (one per call, in order) or
 ``{"decisions": {tool_call_id: ...}}``; a missing, extra or unknown decision is refused and can be
-answered again.  Answers are ``approve`` / ``reject`` / ``edit`` / ``respond``; every answer is its
-own audit entry (``kind: review``), and an edited call is decided again before it can run.
+answered again.  A ``ToolNode`` asks about the first escalated call of a model turn and refuses
+the turn's later escalated calls (docs/integrations/langgraph.md#after-an-escalation).  Answers are
+``approve`` / ``reject`` / ``edit`` / ``respond``; every answer is its own audit entry (``kind:
+review``), and an edited call is decided again before it can run.
 
 Observed text: a message's content as the model is given it — ``text`` blocks as their text, every
 other content block (``json``, ``search_result``, ``document``, image, file, non-standard, unknown)
