@@ -90,13 +90,9 @@ def test_targets_flag_every_miss_and_only_misses() -> None:
     misses = targets(out)["misses"]
     assert len(misses) == 2
     assert misses[0].startswith("development at α 0.1: w") and misses[1].startswith("leave out model m at α 0.05")
-    assert targets(replace_rows(out, ok))["misses"] == []
-
-
-def replace_rows(out: dict[str, object], cells: dict[str, object]) -> dict[str, object]:
-    """``out`` with every row's cells set to ``cells``."""
-    return {
-        "development": {"instructed_value_off": {"as is": cells}, "instructed_value_on": {"as is": cells}},
-        "leave_one_wording_out": {"w": cells},
-        "leave_one_model_out": {"m": {"weights": {}, "l2": 0.1, "as is": cells}},
+    clean = {
+        "development": {"instructed_value_off": {"as is": ok}, "instructed_value_on": {"as is": ok}},
+        "leave_one_wording_out": {"w": ok},
+        "leave_one_model_out": {"m": {"weights": {}, "l2": 0.1, "as is": ok}},
     }
+    assert targets(clean)["misses"] == []
