@@ -317,7 +317,7 @@ def _conjunction(name: str, *rows: Feature) -> Feature:
 
 _PAIRS = (
     ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
-    ("unrequested_unnamed_control", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
     ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
     ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
     ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
