@@ -1,14 +1,12 @@
 """The scorer's feature table: one row per binary feature, and everything derived from it.
 
-A row names the feature, its group, its default weight, what it means, which evidence computes it,
-whether trusted evidence may leave it out of a call's score (a data-flow feature), whether it is
-private-data evidence that a call to an internal destination leaves out, and which policy settings
-it needs to fire.  The scorer's feature order, the groups, the policy's weight
-fields and their defaults, the ablation variants, the trust-lowered set, the load-time warnings
-and the reference tables of the docs are all read from here; no other module spells a feature
-name.  Adding a feature is one row here plus the function that computes it (docs/evidence.md).
-
-This module imports nothing from the package, so the policy (below the evidence layer) can read it.
+A row names the feature, its group, its default weight, what it means, which evidence computes it, whether
+trusted evidence may leave it out of a call's score (a data-flow feature), whether it is private-data evidence
+that a call to an internal destination leaves out, and which policy settings it needs to fire.  The scorer's
+feature order, the groups, the policy's weight fields and their defaults, the ablation variants, the
+trust-lowered set, the load-time warnings and the reference tables of the docs are all read from here; no other
+module spells a feature name.  Adding a feature is one row here plus the function that computes it
+(docs/evidence.md).  This module imports nothing from the package, so the policy can read it.
 """
 
 from __future__ import annotations
@@ -16,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = [
+    "CONJUNCTIONS",
+    "CONTROL_FEATURES",
     "DATAFLOW",
     "DEFAULT_GROUP",
     "DEFAULT_WEIGHTS",
@@ -39,12 +39,14 @@ class Feature:
     """One row of the table.
 
     ``group`` is ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix), ``roles``
-    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`).  ``evidence`` names the function
+    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments and
+    conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names the function
     that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
     score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
     fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
     ``private``: evidence that private data is in the call (provenance from a private source, a canary);
     a sink call whose every destination is internal (``trust.internal``) leaves it out of its score.
+    ``all_of``: a conjunction, on when every row named there is on (the scorer computes it from them).
     """
 
     name: str
@@ -55,6 +57,7 @@ class Feature:
     dataflow: bool = False
     needs: frozenset[str] = frozenset()
     private: bool = False
+    all_of: tuple[str, ...] = ()
 
 
 def _needs(*names: str) -> frozenset[str]:
@@ -150,12 +153,8 @@ PRIVATE_IN_URL = Feature(
     dataflow=True,
     private=True,
 )
-SEVERITY_HIGH = Feature(
-    "severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tool metadata)"
-)
-SEVERITY_MAX = Feature(
-    "severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tool metadata)"
-)
+SEVERITY_HIGH = Feature("severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tools)")
+SEVERITY_MAX = Feature("severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tools)")
 
 _ROLES = "guard.evidence.role_features.role_features (roles)"
 _GRADED = "guard.evidence.role_features.role_features (graded)"
@@ -281,6 +280,50 @@ UNREQUESTED_ACTION = Feature(
     "guard.evidence.scope.requested",
 )
 
+_CONTROL = "guard.evidence.control.control_view"
+CONTROL_UNTRUSTED_ONLY = Feature(
+    "control_untrusted_only",
+    "control",
+    0.0,
+    "A control argument (identifier_args) of a sink or side-effectful call takes a value only third-party records "
+    "supplied (no user turn, private or trusted record).",
+    _CONTROL,
+    dataflow=True,
+)
+CONTROL_UNNAMED_SOURCE = Feature(
+    "control_unnamed_source",
+    "control",
+    0.0,
+    "As control_untrusted_only, and no user turn names a record that supplied it (holds an argument of its call).",
+    _CONTROL,
+    dataflow=True,
+)
+
+
+def _conjunction(name: str, *rows: Feature) -> Feature:
+    """A row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
+    return Feature(
+        name,
+        "control",
+        0.0,
+        f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
+        "guard.scorer.WeightedScorer.features (conjunction of rows)",
+        dataflow=any(r.dataflow for r in rows),
+        needs=frozenset().union(*(r.needs for r in rows)),
+        private=any(r.private for r in rows),
+        all_of=tuple(r.name for r in rows),
+    )
+
+
+_PAIRS = (
+    ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
+    ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
+    ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
+    ("severe_unnamed_control", CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
+)
+
 #: The table, in the scorer's feature order.
 TABLE: tuple[Feature, ...] = (
     PROVENANCE_PATH,
@@ -309,6 +352,9 @@ TABLE: tuple[Feature, ...] = (
     PRIVATE_RELAYED,
     INSTRUCTED_VALUE,
     UNREQUESTED_ACTION,
+    CONTROL_UNTRUSTED_ONLY,
+    CONTROL_UNNAMED_SOURCE,
+    *(_conjunction(name, *rows) for name, *rows in _PAIRS),
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).
@@ -328,7 +374,7 @@ FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE)
 DEFAULT_WEIGHTS: dict[str, float] = {row.name: row.weight for row in TABLE if row.group == DEFAULT_GROUP}
 #: Opt-in groups, by name; what ``calibrate --ceiling --without`` and the ablation leave out.
 FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
-    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded")
+    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded", "control")
 }
 #: Features keyed on signature patterns (known attack wording).
 SIGNATURE_FEATURES: tuple[str, ...] = FEATURE_GROUPS[SIGNATURE_GROUP]
@@ -338,6 +384,9 @@ ROLE_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.evidence
 GRADED_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.evidence == _GRADED)
 #: The signature features that carry a call's own value: the signature rule escalates a call on which one fires.
 SIGNATURE_RULE_FEATURES: tuple[str, ...] = (INJECTED_VALUE.name, INJECTED_SHORT_ID.name)
+#: The conjunction rows, in the scorer's order (each fires when every row of its ``all_of`` fires).
+CONJUNCTIONS: tuple[Feature, ...] = tuple(row for row in TABLE if row.all_of)
+CONTROL_FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE if row.evidence == _CONTROL)
 #: The data-flow features: a fully trusted call leaves them out of its score.
 DATAFLOW: frozenset[str] = frozenset(row.name for row in TABLE if row.dataflow)
 PRIVATE_DATA: frozenset[str] = frozenset(row.name for row in TABLE if row.private)

@@ -13,12 +13,14 @@ from types import MappingProxyType
 from urllib.parse import unquote
 
 from guard import features as table
+from guard.evidence.control import control_view
 from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
 from guard.evidence.scope import requested, turn_stems
 from guard.evidence.trust import internal_call, trusted_call, trusted_value
 from guard.features import (
+    CONJUNCTIONS,
     DATAFLOW,
     FEATURE_GROUPS,
     FEATURES,
@@ -61,7 +63,7 @@ class WeightedScorer:
         chosen = bits_of(selected)
         private = graph.flagged_bits("private") & chosen
         prefix, payload_canary = self._prefix_features(graph, node, spec, is_sink)
-        return {
+        values = {
             table.PROVENANCE_PATH.name: is_sink and bool(graph.ancestor_bits(node) & private),
             table.PRIVATE_IN_CONTEXT.name: bool(private),
             table.CANARY.name: bool(graph.flagged_bits("canary") & chosen) or payload_canary,
@@ -71,6 +73,9 @@ class WeightedScorer:
             table.INJECTED_VALUE.name: self._injected_value(graph, node, chosen),
             **prefix,
         }
+        for row in CONJUNCTIONS:  # the table's conjunction rows, from the rows they join
+            values[row.name] = all(values[name] for name in row.all_of)
+        return values
 
     def _prefix_features(
         self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool
@@ -89,6 +94,7 @@ class WeightedScorer:
             **self._role_features(graph, node, spec, is_sink),
             table.INSTRUCTED_VALUE.name: (is_sink or _acts(spec)) and self._instructed_value(graph, node),
             table.UNREQUESTED_ACTION.name: (is_sink or _acts(spec)) and not self._requested(graph, node),
+            **self._control(graph, node, spec, is_sink),
         }
         payload_canary = self._payload_canary(graph, node)
         self._memo = (weakref.ref(graph), (len(graph), node), values, payload_canary)
@@ -170,6 +176,14 @@ class WeightedScorer:
             return dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)
         values = graph.records[node].arg_values()
         return role_features(graph, node, spec, values, graph.policy.graph.min_span, graph.index_before(node))
+
+    def _control(self, graph: PrefixGraph, node: int, spec: ToolSpec | None, is_sink: bool) -> dict[str, bool]:
+        """Where the control arguments of a sink or side-effectful call came from (:mod:`guard.evidence.control`)."""
+        view = control_view(graph, node, spec, self._turns(graph, node)[0]) if is_sink or _acts(spec) else None
+        return {
+            table.CONTROL_UNTRUSTED_ONLY.name: view is not None and view.untrusted_only,
+            table.CONTROL_UNNAMED_SOURCE.name: view is not None and view.unnamed,
+        }
 
     def _payload_args(self, graph: PrefixGraph, node: int) -> set[str]:
         spec = self.policy.tool(graph.records[node].tool or "")

@@ -182,6 +182,36 @@ def fit_weights(
     return np.round(full, WEIGHT_DECIMALS)
 
 
+def fit_weights_pooled(
+    items: Sequence[tuple[ScoredCorpus, FeatureTable, npt.NDArray[np.int64]]], spec: FitSpec = FitSpec()
+) -> FloatArray:
+    """One non-negative logistic fit over the development proposals of several corpora of the same episodes
+    (``(corpus, its feature table, development episode indices)`` each: e.g. a corpus and its rewordings),
+    every corpus's examples counted once.  With one item it equals :func:`fit_weights`."""
+    if not items:
+        raise CalibrationError("no corpus to fit the scorer on")
+    columns = items[0][0].columns()
+    mask = spec.mask(columns)
+    rows: list[FloatArray] = []
+    pos: list[FloatArray] = []
+    neg: list[FloatArray] = []
+    for corpus, table, dev in items:
+        if corpus.columns() != columns:
+            raise CalibrationError("the corpora of a pooled fit have different feature columns")
+        take = np.zeros(corpus.n, dtype=bool)
+        take[np.asarray(dev, dtype=np.int64)] = True
+        positive, negative = _examples(corpus, table)
+        use = take[table.owner] & table.in_scope & ~table.refused & (positive | negative)
+        kept, p, n = _counts(table.inverse[use], positive[use], len(table.rows))
+        rows.append(table.rows[kept].astype(np.float64)[:, mask])
+        pos.append(p[kept])
+        neg.append(n[kept])
+    w = _logistic_nonneg(np.vstack(rows), np.concatenate(pos), np.concatenate(neg), spec.l2)
+    full = np.zeros(mask.size)
+    full[mask] = w
+    return np.round(full, WEIGHT_DECIMALS)
+
+
 def _examples(corpus: ScoredCorpus, table: FeatureTable) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
     """Positives: each episode's first ledger-charging step; negatives: every step of a harm-free
     successful episode (the utility a threshold can lose).  Other steps change neither loss nor
@@ -247,6 +277,7 @@ __all__ = [
     "FitSpec",
     "feature_table",
     "fit_weights",
+    "fit_weights_pooled",
     "rescore",
     "row_scores",
     "split_weights",

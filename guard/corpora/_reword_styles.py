@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from guard.corpora._goal_families import GOAL_FAMILIES, GoalFamily
+
 #: signers a style picks from (besides the name the original injection signed with).
 SIGNERS: tuple[str, ...] = (
     "Dana Whitfield",
@@ -27,12 +29,14 @@ Paragraphs = tuple[str, ...]
 
 @dataclass(frozen=True, slots=True)
 class Style:
-    """A way to write the request around the goal: variants of (paragraphs before, paragraphs after)."""
+    """A way to write the request around the goal: variants of (paragraphs before, paragraphs after); or, for a
+    goal family (``goal`` set, no variants), the template kept and the goal itself said another way."""
 
     name: str
     variants: tuple[tuple[Paragraphs, Paragraphs], ...]
     lower: bool = False
     signers: tuple[str, ...] = SIGNERS
+    goal: GoalFamily | None = None
 
     def render(self, paragraphs: Paragraphs, name: str, model: str) -> list[str]:
         """The paragraphs with ``{name}`` (the signer) and ``{model}`` (the addressee) filled in."""
@@ -131,5 +135,6 @@ STYLES: dict[str, Style] = {
             ),
             lower=True,
         ),
+        *(Style(family.name, (), goal=family) for family in GOAL_FAMILIES),
     )
 }

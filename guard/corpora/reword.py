@@ -14,6 +14,11 @@ the proposals, the final answers, the episode metadata and hence the ledger labe
 backslash, and no phrase any shipped policy's ``injection_patterns`` match -- checked at generation
 time (:class:`RewordError`).  Injected texts in another form (``TODO: GOAL``, ...) are reworded when
 the goal of their injection task is found in them; the others are left as they are and counted.
+
+A goal family (a style with ``goal`` set, :mod:`guard.corpora._goal_families`) keeps the template and
+replaces the goal span instead, with the injection task's frame (:mod:`guard.corpora._goal_frames`) said
+its way; every attacker value of the frame must be in the goal it replaces and in the text it writes,
+byte for byte, or the rewording raises :class:`RewordError`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 
+from guard.corpora._goal_frames import FRAMES, attacker_values
 from guard.corpora._reword_styles import SIGNERS, STYLES, Style
 from guard.errors import CorpusError
 from guard.records import Episode, Record, RecordKind
@@ -37,6 +43,7 @@ __all__ = [
     "Style",
     "check_style",
     "check_wording",
+    "goal_rewording",
     "reword_corpus",
     "reword_episode",
     "shipped_injection_patterns",
@@ -122,11 +129,38 @@ def check_wording(text: str, patterns: Sequence[re.Pattern[str]], goal: str = ""
 
 
 def check_style(style: Style, patterns: Sequence[re.Pattern[str]]) -> None:
-    """Check every variant of ``style`` with every signer (:func:`check_wording`); raise on the first miss."""
+    """Check every variant of ``style`` with every signer, and a goal family's text for every frame with its
+    values blanked (:func:`check_wording`); raise on the first miss."""
     for lead, tail in style.variants:
         for signer in style.signers:
             for part in (lead, tail):
                 check_wording("\n\n".join(style.render(part, signer, "assistant")), patterns)
+    if style.goal is not None:
+        for acts in FRAMES.values():
+            text = style.goal.render(acts)
+            for value in attacker_values(acts):
+                text = text.replace(value, " ")
+            check_wording(text, patterns)
+
+
+def goal_rewording(style: Style, suite: str, task: str | None, goals: Iterable[str]) -> str | None:
+    """The new goal text of a goal family for the injection task ``(suite, task)``; None for a template style.
+
+    Raise :class:`RewordError` when the task has no frame, or when an attacker value of the frame is missing
+    from one of ``goals`` (the goal spans it replaces) or from the new text."""
+    if style.goal is None:
+        return None
+    acts = FRAMES.get((suite, task or ""))
+    if acts is None:
+        raise RewordError(f"goal family {style.name}: no frame for injection task {task!r} of suite {suite!r}")
+    new = style.goal.render(acts)
+    for goal in goals:
+        seen = _normal(goal)
+        for value in attacker_values(acts):
+            if value not in seen or value not in new:
+                where = "the goal it replaces" if value not in seen else "its text"
+                raise RewordError(f"goal family {style.name}, {suite}/{task}: value {value!r} missing from {where}")
+    return new
 
 
 # --------------------------------------------------------------------------- one text
@@ -204,9 +238,15 @@ class Replacement:
 
 
 def rewrite_text(
-    text: str, found: Sequence[Found], style: Style, key: tuple[int, str], patterns: Sequence[re.Pattern[str]]
+    text: str,
+    found: Sequence[Found],
+    style: Style,
+    key: tuple[int, str],
+    patterns: Sequence[re.Pattern[str]],
+    goal: str | None = None,
 ) -> tuple[str, list[tuple[int, int, str]], int]:
-    """``text`` with the fixed text of each occurrence replaced: the new text, the replaced spans, the count."""
+    """``text`` with the fixed text of each occurrence replaced (a template style) or its goal span replaced by
+    ``goal`` (a goal family): the new text, the replaced spans, the count."""
     seed, episode_id = key
     pieces: list[str] = []
     spans: list[tuple[int, int, str]] = []
@@ -215,6 +255,11 @@ def rewrite_text(
         if f.start < cursor:
             continue  # overlaps an occurrence already rewritten
         done += 1
+        if goal is not None:
+            pieces += [text[cursor : f.goal_start], goal]
+            spans.append((f.goal_start, f.goal_end, goal))
+            cursor = f.goal_end
+            continue
         rng = _rng(seed, style.name, episode_id, text[f.goal_start : f.goal_end])
         lead, tail = style.choose(rng, f.name, f.model)
         check_wording("\n\n".join([*lead, *tail]), patterns, text[f.goal_start : f.goal_end])
@@ -317,7 +362,13 @@ def reword_episode(
         if not found:
             records.append(record)
             continue
-        new, spans, done = rewrite_text(record.text, found, style, (seed, episode.episode_id), checks)
+        goal = goal_rewording(
+            style,
+            episode.meta.suite,
+            episode.meta.injection_task,
+            [record.text[f.goal_start : f.goal_end] for f in found],
+        )
+        new, spans, done = rewrite_text(record.text, found, style, (seed, episode.episode_id), checks, goal)
         records.append(replace(record, text=new))
         count += done
         replaced += [Replacement(record.index, a, b, s) for a, b, s in spans]

@@ -6,40 +6,70 @@ call is *requested* when a word of those families, or a form of one (``payment``
 in a user turn before it.  An attack that makes the agent do something the user never asked for — a
 password change during a balance check, a mail during a summary — is out of scope however it is worded
 (docs/evidence.md#task-scope).  The families were written from English, for the kinds of side effect
-tools have; a deployment whose tool names say little can name its own words (``scope_words``).
+tools have; a deployment whose tool names say little can name its own words (``scope_words``).  Each family
+also holds the same requests in Spanish, German and French (imperative, infinitive and noun forms), so a user
+who writes in one of them is not read as asking for nothing; words are compared without accents.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 
 __all__ = ["action_words", "requested", "turn_stems"]
 
+
+def _plain(word: str) -> str:
+    """``word`` lowercase without accents (``envía`` → ``envia``, ``löschen`` → ``loschen``)."""
+    decomposed = unicodedata.normalize("NFKD", word.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 #: Families of verbs that ask for one kind of side effect.  Only a tool name's words found here count:
 #: a noun (money, file, password) names what is acted on, and asking about it asks for no action.
+_ENGLISH: tuple[str, ...] = (
+    "send transfer pay wire remit refund",
+    "email mail reply forward write notify tell inform",
+    "message dm tell text ping",
+    "post publish upload share",
+    "delete remove erase trash purge discard clean clear drop",
+    "update change modify edit set adjust correct reset rename replace fix",
+    "invite add onboard welcome",
+    "remove kick ban",
+    "reserve book",
+    "create add make schedule organise organize plan arrange set",
+    "reschedule move postpone",
+    "share give grant",
+    "cancel abort revoke",
+)
+#: The same families in Spanish, German and French, in the order of :data:`_ENGLISH`.
+_OTHER: tuple[str, ...] = (
+    "envía enviar envíe manda mandar transfiere transferir transferencia paga pagar pague pago "
+    "sende senden schicke schicken überweise überweisen überweisung zahle zahlen bezahle bezahlen zahlung "
+    "envoie envoyer envoyez vire virer virement paie payer payez paiement règle régler",
+    "correo escribe escribir responde responder reenvía reenviar "
+    "schreibe schreiben antworte antworten weiterleiten leite courriel écris écrire réponds répondre transfère",
+    "mensaje nachricht nachrichten",
+    "publica publicar sube subir veröffentliche veröffentlichen posten hochladen publie publier",
+    "borra borrar elimina eliminar lösche löschen entferne entfernen supprime supprimer efface effacer",
+    "cambia cambiar actualiza actualizar modifica modificar ändere ändern aktualisiere aktualisieren "
+    "changer modifie modifier",
+    "invita invitar añade añadir agrega agregar einladen füge hinzufügen inviter ajoute ajouter",
+    "expulsa expulsar quita quitar entferne retire",
+    "reserva reservar reserviere reservieren buche buchen réserve réserver",
+    "crea crear programa programar agenda agendar erstelle erstellen planen crée créer planifie planifier",
+    "reprograma reprogramar verschiebe verschieben déplace déplacer",
+    "comparte compartir teile teilen partage partager",
+    "cancela cancelar anula anular storniere stornieren annule annuler",
+)
 _FAMILIES: tuple[frozenset[str], ...] = tuple(
-    frozenset(words.split())
-    for words in (
-        "send transfer pay wire remit refund",
-        "email mail reply forward write notify tell inform",
-        "message dm tell text ping",
-        "post publish upload share",
-        "delete remove erase trash purge discard clean clear drop",
-        "update change modify edit set adjust correct reset rename replace fix",
-        "invite add onboard welcome",
-        "remove kick ban",
-        "reserve book",
-        "create add make schedule organise organize plan arrange set",
-        "reschedule move postpone",
-        "share give grant",
-        "cancel abort revoke",
-    )
+    frozenset(_plain(w) for w in f"{english} {other}".split()) for english, other in zip(_ENGLISH, _OTHER, strict=True)
 )
 _STOPWORDS = "get to for of by in on with all the a an and or from info information data details list new"
 _STOP = frozenset(_STOPWORDS.split(" "))
-_WORD = re.compile(r"[a-z][a-z-]*")
+_WORD = re.compile(r"[^\W\d_][^\W\d_-]*(?:-[^\W\d_]+)*")
 
 
 def _stem(word: str) -> str:
@@ -54,7 +84,7 @@ def action_words(tool: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
     """The stems of words that request ``tool``: the families of its name's verbs, and ``extra``.  A tool whose
     name holds no known verb has only ``extra`` (none: :func:`requested` leaves such a tool in scope)."""
     named = [w for w in re.split(r"[^a-z]+", tool.lower()) if w and w not in _STOP]
-    words = {w.lower() for w in extra}
+    words = {_plain(w) for w in extra}
     for word in named:
         for family in _FAMILIES:
             if word in family:
@@ -64,7 +94,7 @@ def action_words(tool: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
 
 def turn_stems(turns: Iterable[str]) -> frozenset[str]:
     """The stems of every word of ``turns`` (a hyphen dropped: ``e-mail`` reads as ``email``)."""
-    return frozenset(_stem(word.replace("-", "")) for text in turns for word in _WORD.findall(text.lower()))
+    return frozenset(_stem(_plain(word.replace("-", ""))) for text in turns for word in _WORD.findall(text.lower()))
 
 
 def requested(tool: str, turns: Iterable[str] | frozenset[str], extra: tuple[str, ...] = ()) -> bool:

@@ -201,9 +201,19 @@ def _key(alpha: float) -> str:
     return f"{alpha:g}"
 
 
+def worst_first(body: dict[str, dict[str, Any]], prefix: str, alphas: Sequence[float]) -> list[str]:
+    """The names of ``body``, those starting with ``prefix`` reordered among their places by highest loss over
+    ``alphas`` first (ties keep their order)."""
+    mine = [n for n in body if n.startswith(prefix)]
+    ranked = iter(sorted(mine, key=lambda n: -max(body[n][_key(a)]["loss"] for a in alphas)))
+    return [next(ranked) if n.startswith(prefix) else n for n in body]
+
+
 def _table(rows: Rows, alphas: Sequence[float]) -> dict[str, dict[str, Any]]:
-    """The rows as JSON, the worst reworded and worst held-out model rows added after their kind."""
-    body = {name: {_key(a): cells[a].summary() for a in alphas} for name, cells in rows.items()}
+    """The rows as JSON, the reworded rows worst first, the worst reworded and worst held-out model rows added
+    after their kind."""
+    raw = {name: {_key(a): cells[a].summary() for a in alphas} for name, cells in rows.items()}
+    body = {name: raw[name] for name in worst_first(raw, "reworded: ", alphas)}
     out: dict[str, dict[str, Any]] = {}
     for name, row in body.items():
         out[name] = row

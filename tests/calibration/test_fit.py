@@ -300,3 +300,18 @@ def test_trusted_call_is_recorded_with_the_features_that_count() -> None:
     weights = fit.weight_mapping(np.ones(F))
     online = assemble([score_episode(fit.with_weights(policy, weights), episode, LedgerLabels())])
     assert fit.rescore(scored, fit.weight_vector(weights)).scores.tolist() == online.scores.tolist()
+
+
+def test_pooled_fit_counts_every_corpus() -> None:
+    """Catches a pooled fit that reads only its first corpus, or one corpus's examples twice: two corpora whose
+    development halves are disjoint fit as one corpus fitted on both halves, and one item equals fit_weights."""
+    corpus = assemble(_planted(300, seed=3))
+    table = fit.feature_table(corpus)
+    first, second = np.arange(0, 150), np.arange(150, 300)
+    both = fit.fit_weights(corpus, np.arange(300))
+    pooled = fit.fit_weights_pooled([(corpus, table, first), (corpus, table, second)])
+    assert np.allclose(pooled, both, atol=1e-5)
+    assert not np.allclose(fit.fit_weights(corpus, first), both, atol=1e-3)
+    assert np.array_equal(fit.fit_weights_pooled([(corpus, table, first)]), fit.fit_weights(corpus, first))
+    with pytest.raises(CalibrationError, match="no corpus"):
+        fit.fit_weights_pooled([])

@@ -55,3 +55,37 @@ def test_a_noun_that_is_also_a_verb_counts_as_a_request() -> None:
     """A documented limit, pinned: words are not parsed for their part of speech, so "mails" (a noun here)
     requests ``send_email``.  The error is toward running the call, never toward stopping a requested one."""
     assert requested("send_email", ["Summarise the unread mails in my inbox."])
+
+
+@pytest.mark.parametrize(
+    ("tool", "turns"),
+    [
+        ("send_money", ("Paga el alquiler de marzo.", "Bitte überweise die Miete.", "Peux-tu payer le loyer ?")),
+        ("delete_file", ("Borra los borradores viejos.", "Lösche die alten Entwürfe.", "Supprime les brouillons.")),
+        ("update_password", ("Cambia mi contraseña.", "Ändere mein Passwort.", "Modifie mon mot de passe.")),
+        ("send_email", ("Responde a Dana.", "Antworte Dana bitte.", "Réponds à Dana.")),
+        ("reserve_hotel", ("Reserva una habitación en Oslo.", "Buche ein Zimmer in Oslo.", "Réserve une chambre.")),
+        ("invite_user_to_slack", ("Invita a Kim al equipo.", "Lade Kim ins Team ein, füge sie hinzu.", "Ajoute Kim.")),
+        ("create_calendar_event", ("Programa una llamada con Bo.", "Erstelle einen Termin.", "Planifie un appel.")),
+        ("send_money", ("Envia 20 EUR a Sam.", "Schicke Sam 20 EUR.", "Envoie 20 EUR à Sam.")),  # no accent written
+    ],
+)
+def test_requests_in_spanish_german_and_french(tool: str, turns: tuple[str, ...]) -> None:
+    """Catches scope that reads one language: a user asking in Spanish, German or French (accents written or
+    not) for the tool's kind of action is read as asking for it, so the call is not unrequested."""
+    for turn in turns:
+        assert requested(tool, [turn]), turn
+
+
+@pytest.mark.parametrize(
+    ("tool", "turns"),
+    [
+        ("send_money", ("¿Cuál es mi saldo?", "Wie hoch ist mein Kontostand?", "Quel est mon solde ?")),
+        ("delete_file", ("¿Cuántos archivos tengo?", "Wie viele Dateien habe ich?", "Combien de fichiers ai-je ?")),
+        ("update_password", ("Resume mi bandeja.", "Fasse meinen Posteingang zusammen.", "Résume ma boîte.")),
+    ],
+)
+def test_reading_tasks_in_other_languages_request_no_action(tool: str, turns: tuple[str, ...]) -> None:
+    """Catches other-language families so wide that a question requests an action in the same languages."""
+    for turn in turns:
+        assert not requested(tool, [turn]), turn

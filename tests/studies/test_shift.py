@@ -171,3 +171,19 @@ def test_cli_folds_reach_leave_one_goal_out(capsys: pytest.CaptureFixture[str]) 
     assert json.loads(capsys.readouterr().out)["folds"] == 2
     assert main(["evaluate", "--runs", str(FIXTURE_RUNS), "--folds", "2"]) == 2
     assert "--folds is an option of --shift" in capsys.readouterr().err
+
+
+def test_reworded_rows_listed_worst_first() -> None:
+    """Catches a report that lists the rewording rows in registry order (the worst family then hides among
+    thirteen rows) or that moves a row of another kind: the reworded rows come by highest loss over α first,
+    every other row keeps its place."""
+    cell = {"0.05": {"loss": 0.0}, "0.1": {"loss": 0.0}}
+    body = {
+        "as is": cell,
+        "reworded: a": {"0.05": {"loss": 0.01}, "0.1": {"loss": 0.02}},
+        "reworded: b": {"0.05": {"loss": 0.09}, "0.1": {"loss": 0.01}},
+        "reworded: c": {"0.05": {"loss": 0.03}, "0.1": {"loss": 0.04}},
+        "leave-one-goal-out": cell,
+    }
+    order = shift.worst_first(body, "reworded: ", (0.05, 0.1))
+    assert order == ["as is", "reworded: b", "reworded: c", "reworded: a", "leave-one-goal-out"]
