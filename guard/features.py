@@ -39,8 +39,7 @@ class Feature:
     """One row of the table.
 
     ``group`` is ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix), ``roles``
-    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments and
-    conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names the function
+    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`).  ``evidence`` names the function
     that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
     score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
     fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
@@ -67,7 +66,7 @@ def _needs(*names: str) -> frozenset[str]:
 PROVENANCE_PATH = Feature(
     "provenance_path",
     "default",
-    0.52,
+    0.13,
     "A sink proposal has a retained path from a private record in the selection.",
     "guard.scorer.WeightedScorer.features (selection and graph ancestors)",
     dataflow=True,
@@ -76,7 +75,7 @@ PROVENANCE_PATH = Feature(
 PRIVATE_IN_CONTEXT = Feature(
     "private_in_context",
     "default",
-    0.10,
+    0.13,
     "The selection holds a private record.",
     "guard.scorer.WeightedScorer.features (selection)",
     dataflow=True,
@@ -85,7 +84,7 @@ PRIVATE_IN_CONTEXT = Feature(
 CANARY = Feature(
     "canary",
     "default",
-    0.15,
+    0.08,
     "A canary pattern matches a selected record or a payload argument of the proposal.",
     "guard.evidence.node_facts (records) and guard.scorer (payload arguments)",
     needs=_needs("canary_patterns"),
@@ -103,7 +102,7 @@ INJECTION_TEXT = Feature(
 UNTRUSTED_PAYLOAD = Feature(
     "untrusted_payload",
     "default",
-    0.20,
+    0.36,
     "A payload/identifier argument carries a value from an untrusted record the user did not name.",
     "guard.scorer.WeightedScorer._untrusted_payload (edge rules)",
     dataflow=True,
@@ -112,7 +111,7 @@ UNTRUSTED_PAYLOAD = Feature(
 IRREVERSIBLE_SINK = Feature(
     "irreversible_sink",
     "default",
-    0.08,
+    0.37,
     "The proposal is an irreversible sink.",
     "guard.scorer.WeightedScorer.features (tool metadata)",
 )
@@ -154,14 +153,14 @@ PRIVATE_IN_URL = Feature(
     private=True,
 )
 SEVERITY_HIGH = Feature("severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tools)")
-SEVERITY_MAX = Feature("severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tools)")
+SEVERITY_MAX = Feature("severity_max", "default", 0.42, "The tool's declared severity is 3.", "guard.scorer (tools)")
 
 _ROLES = "guard.evidence.role_features.role_features (roles)"
 _GRADED = "guard.evidence.role_features.role_features (graded)"
 RECIPIENT_FROM_UNTRUSTED = Feature(
     "recipient_from_untrusted",
     "default",
-    0.2,
+    0.58,
     "An identifier argument reuses a value of an earlier untrusted record.",
     _ROLES,
     dataflow=True,
@@ -220,8 +219,8 @@ PAYLOAD_UNTRUSTED_HALF = Feature(
 )
 PAYLOAD_UNTRUSTED_MOST = Feature(
     "payload_untrusted_most",
-    "graded",
-    0.0,
+    "default",
+    0.86,
     "At least 4/5 of the payload characters are traced to untrusted records.",
     _GRADED,
     dataflow=True,
@@ -275,7 +274,7 @@ INSTRUCTED_VALUE = Feature(
 UNREQUESTED_ACTION = Feature(
     "unrequested_action",
     "default",
-    0.2,
+    0.87,
     "A sink or side-effectful call takes an action that no word of the user's turns asks for.",
     "guard.evidence.scope.requested",
 )
@@ -283,8 +282,8 @@ UNREQUESTED_ACTION = Feature(
 _CONTROL = "guard.evidence.control.control_view"
 CONTROL_UNTRUSTED_ONLY = Feature(
     "control_untrusted_only",
-    "control",
-    0.0,
+    "default",
+    0.35,
     "A control argument (identifier_args) of a sink or side-effectful call takes a value only third-party records "
     "supplied (no user turn, private or trusted record).",
     _CONTROL,
@@ -292,20 +291,20 @@ CONTROL_UNTRUSTED_ONLY = Feature(
 )
 CONTROL_UNNAMED_SOURCE = Feature(
     "control_unnamed_source",
-    "control",
-    0.0,
+    "default",
+    0.58,
     "As control_untrusted_only, and no user turn names a record that supplied it (holds an argument of its call).",
     _CONTROL,
     dataflow=True,
 )
 
 
-def _conjunction(name: str, *rows: Feature) -> Feature:
-    """A row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
+def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
+    """A default row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
     return Feature(
         name,
-        "control",
-        0.0,
+        "default",
+        weight,
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
         "guard.scorer.WeightedScorer.features (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
@@ -316,12 +315,12 @@ def _conjunction(name: str, *rows: Feature) -> Feature:
 
 
 _PAIRS = (
-    ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
-    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
-    ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
-    ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
-    ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
-    ("severe_unnamed_control", CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
+    ("unrequested_control", 0.32, CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", 0.17, CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_severe", 0.69, UNREQUESTED_ACTION, SEVERITY_MAX),
+    ("unrequested_recipient", 0.5, RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
+    ("unrequested_payload", 0.24, PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
+    ("severe_unnamed_control", 0.04, CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
 )
 
 #: The table, in the scorer's feature order.
@@ -354,7 +353,7 @@ TABLE: tuple[Feature, ...] = (
     UNREQUESTED_ACTION,
     CONTROL_UNTRUSTED_ONLY,
     CONTROL_UNNAMED_SOURCE,
-    *(_conjunction(name, *rows) for name, *rows in _PAIRS),
+    *(_conjunction(name, weight, *rows) for name, weight, *rows in _PAIRS),
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).
@@ -374,7 +373,7 @@ FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE)
 DEFAULT_WEIGHTS: dict[str, float] = {row.name: row.weight for row in TABLE if row.group == DEFAULT_GROUP}
 #: Opt-in groups, by name; what ``calibrate --ceiling --without`` and the ablation leave out.
 FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
-    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded", "control")
+    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded")
 }
 #: Features keyed on signature patterns (known attack wording).
 SIGNATURE_FEATURES: tuple[str, ...] = FEATURE_GROUPS[SIGNATURE_GROUP]
