@@ -22,12 +22,14 @@ from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
 
 FORMAT = "carbguard-artifact/1"
-GRAPH_RULES_VERSION = "E1-E4/v3"
+#: v4: private and untrusted records read whole (no zones), amounts link across formats, trust on exact matches.
+GRAPH_RULES_VERSION = "E1-E4/v4"
 #: v3: signatures act as a rule outside the score; the default evidence does not read attack wording.
-SCORER_VERSION = "weighted-binary/v3"
+#: v4: conjunction rows computed from the table; instructed_value cleared only by a user turn naming the whole value.
+SCORER_VERSION = "weighted-binary/v4"
 #: The version of the feature table (guard/features.py): the rows and what computes them.  Recorded in every
 #: scorer fingerprint; a change of a row's meaning or computation bumps it.
-FEATURE_SET = "wording-invariant/v1"
+FEATURE_SET = "wording-invariant/v2"  # v2: control evidence and conjunctions
 
 
 def _digest(value: Any) -> str:
