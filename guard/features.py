@@ -39,7 +39,8 @@ class Feature:
     """One row of the table.
 
     ``group`` is ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix), ``roles``
-    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`).  ``evidence`` names the function
+    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments and
+    conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names the function
     that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
     score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
     fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
@@ -66,7 +67,7 @@ def _needs(*names: str) -> frozenset[str]:
 PROVENANCE_PATH = Feature(
     "provenance_path",
     "default",
-    0.13,
+    0.52,
     "A sink proposal has a retained path from a private record in the selection.",
     "guard.scorer.WeightedScorer.features (selection and graph ancestors)",
     dataflow=True,
@@ -75,7 +76,7 @@ PROVENANCE_PATH = Feature(
 PRIVATE_IN_CONTEXT = Feature(
     "private_in_context",
     "default",
-    0.13,
+    0.10,
     "The selection holds a private record.",
     "guard.scorer.WeightedScorer.features (selection)",
     dataflow=True,
@@ -84,7 +85,7 @@ PRIVATE_IN_CONTEXT = Feature(
 CANARY = Feature(
     "canary",
     "default",
-    0.08,
+    0.15,
     "A canary pattern matches a selected record or a payload argument of the proposal.",
     "guard.evidence.node_facts (records) and guard.scorer (payload arguments)",
     needs=_needs("canary_patterns"),
@@ -102,7 +103,7 @@ INJECTION_TEXT = Feature(
 UNTRUSTED_PAYLOAD = Feature(
     "untrusted_payload",
     "default",
-    0.36,
+    0.20,
     "A payload/identifier argument carries a value from an untrusted record the user did not name.",
     "guard.scorer.WeightedScorer._untrusted_payload (edge rules)",
     dataflow=True,
@@ -111,7 +112,7 @@ UNTRUSTED_PAYLOAD = Feature(
 IRREVERSIBLE_SINK = Feature(
     "irreversible_sink",
     "default",
-    0.37,
+    0.08,
     "The proposal is an irreversible sink.",
     "guard.scorer.WeightedScorer.features (tool metadata)",
 )
@@ -153,14 +154,14 @@ PRIVATE_IN_URL = Feature(
     private=True,
 )
 SEVERITY_HIGH = Feature("severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tools)")
-SEVERITY_MAX = Feature("severity_max", "default", 0.42, "The tool's declared severity is 3.", "guard.scorer (tools)")
+SEVERITY_MAX = Feature("severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tools)")
 
 _ROLES = "guard.evidence.role_features.role_features (roles)"
 _GRADED = "guard.evidence.role_features.role_features (graded)"
 RECIPIENT_FROM_UNTRUSTED = Feature(
     "recipient_from_untrusted",
     "default",
-    0.58,
+    0.2,
     "An identifier argument reuses a value of an earlier untrusted record.",
     _ROLES,
     dataflow=True,
@@ -219,8 +220,8 @@ PAYLOAD_UNTRUSTED_HALF = Feature(
 )
 PAYLOAD_UNTRUSTED_MOST = Feature(
     "payload_untrusted_most",
-    "default",
-    0.86,
+    "graded",
+    0.0,
     "At least 4/5 of the payload characters are traced to untrusted records.",
     _GRADED,
     dataflow=True,
@@ -274,7 +275,7 @@ INSTRUCTED_VALUE = Feature(
 UNREQUESTED_ACTION = Feature(
     "unrequested_action",
     "default",
-    0.87,
+    0.2,
     "A sink or side-effectful call takes an action that no word of the user's turns asks for.",
     "guard.evidence.scope.requested",
 )
@@ -282,8 +283,8 @@ UNREQUESTED_ACTION = Feature(
 _CONTROL = "guard.evidence.control.control_view"
 CONTROL_UNTRUSTED_ONLY = Feature(
     "control_untrusted_only",
-    "default",
-    0.35,
+    "control",
+    0.0,
     "A control argument (identifier_args) of a sink or side-effectful call takes a value only third-party records "
     "supplied (no user turn, private or trusted record).",
     _CONTROL,
@@ -291,20 +292,20 @@ CONTROL_UNTRUSTED_ONLY = Feature(
 )
 CONTROL_UNNAMED_SOURCE = Feature(
     "control_unnamed_source",
-    "default",
-    0.58,
+    "control",
+    0.0,
     "As control_untrusted_only, and no user turn names a record that supplied it (holds an argument of its call).",
     _CONTROL,
     dataflow=True,
 )
 
 
-def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
-    """A default row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
+def _conjunction(name: str, *rows: Feature) -> Feature:
+    """A row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
     return Feature(
         name,
-        "default",
-        weight,
+        "control",
+        0.0,
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
         "guard.scorer.WeightedScorer.features (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
@@ -315,12 +316,12 @@ def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
 
 
 _PAIRS = (
-    ("unrequested_control", 0.32, CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
-    ("unrequested_unnamed", 0.17, CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
-    ("unrequested_severe", 0.69, UNREQUESTED_ACTION, SEVERITY_MAX),
-    ("unrequested_recipient", 0.5, RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
-    ("unrequested_payload", 0.24, PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
-    ("severe_unnamed_control", 0.04, CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
+    ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
+    ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
+    ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
+    ("severe_unnamed_control", CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
 )
 
 #: The table, in the scorer's feature order.
@@ -353,7 +354,7 @@ TABLE: tuple[Feature, ...] = (
     UNREQUESTED_ACTION,
     CONTROL_UNTRUSTED_ONLY,
     CONTROL_UNNAMED_SOURCE,
-    *(_conjunction(name, weight, *rows) for name, weight, *rows in _PAIRS),
+    *(_conjunction(name, *rows) for name, *rows in _PAIRS),
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).
@@ -373,7 +374,7 @@ FEATURES: tuple[str, ...] = tuple(row.name for row in TABLE)
 DEFAULT_WEIGHTS: dict[str, float] = {row.name: row.weight for row in TABLE if row.group == DEFAULT_GROUP}
 #: Opt-in groups, by name; what ``calibrate --ceiling --without`` and the ablation leave out.
 FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
-    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded")
+    name: _group(name) for name in (SIGNATURE_GROUP, "prefix", "roles", "graded", "control")
 }
 #: Features keyed on signature patterns (known attack wording).
 SIGNATURE_FEATURES: tuple[str, ...] = FEATURE_GROUPS[SIGNATURE_GROUP]

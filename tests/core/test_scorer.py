@@ -9,7 +9,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guard import Guard
-from guard.features import DEFAULT_WEIGHTS
 from guard.graph import PrefixGraph, build_graph
 from guard.policy import FeatureWeights, Policy, parse_policy
 from guard.records import Record, Trust, proposal, result, user
@@ -29,10 +28,6 @@ def _features(policy: Policy, graph: PrefixGraph, node: int, selected: set[int])
 def _on(features: dict[str, bool]) -> set[str]:
     """The docs/evidence.md features that fired (the issue-16 features are tested on their own below)."""
     return {name for name, value in features.items() if value and name in FEATURES[:7]}
-
-
-def _fired(features: dict[str, bool]) -> set[str]:
-    return {name for name, value in features.items() if value}
 
 
 def _extra_on(features: dict[str, bool]) -> set[str]:
@@ -174,7 +169,7 @@ def test_custom_weights_change_score(policy_data: dict[str, Any]) -> None:
     """Scores follow the policy's weights."""
     from guard.policy import parse_policy
 
-    policy_data["scorer"] = {"weights": {**dict.fromkeys(DEFAULT_WEIGHTS, 0.0), "irreversible_sink": 0.9}}
+    policy_data["scorer"] = {"weights": {"irreversible_sink": 0.9, "unrequested_action": 0.0}}
     policy = parse_policy(policy_data)
     g = _graph(policy, proposal(0, "send_email", {"to": "a@b.io", "body": "x"}, "c"))
     assert WeightedScorer(policy).score(g, 0, frozenset())[0] == pytest.approx(0.9)
@@ -248,8 +243,8 @@ def test_severity_features_follow_the_declared_severity(small_policy: Policy) ->
         proposal(0, "send_email", {"to": "a@b.io", "body": "x"}, "c0"),
         proposal(1, "post_note", {"body": "x"}, "c1"),
     )
-    assert {"severity_high", "severity_max"} <= _fired(_features(small_policy, g, 0, set()))
-    assert not {"severity_high", "severity_max"} & _fired(_features(small_policy, g, 1, set()))
+    assert {"severity_high", "severity_max"} <= _extra_on(_features(small_policy, g, 0, set()))
+    assert not {"severity_high", "severity_max"} & _extra_on(_features(small_policy, g, 1, set()))
 
 
 def test_prefix_feature_memo_never_serves_another_graph(small_policy: Policy) -> None:
