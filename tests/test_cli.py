@@ -150,3 +150,18 @@ def test_policy_validate_help_after_the_file(flag: str, capsys: pytest.CaptureFi
     after the positional FILE in the remainder): it prints the command's usage and exits 0, validating nothing."""
     code, out, _ = _run(["policy", "validate", str(ROOT / "policies/examples/mail_agent.yaml"), flag], capsys)
     assert code == 0 and out.startswith("usage: carbguard policy validate") and "--tools" in out
+
+
+def test_policy_warnings_are_one_line_per_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a command that prints every feature warning of a deliberate policy at each run (the worked
+    example's pinned weights gave four lines per command): one line per policy file names the count and the
+    command that lists them, and `policy validate` still lists each."""
+    policy = str(ROOT / "examples" / "own_deployment" / "policy.yaml")
+    episodes = str(ROOT / "tests" / "fixtures" / "episodes" / "assistant.jsonl")
+    code, _, err = _run(["episodes", "validate", episodes, "--policy", policy], capsys)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 0 and lines == [
+        f"carbguard: policy {policy}: 4 feature warnings (carbguard policy validate {policy} lists them)"
+    ]
+    code, _, err = _run(["policy", "validate", policy], capsys)
+    assert code == 0 and err.count("warning:") == 4

@@ -69,8 +69,11 @@ def fail(message: object) -> int:
 
 def run_command(func: Callable[[Any], int], args: Any) -> int:
     """``func(args)``; a GuardError becomes :func:`fail`, Ctrl-C exit code 130, a closed stdout pipe 141."""
+    from guard.cli._policy_notes import summarised_policy_warnings
+
     try:
-        return func(args)
+        with summarised_policy_warnings():
+            return func(args)
     except GuardError as exc:
         return fail(exc)
     except KeyboardInterrupt:
