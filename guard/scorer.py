@@ -17,7 +17,7 @@ from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
 from guard.evidence.scope import requested, turn_stems
-from guard.evidence.trust import internal_call, trusted_call
+from guard.evidence.trust import internal_call, trusted_call, trusted_value
 from guard.features import (
     DATAFLOW,
     FEATURE_GROUPS,
@@ -218,14 +218,16 @@ class WeightedScorer:
 
     def _instructed_value(self, graph: PrefixGraph, node: int) -> bool:
         """A payload/identifier value of the proposal stands inside an instruction-shaped clause of an earlier
-        untrusted record (:mod:`guard.evidence.instructions`), and no earlier user turn holds it."""
+        untrusted record (:mod:`guard.evidence.instructions`), and no earlier user turn names it exactly
+        (:func:`guard.evidence.trust.trusted_value`: the user's naming clears the value, so a look-alike or a
+        part of what the user wrote does not, docs/evidence.md#trust-is-granted-on-an-exact-match)."""
         names = self._payload_args(graph, node)
         values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
-        turns = self._turns(graph, node)[0]
-        return any(
-            value and graph.instructed.held_before(value, node) and not any(value.lower() in t for t in turns)
-            for value in values
-        )
+        held = [value for value in values if value and graph.instructed.held_before(value, node)]
+        if not held:
+            return False
+        turns = [graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1))]
+        return any(not any(trusted_value(value, turn) for turn in turns) for value in held)
 
     def _requested(self, graph: PrefixGraph, node: int) -> bool:
         """Whether a user turn before the proposal asks for its tool's kind of action (:mod:`guard.evidence.scope`);

@@ -20,10 +20,13 @@ An argument value is trusted when
   however a client or server resolves dot segments, decodes the path or cuts ``;params``; or
 - ``trust.user_named`` is on (the default) and a user turn earlier in the session names the value:
   a value that is one structured value as the same whole value (a URL: the same URL in every
-  reading), other text as whole words (as written or after :func:`guard.evidence.normalize.normalize_value`),
-  see :func:`trusted_value`.
+  reading), other text as whole words (as written or with ASCII letters folded), see :func:`trusted_value`.
 
-See docs/evidence.md#trusted-evidence-may-lower-a-score.
+Every match here grants trust, so every match is exact (:func:`guard.evidence.destinations.exact_key`:
+surrounding ASCII spaces and ASCII case aside, nothing else): the loose normal form that finds provenance
+(:func:`guard.evidence.normalize.normalize_value`) would let a look-alike (``#opſ``, ``＃ops``, a
+zero-width variant) pass for the value the user or the policy named.  See
+docs/evidence.md#trusted-evidence-may-lower-a-score and docs/evidence.md#trust-is-granted-on-an-exact-match.
 
 Why an attacker cannot write this evidence: a user turn enters the session only through
 ``Session.observe_user``, which the integrator calls with the human's own message, and tool output
@@ -36,19 +39,23 @@ passes tool output to ``observe_user`` breaks that premise.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from guard.evidence.destinations import ascii_fold, carried, exact_key, exact_text
 from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import values_of
 from guard.evidence.values import find_values
-from guard.policy import Policy
+from guard.policy import Policy, ToolSpec
 from guard.policy.trust import InternalSpec, TrustSpec
 from guard.policy.trusted_urls import StrictUrl, host_allowed, host_in_domain, same_url, strict_url, under
 from guard.records import Record, RecordKind
 
-__all__ = ["internal_call", "internal_value", "trusted_call", "trusted_value", "whole_key"]
+__all__ = ["all_internal", "carried_internal", "internal_call", "internal_value", "trusted_call", "trusted_value"]
+
+_WORDS = re.compile(r"[\s,;:!?()\[\]{}<>\"']+")  # what separates the words of a value (look-alikes are words)
 
 
 def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool:
@@ -86,14 +93,16 @@ def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool
 
 
 def internal_call(policy: Policy, proposal: Record) -> bool:
-    """Whether ``proposal`` is a sink call whose every destination-bearing argument names one of the
-    deployment's internal destinations (``trust.internal``, docs/policy.md#internal-destinations).
+    """Whether ``proposal`` is a sink call whose every destination is one of the deployment's internal
+    destinations (``trust.internal``, docs/policy.md#internal-destinations).
 
-    The destination-bearing arguments are the sink's ``identifier_args``; every non-blank string the
-    tool receives in them (each leaf and nested key, :meth:`Record.arg_values`) must be internal, and
-    at least one must be given.  A tool that is not a sink, has no ``identifier_args``, or is unknown
-    is never internal: nothing says where its data goes.  The policy file is the only place a
-    destination can be added (module docstring): text in a tool result or an e-mail never is.
+    The sink's ``identifier_args`` must name a destination (at least one non-blank string, each leaf and
+    nested key, :meth:`Record.arg_values`) and each of their values must be internal as a whole
+    (:func:`internal_value`).  Every other argument counts too, at any depth (:func:`carried_internal`): a
+    ``cc`` or a nested ``forward`` field the policy did not declare may send the data elsewhere.  A tool
+    that is not a sink, has no ``identifier_args``, or is unknown is never internal: nothing says where its
+    data goes.  The policy file is the only place a destination can be added (module docstring): text in a
+    tool result or an e-mail never is.
     """
     internal = policy.trust.internal
     if not internal.declared() or proposal.kind is not RecordKind.PROPOSAL:
@@ -101,47 +110,84 @@ def internal_call(policy: Policy, proposal: Record) -> bool:
     spec = policy.tool(proposal.tool or "")
     if spec is None or not spec.is_sink or not spec.identifier_args:
         return False
+    return all_internal(internal, spec, proposal)
+
+
+def all_internal(internal: InternalSpec, spec: ToolSpec, record: Record) -> bool:
+    """Whether every destination of ``record`` (a call of the tool ``spec``) is internal to ``internal``: its
+    ``identifier_args`` hold at least one non-blank value and each is internal as a whole, and every other
+    argument value carries only internal destinations (:func:`carried_internal`)."""
     names = set(spec.identifier_args)
-    destinations = [value for name, value in proposal.arg_values() if name in names and value.strip()]
-    return bool(destinations) and all(internal_value(internal, value) for value in destinations)
+    payload = set(spec.payload_args) - names
+    declared = False
+    for name, value in record.arg_values():
+        if not value.strip():
+            continue
+        if name in names:
+            if not internal_value(internal, value):
+                return False
+            declared = True
+        elif not carried_internal(internal, value, declared_payload=name in payload):
+            return False
+    return declared
+
+
+def carried_internal(internal: InternalSpec, value: str, *, declared_payload: bool) -> bool:
+    """Whether every destination the argument ``value`` carries is internal: the destinations
+    :func:`guard.evidence.destinations.carried` finds (URLs; in an argument the policy did not declare,
+    also addresses, numbers, accounts, ``#``/``@`` handles), and any word of it that reads as an internal
+    destination only in the loose normal form (``#opſ``, ``＃ops``: a look-alike names another place) --
+    a word that is the internal destination exactly is internal."""
+    found = carried(value, declared_payload=declared_payload)
+    loose = _loose_forms(internal)
+    if loose:
+        words = (w.rstrip(".") for w in (value, *_WORDS.split(value)))
+        found += [w for w in words if w and normalize_value(w) in loose]
+    return all(internal_value(internal, d) for d in found)
+
+
+@lru_cache(maxsize=64)
+def _loose_forms(internal: InternalSpec) -> frozenset[str]:
+    """The loose normal forms of the internal identifiers and recipients: what a look-alike reads as."""
+    return frozenset(normalize_value(i) for i in (*internal.identifiers, *internal.recipients))
 
 
 def internal_value(internal: InternalSpec, value: str) -> bool:
-    """Whether the whole argument ``value`` names an internal destination: one of ``identifiers`` (as a
-    whole value, case-insensitive), or a recipient, domain or URL prefix matched exactly as the trust
-    allow-lists match (:func:`_allowed`)."""
-    text = value.strip()
-    if text.casefold() in _identifier_set(internal):
+    """Whether the whole argument ``value`` names an internal destination exactly
+    (:func:`guard.evidence.destinations.exact_key`): one of ``identifiers`` (surrounding spaces and ASCII
+    case aside), or a recipient, domain or URL prefix matched as the trust allow-lists match (:func:`_allowed`)."""
+    if exact_key(value) in _identifier_set(internal):
         return True
     return _allowed(internal, value)
 
 
 @lru_cache(maxsize=64)
 def _identifier_set(internal: InternalSpec) -> frozenset[str]:
-    return frozenset(i.strip().casefold() for i in internal.identifiers)
+    return frozenset(exact_key(i) for i in internal.identifiers)
 
 
 def trusted_value(value: str, turn: str) -> bool:
-    """Whether the user turn ``turn`` names ``value``.
+    """Whether the user turn ``turn`` names ``value``, exactly (docs/evidence.md#trust-is-granted-on-an-exact-match).
 
-    A value that is one structured value is named only as that whole value (same normal form): a
-    part of an address the user gave (``r@corp.com`` inside ``manager@corp.com``) is not named.  A
-    URL is named only when it and a URL of the turn read the same in every client
-    (:func:`guard.policy.trusted_urls.same_url`); a URL some client could read otherwise
-    (:func:`~guard.policy.trusted_urls.strict_url` gives ``None``) is never named.  Other text is named
-    when it stands in the turn as whole words, as written or in normal form.
+    A value that is one structured value is named only as that whole value, with the same exact key
+    (:func:`guard.evidence.destinations.exact_key`): a part of an address the user gave
+    (``r@corp.com`` inside ``manager@corp.com``) is not named.  A URL is named only when it and a URL
+    of the turn read the same in every client (:func:`guard.policy.trusted_urls.same_url`); a URL some
+    client could read otherwise (:func:`~guard.policy.trusted_urls.strict_url` gives ``None``) is never
+    named.  Other text is named when it stands in the turn as whole words, as written or with ASCII
+    letters folded; no other normal form counts (``#opſ`` is not ``#ops``, ``10.00`` is not ``1000``).
     """
-    text = value.strip()
-    if not text:
+    text = exact_text(value)
+    if not value.strip():
         return True
     if _whole_url(text):
         url = strict_url(text)
         return url is not None and any(same_url(url, named) for named in _turn_urls(turn))
-    norm_turn, keys = _turn_forms(turn)
+    folded_turn, keys = _turn_forms(turn)
     found = values_of(text)
     if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
-        return found[0].key in keys
-    return _whole_words_in(text, turn) or _whole_words_in(normalize_value(text), norm_turn)
+        return exact_key(text) in keys
+    return _whole_words_in(text, turn) or _whole_words_in(ascii_fold(text), folded_turn)
 
 
 def _whole_words_in(text: str, turn: str) -> bool:
@@ -159,8 +205,9 @@ def _whole_words_in(text: str, turn: str) -> bool:
 
 @lru_cache(maxsize=256)
 def _turn_forms(turn: str) -> tuple[str, frozenset[str]]:
-    """A user turn's normal form and the keys of its structured values (a turn is read at many calls)."""
-    return normalize_value(turn), frozenset(v.key for v in find_values(turn))
+    """A user turn with ASCII letters folded and the exact keys of its structured values (a turn is read at
+    many calls)."""
+    return ascii_fold(turn), frozenset(exact_key(turn[v.start : v.end]) for v in find_values(turn))
 
 
 @lru_cache(maxsize=256)
@@ -170,18 +217,8 @@ def _turn_urls(turn: str) -> tuple[StrictUrl, ...]:
     return tuple(url for url in urls if url is not None)
 
 
-def whole_key(value: str) -> str:
-    """The normal form of a whole argument value: its structured value's key when the value is exactly
-    one structured value (:mod:`guard.evidence.values`), else ``raw:`` and its normal form."""
-    text = value.strip()
-    found = values_of(text)
-    if len(found) == 1 and (found[0].start, found[0].end) == (0, len(text)):
-        return found[0].key
-    return "raw:" + normalize_value(text)
-
-
 def _allowed(trust: TrustSpec | InternalSpec, value: str) -> bool:
-    """Whether the policy's allow-lists name the whole argument ``value``.
+    """Whether the policy's allow-lists name the whole argument ``value``, exactly (:func:`exact_key`).
 
     A URL is compared only in the form every common client reads it (:mod:`guard.policy.trusted_urls`):
     one some client could read otherwise is not allowed by any list, a recipient that is a URL must be
@@ -191,7 +228,7 @@ def _allowed(trust: TrustSpec | InternalSpec, value: str) -> bool:
         return False
     if _whole_url(value):
         return _url_allowed(trust, value)
-    key = whole_key(value)
+    key = exact_key(value)
     if key in _lists(trust).recipient_keys:
         return True
     return key.startswith("email:") and _email_allowed(key, trust.domains)
@@ -238,7 +275,7 @@ def _lists(trust: TrustSpec | InternalSpec) -> _AllowLists:
     recipient_urls = (strict_url(r) for r in trust.recipients if _whole_url(r))
     prefixes = (strict_url(p) for p in trust.url_prefixes)
     return _AllowLists(
-        frozenset(whole_key(r) for r in trust.recipients if not _whole_url(r)),
+        frozenset(exact_key(r) for r in trust.recipients if not _whole_url(r)),
         tuple(url for url in recipient_urls if url is not None),
         tuple(url for url in prefixes if url is not None),
     )

@@ -2,22 +2,30 @@
 
 :func:`declared_events` gives the categories that executing one proposal charges, from the
 proposal, the records before it and the policy's tool metadata.  "Named by the user" compares
-normalized text (lower case, whitespace collapsed) with the user's turns before the proposal.
+normalized text (lower case, whitespace collapsed) with the user's turns before the proposal, except
+where naming exempts a destination: a recipient the user named (``user_named_ok``,
+``user_named_recipient_ok``) is named exactly, as the gate reads user-named values
+(:func:`guard.evidence.trust.trusted_value`: the whole value, ASCII case aside; a part of an address or a
+look-alike is not named).
 
-Destinations are matched by :func:`guard.evidence.trust.internal_value`, the gate's own matcher for
-``trust.internal``: ``privacy_flow.allowed_destinations`` (default ``trust.internal``) and, for an
-``attacker_directed`` rule without an allow-list of its own, ``trust.internal``.
+Destinations are matched by the gate's own exact matchers for ``trust.internal``
+(:func:`guard.evidence.trust.internal_value`, and :func:`~guard.evidence.trust.all_internal` for a whole send,
+which reads every argument: a ``cc`` the policy did not declare counts): ``privacy_flow.allowed_destinations``
+(default ``trust.internal``) and, for an ``attacker_directed`` rule without an allow-list of its own,
+``trust.internal``.  ``allow_identifiers`` and ``allow_domains`` match exactly too
+(:func:`guard.evidence.destinations.exact_key`; docs/evidence.md#trust-is-granted-on-an-exact-match).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from urllib.parse import urlsplit
 
-from guard.evidence.trust import internal_value
+from guard.evidence.destinations import exact_key, exact_text
+from guard.evidence.trust import all_internal, internal_value, trusted_value
 from guard.policy import Policy, ToolSpec
 from guard.policy.ledger import LedgerSpec, PrivacyFlowRule, ProtectedToolsRule, RecipientRule, UntrustedReuseRule
+from guard.policy.trusted_urls import strict_url
 from guard.records import Record, RecordKind, Trust
 
 _WS = re.compile(r"\s+")
@@ -35,29 +43,36 @@ def declared_events(policy: Policy, record: Record, earlier: Sequence[Record]) -
     tool = policy.tool(record.tool or "")
     if spec is None or tool is None:
         return frozenset()
-    user_text = normalize_text(" ".join(r.text for r in earlier if r.kind is RecordKind.USER))
-    return frozenset(_fired(spec, policy, tool, record, earlier, user_text))
+    turns = tuple(r.text for r in earlier if r.kind is RecordKind.USER)
+    return frozenset(_fired(spec, policy, tool, record, earlier, turns))
 
 
 def _fired(
-    spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
+    spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, earlier: Sequence[Record], turns: tuple[str, ...]
 ) -> Iterator[str]:
     name = record.tool or ""
+    user_text = normalize_text(" ".join(turns))
     privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
     if (
         privacy
         and _watched(policy, name, privacy.sinks)
         and not _to_allowed(privacy, policy, tool, record)
+        and not (privacy.user_named_recipient_ok and _user_named_recipients(tool, record, turns))
         and _privacy_flow(privacy, tool, record, earlier, user_text)
     ):
         yield "privacy_flow"
-    if spec.attacker_directed and _recipient_outside(spec, policy, tool, record, user_text):
+    if spec.attacker_directed and _recipient_outside(spec, policy, tool, record, turns):
         yield "attacker_directed"
     if spec.destructive and _protected(spec.destructive, tool, record, user_text):
         yield "destructive"
     if spec.credential_change and _protected(spec.credential_change, tool, record, user_text):
         yield "credential_change"
-    if reuse and _watched(policy, name, reuse.sinks) and _untrusted_reuse(reuse, tool, record, earlier, user_text):
+    if (
+        reuse
+        and _watched(policy, name, reuse.sinks)
+        and not (reuse.user_named_recipient_ok and _user_named_recipients(tool, record, turns))
+        and _untrusted_reuse(reuse, tool, record, earlier, user_text)
+    ):
         yield "untrusted_instruction"
 
 
@@ -97,8 +112,6 @@ def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
 def _privacy_flow(
     rule: PrivacyFlowRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
-    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
-        return False
     raw = _outgoing(tool, record)
     payload = [normalize_text(v) for v in raw]
     for pattern in rule.canary_patterns:
@@ -115,19 +128,26 @@ def _privacy_flow(
 
 def _to_allowed(rule: PrivacyFlowRule, policy: Policy, tool: ToolSpec, record: Record) -> bool:
     """The send goes where private data may go: the tool has identifier arguments, at least one value is
-    given, and every non-blank value names an allowed destination (``allowed_destinations``, else
-    ``trust.internal``; an explicit ``{}`` allows none)."""
+    given, every non-blank value names an allowed destination (``allowed_destinations``, else
+    ``trust.internal``; an explicit ``{}`` allows none), and every other argument carries only allowed
+    destinations (:func:`guard.evidence.trust.all_internal`, the gate's reading)."""
     allowed = rule.allowed_destinations if rule.allowed_destinations is not None else policy.trust.internal
     if not allowed.declared() or not tool.identifier_args:
         return False
-    destinations = [v for v in _values(record, tool.identifier_args) if v.strip()]
-    return bool(destinations) and all(internal_value(allowed, v) for v in destinations)
+    return all_internal(allowed, tool, record)
 
 
-def _user_named_recipients(tool: ToolSpec, record: Record, user_text: str) -> bool:
-    """The user asked for it: the sink has identifier arguments, and the user named every one of their values."""
+def _user_named_recipients(tool: ToolSpec, record: Record, turns: tuple[str, ...]) -> bool:
+    """The user asked for it: the sink has identifier arguments, and a user turn names every one of their
+    values exactly (:func:`_named_exactly`)."""
     recipients = [v for v in _values(record, tool.identifier_args) if v.strip()] if tool.identifier_args else []
-    return bool(recipients) and all(_named(v, user_text) for v in recipients)
+    return bool(recipients) and all(_named_exactly(v, turns) for v in recipients)
+
+
+def _named_exactly(value: str, turns: tuple[str, ...]) -> bool:
+    """Whether a user turn names the whole ``value`` as the gate reads user-named values
+    (:func:`guard.evidence.trust.trusted_value`); a blank value is named by nobody."""
+    return bool(value.strip()) and any(trusted_value(value, turn) for turn in turns)
 
 
 def _shares_span(values: list[str], texts: list[str], span: int, user_text: str) -> bool:
@@ -146,26 +166,29 @@ def _shares_span(values: list[str], texts: list[str], span: int, user_text: str)
 
 
 def _host(value: str) -> str | None:
-    token = value.strip().lower()
-    if "@" in token:
-        return token.rsplit("@", 1)[1].strip("<>. ")
-    if "://" in token or token.startswith("www."):
-        try:
-            return urlsplit(token if "://" in token else f"http://{token}").hostname
-        except ValueError:
-            return None
-    return None
+    """The domain of an e-mail address or the host of a URL that is the whole ``value`` (angle brackets and
+    a sentence's punctuation around it aside), read exactly: ASCII only, ASCII case folded
+    (:func:`guard.evidence.destinations.exact_key`, :func:`guard.policy.trusted_urls.strict_url`)."""
+    token = exact_text(value).strip("<>.,;:")
+    url = strict_url(token) if "://" in token or token[:4].lower() == "www." else None
+    if url is not None:
+        return url.host
+    key = exact_key(token)
+    return key.rpartition("@")[2] if key.startswith("email:") else None
 
 
 def _allowed(value: str, rule: RecipientRule) -> bool:
-    token = value.strip().lower()
-    if token in {a.strip().lower() for a in rule.allow_identifiers}:
+    """Whether the rule's own allow-list names ``value`` exactly: an identifier by its exact key, a domain
+    by the value's host at a label boundary."""
+    if exact_key(value) in {exact_key(a) for a in rule.allow_identifiers}:
         return True
-    host = _host(token)
+    host = _host(value)
     return host is not None and any(host == d.lower() or host.endswith("." + d.lower()) for d in rule.allow_domains)
 
 
-def _recipient_outside(spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, user_text: str) -> bool:
+def _recipient_outside(
+    spec: LedgerSpec, policy: Policy, tool: ToolSpec, record: Record, turns: tuple[str, ...]
+) -> bool:
     rule = spec.attacker_directed
     args = spec.recipient_args(record.tool or "", tool.identifier_args, tool.is_sink)
     if rule is None or not args:
@@ -175,7 +198,7 @@ def _recipient_outside(spec: LedgerSpec, policy: Policy, tool: ToolSpec, record:
         if internal is not None and value.strip() and internal_value(internal, value):
             continue
         for token in (t for t in _SPLIT.split(value) if t):
-            if rule.user_named_ok and _named(token, user_text):
+            if rule.user_named_ok and _named_exactly(token, turns):
                 continue
             if not (_allowed(token, rule) or (internal is not None and internal_value(internal, token))):
                 return True
@@ -197,8 +220,6 @@ def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_te
 def _untrusted_reuse(
     rule: UntrustedReuseRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
-    if rule.user_named_recipient_ok and _user_named_recipients(tool, record, user_text):
-        return False
     payload = [normalize_text(v) for v in _outgoing(tool, record)]
     return _shares_span(payload, _texts(earlier, Trust.TOOL_UNTRUSTED), rule.min_span, user_text)
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from guard.evidence.destinations import exact_pattern
 from guard.evidence.instructions import instruction_clauses
 from guard.evidence.trust import internal_call, trusted_call
 from guard.records import RecordKind, Trust
@@ -33,10 +34,13 @@ class Evidence:
         return {k: list(v) for k, v in vars(self).items() if v}
 
 
-def _value_regex(value: str) -> re.Pattern[str]:
-    """The value as a whole word, case-insensitive; a URL also without its scheme and final slash."""
+def _value_regex(value: str, *, exact: bool = False) -> re.Pattern[str]:
+    """The value as a whole word, case-insensitive; a URL also without its scheme and final slash.  With
+    ``exact`` only ASCII letters fold (:func:`guard.evidence.destinations.exact_pattern`): a user turn vouches
+    for a value only as written, never for a look-alike (docs/evidence.md#trust-is-granted-on-an-exact-match)."""
     variants = {value, re.sub(r"^[a-z][a-z0-9+.-]*://", "", value, flags=re.IGNORECASE).rstrip("/")} - {""}
-    body = "|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))
+    quote = exact_pattern if exact else re.escape
+    body = "|".join(quote(v) for v in sorted(variants, key=len, reverse=True))
     return re.compile(r"(?<![\w@+-])(?:" + body + r")(?![\w@-])", re.IGNORECASE)
 
 
@@ -64,12 +68,13 @@ def _delegated(graph: PrefixGraph, result_index: int) -> bool:
 
 
 def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
-    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust.
+    """The prefix records (index < node) whose text holds ``value`` as a whole word, by trust; a user turn
+    only when it holds the value exactly (ASCII case aside): its naming lowers the user world's provenance.
 
     ``injected`` holds the untrusted records that hand the value over inside an instruction-shaped clause
     ("send it to ...", "you must pay ..."): the evidence reads the text's grammar, not the policy's
     signatures, so rewording an attack's template does not move a value out of the bin."""
-    regex = _value_regex(value)
+    regex, exact = _value_regex(value), _value_regex(value, exact=True)
     keys = ("user", "private", "public", "untrusted", "injected", "delegated", "errors")
     bins: dict[str, list[int]] = {k: [] for k in keys}
     for index in sorted(graph.records):
@@ -81,7 +86,8 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
         if record.kind is RecordKind.RESULT and record.status != "ok":
             bins["errors"].append(index)
         elif record.trust is Trust.USER:
-            bins["user"].append(index)
+            if exact.search(record.text):  # the user's naming vouches: exactly (ASCII case aside), not a look-alike
+                bins["user"].append(index)
         elif record.trust is Trust.TOOL_PRIVATE:
             bins["private"].append(index)
         elif record.trust is Trust.TOOL_PUBLIC:

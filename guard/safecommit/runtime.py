@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from guard.decision import Certification, ProbeCall, Reason, Verdict
 from guard.errors import PolicyError
+from guard.evidence.destinations import exact_pattern
 from guard.jsonio import encode_float
 from guard.policy import Effect, Policy, ToolSpec
 from guard.policy.safecommit import (
@@ -99,7 +100,7 @@ def parse_probe_result(config: ProbeConfig, value: str, record: Record) -> str |
     for rule in config.rules:
         if rule.status != "any" and rule.status != record.status:
             continue
-        pattern = rule.match.replace("{value}", re.escape(value))
+        pattern = rule.match.replace("{value}", exact_pattern(value))  # the value exactly: ASCII case aside
         if re.search(pattern, record.text, re.IGNORECASE | re.MULTILINE):
             return rule.label
     return None

@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
+from guard.evidence.destinations import ascii_fold
 from guard.policy.safecommit import (
     AlternativeSpec,
     Nonconformity,
@@ -187,9 +188,9 @@ def find_targets(record: Record, spec: SafeCommitSpec, policy: Policy) -> list[T
     seen: set[tuple[str, str, str]] = set()
     keys: set[str] = set()
     for arg, value, kind, fallback in found:
-        if (arg, value.lower(), kind) in seen or len(value) < 2:
+        if (arg, ascii_fold(value), kind) in seen or len(value) < 2:  # a look-alike is another target
             continue
-        seen.add((arg, value.lower(), kind))
+        seen.add((arg, ascii_fold(value), kind))
         key = _key(arg, value, arg in policy.audit.raw_args)
         while key in keys:
             key += "'"

@@ -24,6 +24,10 @@ phone number without ``+``, an address's local part, or a value with one charact
 transform for one kind of value counts only those values); ``position`` sends the value as a key of an
 object argument.
 
+Trust rows (:mod:`guard.studies._evasion_trust`) measure the other side: calls that ask for trust on a
+near-match, a look-alike of a destination the policy or the user named, or an outside destination in an
+argument the policy did not declare (docs/evidence.md#trust-is-granted-on-an-exact-match).
+
 Run it with ``carbguard bench evasion`` (prints the table) or :func:`run_evasion_study`.
 """
 
@@ -43,6 +47,7 @@ from guard.studies._evasion_cases import TRANSFORMS as TRANSFORMS
 from guard.studies._evasion_cases import VALUES as VALUES
 from guard.studies._evasion_cases import PrivateValue as PrivateValue
 from guard.studies._evasion_cases import Transform as Transform
+from guard.studies._evasion_trust import format_trust_evasion, run_trust_evasion
 
 __all__ = [
     "BENIGN",
@@ -234,6 +239,7 @@ def run_evasion_study(
         "cheap_recall_before": _mean(r["recall_before"] for r in cheap),
         "cheap_recall_after": _mean(r["recall_after"] for r in cheap),
         "still_escaping": [r["transform"] for r in rows if r["recall_after"] < 1.0],
+        "trust": run_trust_evasion(),  # look-alike destinations and undeclared destination arguments
     }
 
 
@@ -284,4 +290,6 @@ def format_evasion(result: Mapping[str, Any]) -> str:
         "cores matched within one edit) is matched only by intact spans of min_span characters and its "
         "value tokens, so an edit that leaves none of them intact gets it out.",
     ]
+    if "trust" in result:  # the trust rows (guard.studies._evasion_trust)
+        lines += ["", format_trust_evasion(result["trust"])]
     return "\n".join(lines)

@@ -168,6 +168,15 @@ def test_no_internal_section_keeps_privacy_flow_as_before() -> None:
     assert _leak(policy, to="ops@corp.example") == {"privacy_flow"}
 
 
+def test_an_undeclared_argument_sending_elsewhere_is_charged() -> None:
+    """Catches ``allowed_destinations`` read from ``identifier_args`` only: a send whose declared ``to`` is internal
+    and whose undeclared ``cc`` (or a nested ``forward`` field) names an outside address is charged."""
+    policy = _policy({"privacy_flow": {"private_span": 20}}, internal=INTERNAL)
+    assert _leak(policy, to="ops@corp.example", cc="eve@evil.example") == {"privacy_flow"}
+    assert _leak(policy, to="ops@corp.example", meta={"forward": ["eve@evil.example"]}) == {"privacy_flow"}
+    assert _leak(policy, to="ops@corp.example", cc="dpo@corp.example") == frozenset()
+
+
 # --------------------------------------------------------------------------- attacker_directed and trust.internal
 
 
@@ -195,6 +204,24 @@ def test_attacker_directed_own_lists_even_empty_replace_trust_internal() -> None
 def test_attacker_directed_without_internal_is_unchanged() -> None:
     """Catches old policies (no trust.internal, no allow-list) allowing anything."""
     assert _send(_policy({"attacker_directed": {}}), "ops@corp.example") == {"attacker_directed"}
+
+
+def test_ledger_exemptions_match_exactly() -> None:
+    """Catches an exemption granted on a loose match: an allow-listed identifier or domain in a look-alike
+    spelling (``ſ``, the Kelvin sign that ``str.lower`` reads as ``k``, a full-width letter) is charged, and so
+    is a recipient that is only a part of what the user wrote (the old substring test named ``bob@corp.example``
+    inside ``bob@corp.examples``)."""
+    policy = _policy({"attacker_directed": {"allow_identifiers": ["#desk"], "allow_domains": ["kiosk.example"]}})
+    for outside in ("#de\u017fk", "#des\u212a", "#\uff44esk", "ops@\u212aiosk.example", "ops@kiosk.exampl\uff45"):
+        assert _send(policy, outside) == {"attacker_directed"}, outside
+    for inside in ("#DESK", "ops@Kiosk.example", "ops@eu.kiosk.example"):
+        assert _send(policy, inside) == frozenset(), inside
+    named = _policy({"attacker_directed": {}})
+    said = user(0, "mail the report to bob@corp.examples")
+    assert _charged(named, said, *_call(1, "send_email", {"to": "bob@corp.example", "body": "r"})) == {
+        "attacker_directed"
+    }
+    assert _charged(named, said, *_call(1, "send_email", {"to": "bob@corp.examples", "body": "r"})) == frozenset()
 
 
 # --------------------------------------------------------------------------- dual-kind sources

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from guard.errors import InputError
+from guard.policy.safecommit import OutcomeRule, ProbeConfig
+from guard.records import Trust, result
 from guard.safecommit.probes import (
     best_blocked_action,
     expected_shrinkage,
@@ -20,6 +22,7 @@ from guard.safecommit.probes import (
     select_probe,
     uncertified_mass,
 )
+from guard.safecommit.runtime import parse_probe_result
 from guard.safecommit.types import ProbeSpec
 
 
@@ -131,3 +134,25 @@ def test_probe_spec_validates_cost() -> None:
     """A probe with a cost <= 0 is refused where it is built."""
     with pytest.raises(InputError, match="cost"):
         ProbeSpec("free", 0.0, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("contact #desk: known", "known"),
+        ("contact #DESK: known", "known"),  # ASCII case aside
+        ("contact #de\u017fk: known", None),  # re.IGNORECASE reads the long s as s: a look-alike is not the value
+        ("contact #des\u212a: known", None),  # and the Kelvin sign as k
+    ],
+)
+def test_a_probe_rule_reads_the_value_exactly(text: str, label: str | None) -> None:
+    """Catches ``{value}`` in a probe rule spliced in for a Unicode case-insensitive match: a probe that answers
+    for a look-alike of the checked value says nothing about the value, so no rule applies."""
+    config = ProbeConfig(
+        name="directory",
+        tool="lookup",
+        applies_to={"post": ("channel",)},
+        rules=(OutcomeRule(match="contact {value}: known", label="known"),),
+        outcomes={"legit": "known", "untrusted": "unknown"},
+    )
+    assert parse_probe_result(config, "#desk", result(1, "p", text, Trust.TOOL_PRIVATE, "lookup")) == label

@@ -274,3 +274,30 @@ def test_error_results_are_disagreement_not_support(policy: Policy) -> None:
     )
     trusted = next(c for c in support.candidates if c.kind == "trusted")
     assert trusted.components["provenance"] == 1.0 and trusted.components["tool_disagreement"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("said", "named"),
+    [
+        ("Delete tmp/keys.txt please.", True),
+        ("Delete TMP/KEYS.TXT please.", True),  # ASCII case aside
+        ("Delete tmp/\u212aeys.txt please.", False),  # the Kelvin sign: re.IGNORECASE reads it as k
+        ("Delete tmp/key\u017f.txt please.", False),  # the long s: re.IGNORECASE reads it as s
+    ],
+)
+def test_a_user_turn_vouches_for_a_value_only_as_written(policy: Policy, said: str, named: bool) -> None:
+    """Catches the user bin filled by a Unicode case-insensitive match: a turn that names a look-alike of the
+    deleted file does not make it user-named (which would zero the disposable world's provenance and raise the
+    shared world's), while the same name in ASCII upper case does."""
+    support = support_after(policy, [("user", said)], "delete_doc", {"path": "tmp/keys.txt"})
+    assert bool(support.evidence["path=tmp/keys.txt"].user) is named
+
+
+def test_look_alike_values_are_separate_targets(policy: Policy) -> None:
+    """Catches targets deduplicated by ``str.lower`` (which reads the Kelvin sign as ``k``): a look-alike of a
+    checked value is a value of its own and gets its own worlds; an ASCII case variant is the same target."""
+    spec = policy.safecommit
+    assert spec is not None
+    paths = ["tmp/keys.txt", "tmp/\u212aeys.txt", "TMP/KEYS.TXT"]
+    record = proposal(0, "delete_doc", {"path": paths}, "c")
+    assert [t.value for t in find_targets(record, spec, policy)] == paths[:2]
