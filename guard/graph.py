@@ -39,6 +39,7 @@ from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import ValueIndex, index_for
 from guard.evidence.weak_spans import reuse_bits
 from guard.policy import Policy
+from guard.policy.trust import InternalSpec
 from guard.records import Record, RecordKind
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex", "bits_of", "members"]
@@ -67,6 +68,7 @@ class PrefixGraph:
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
         self._newest = -1
+        self.vouched = InternalSpec()  # destinations the application vouched for (Session.vouch)
         self._injection = tuple(re.compile(p) for p in policy.scorer.injection_patterns)
         self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._reset_derived()

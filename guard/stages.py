@@ -374,6 +374,18 @@ def review_entry(
     }
 
 
+def vouch_entry(session: Session, added: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The audit entry of a vouch (``kind: vouch``, docs/policy.md#vouched-destinations): the destinations
+    application code vouched for in this session, and the record index from which they count."""
+    return {
+        "ts": time.time(),
+        "kind": "vouch",
+        **_session_fields(session),
+        "from_index": len(session.graph.records),
+        "vouched": {k: [safe_text(v) for v in values] for k, values in added.items() if values},
+    }
+
+
 def _edges_in(session: Session, node: int) -> list[list[Any]]:
     """``[source index, edge type]`` of every edge into the proposal (for reports)."""
     if node < 0 or node not in session.graph.records:

@@ -1,0 +1,240 @@
+"""Results read record by record: whose data a record is (``owner``) and which of its fields the system wrote
+(``trusted_fields``), docs/policy.md#owners and docs/policy.md#trusted-fields.
+
+A tool that declares ``owner`` or ``trusted_fields`` returns records: a JSON object, or a list of them.
+:func:`rows_of` reads a result into :class:`Row` s, one per record: the exact key of its owner's
+destination (:func:`guard.evidence.destinations.exact_key`: the owner match grants trust, so it is exact),
+the leaf texts of its trusted fields and the rest (the free text a customer or a third party wrote).  A
+result that is not records (not JSON, a scalar, a list holding something else) has no rows: nothing in it
+is attributed, so every reading below keeps its evidence.
+
+Provenance inside a result is per record: a call shares a record's data when an argument holds one of the
+record's leaf values (four characters or more), a leaf holds a whole argument value, or the two share a
+span of ``k`` characters (the policy's ``graph.min_span``, at least 16: a shorter span of free text is
+phrasing), read loosely (:func:`guard.evidence.normalize.normalize_value`).  Finding a shared span keeps evidence, so this
+reading is loose on purpose; only the owner match, which lowers evidence, is exact.
+
+* :func:`owner_flow` -- a sink call whose every destination is one owner ``O`` (or internal), whose
+  private sources are all records of tools declaring ``owner``, and whose arguments share data with no
+  record of another owner.  The gate leaves the private-data evidence out for it, the ledger does not
+  charge ``privacy_flow``.
+* :func:`system_only` -- every untrusted source of the call declares ``trusted_fields``, some argument
+  value is exactly a trusted field's value, and no other value shares the records' free text.  The gate
+  leaves the untrusted data-flow evidence out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from guard.evidence.destinations import carried, exact_key
+from guard.evidence.normalize import normalize_value
+from guard.evidence.trust import internal_value
+from guard.policy import Policy, ToolSpec
+from guard.policy.trust import InternalSpec
+from guard.records import Record
+
+__all__ = [
+    "Row",
+    "call_destinations",
+    "owner_flow",
+    "owner_keys",
+    "rows_of",
+    "shares",
+    "system_keys",
+    "system_only",
+    "trusted_only",
+]
+
+_MIN_LEAF = 4  # a shorter leaf (a count, a flag, "yes") is not evidence of a flow
+_MIN_SPAN = 16  # a shorter common span of free text ("on file: ") is phrasing, not a record's data
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One record of a result: its owner's exact key (None: no owner field, or the tool declares none), the
+    leaf texts of its trusted fields, and its other leaf texts (nested keys of free fields included)."""
+
+    owner: str | None
+    trusted: tuple[str, ...]
+    free: tuple[str, ...]
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """Every leaf text of the record."""
+        return self.trusted + self.free
+
+
+def _leaves(value: Any, out: list[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out.append(str(key))
+            _leaves(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _leaves(item, out)
+    elif value is not None and not isinstance(value, bool):
+        out.append(str(value))
+
+
+def _row(obj: dict[str, Any], owner: str | None, trusted: frozenset[str]) -> Row:
+    raw = obj.get(owner) if owner is not None else None
+    key = exact_key(str(raw)) if isinstance(raw, str | int) and not isinstance(raw, bool) and str(raw).strip() else None
+    kept: list[str] = []
+    free: list[str] = []
+    for field, value in obj.items():
+        _leaves(value, kept if field in trusted else free)
+    return Row(key, tuple(kept), tuple(free))
+
+
+@lru_cache(maxsize=1024)
+def rows_of(text: str, owner: str | None, trusted: tuple[str, ...]) -> tuple[Row, ...] | None:
+    """The records of a result ``text`` (a JSON object or a list of objects) as rows, or None when it is not
+    records (module docstring)."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    items = [data] if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items or not all(isinstance(item, dict) for item in items):
+        return None
+    fields = frozenset(trusted)
+    return tuple(_row(item, owner, fields) for item in items)
+
+
+def _fold(text: str) -> str:
+    return normalize_value(text)
+
+
+@lru_cache(maxsize=4096)
+def _grams(text: str, k: int) -> frozenset[str]:
+    folded = _fold(text)
+    return frozenset(folded[i : i + k] for i in range(len(folded) - k + 1))
+
+
+def shares(values: Sequence[str], texts: Iterable[str], k: int) -> bool:
+    """Whether an argument value shares data with one of ``texts`` (module docstring): a whole leaf of
+    ``_MIN_LEAF`` characters or more in a value, a whole value in a leaf, or a common span of ``k``."""
+    folded = [_fold(v) for v in values if len(v.strip()) >= _MIN_LEAF]
+    if not folded:
+        return False
+    grams = frozenset().union(*(_grams(v, k) for v in folded))
+    for text in texts:
+        leaf = _fold(text)
+        if len(leaf) < _MIN_LEAF:
+            continue
+        if any(leaf in v or v in leaf for v in folded) or not grams.isdisjoint(_grams(text, k)):
+            return True
+    return False
+
+
+def call_destinations(spec: ToolSpec, record: Record) -> list[str] | None:
+    """Every destination of the sink call ``record``: its non-blank ``identifier_args`` values, and what
+    every other argument carries (:func:`guard.evidence.destinations.carried`); None when the tool is not a
+    sink or no identifier argument names a destination."""
+    if not spec.is_sink or not spec.identifier_args:
+        return None
+    names = set(spec.identifier_args)
+    payload = set(spec.payload_args) - names
+    out: list[str] = []
+    declared = False
+    for name, value in record.arg_values():
+        if not value.strip():
+            continue
+        if name in names:
+            out.append(value)
+            declared = True
+        else:
+            out += carried(value, declared_payload=name in payload)
+    return out if declared else None
+
+
+def _values(record: Record) -> list[str]:
+    return [value for _, value in record.arg_values() if value.strip()]
+
+
+def owner_flow(
+    policy: Policy,
+    record: Record,
+    sources: Iterable[Record],
+    internal: InternalSpec,
+) -> bool:
+    """Whether the sink call ``record`` sends private data only to its owner (module docstring).
+
+    Every destination is ``internal`` (:func:`guard.evidence.trust.internal_value`, the gate's exact matcher) or has one
+    and the same exact key ``O``, and at least one is ``O``; every private record of ``sources`` the call
+    shares data with is a row of a tool declaring ``owner`` whose owner is ``O``.  Every source must be
+    records of an owner-declaring tool: the graph found a flow from it (``sources`` are the call's private
+    ancestors), and a source no owner accounts for keeps the evidence.
+    """
+    spec = policy.tool(record.tool or "")
+    dests = call_destinations(spec, record) if spec is not None else None
+    if not dests:
+        return False
+    owners = {exact_key(d) for d in dests if not (internal.declared() and internal_value(internal, d))}
+    if len(owners) != 1:
+        return False
+    (owner,) = owners
+    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    for source in sources:
+        tool = policy.tool(source.tool or "")
+        rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
+        if rows is None:
+            return False
+        if any(row.owner != owner and shares(values, row.texts, k) for row in rows):
+            return False
+    return True
+
+
+def _trusted_keys(rows: Iterable[Row]) -> frozenset[str]:
+    return frozenset(exact_key(t) for row in rows for t in row.trusted if t.strip())
+
+
+def system_only(policy: Policy, record: Record, sources: Iterable[Record]) -> bool:
+    """Whether only trusted fields of the untrusted ``sources`` reach the call ``record``: each source is
+    records of a tool declaring ``trusted_fields``, at least one argument value is exactly
+    (:func:`guard.evidence.destinations.exact_key`) the value of a trusted field, and no other argument
+    value shares data with a record's free text.  A source that is not such records keeps the evidence:
+    the graph found a flow from it that no field accounts for."""
+    tables: list[tuple[Row, ...]] = []
+    for source in sources:
+        tool = policy.tool(source.tool or "")
+        rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool and tool.trusted_fields else None
+        if rows is None:
+            return False
+        tables.append(rows)
+    keys = frozenset().union(*(_trusted_keys(rows) for rows in tables))
+    values = _values(record)
+    rest = [v for v in values if exact_key(v) not in keys]
+    if len(rest) == len(values):
+        return False
+    k = max(policy.graph.min_span, _MIN_SPAN)
+    return not any(shares(rest, row.free, k) for rows in tables for row in rows)
+
+
+def trusted_only(policy: Policy, source: Record, value: str) -> bool:
+    """Whether ``value`` is exactly the value of a trusted field of a record of the result ``source``
+    (SafeCommit's reading: the system, not the writer of the free text, supplied it)."""
+    tool = policy.tool(source.tool or "")
+    if tool is None or not tool.trusted_fields or not value.strip():
+        return False
+    rows = rows_of(source.text, tool.owner, tool.trusted_fields)
+    return rows is not None and exact_key(value) in _trusted_keys(rows)
+
+
+def owner_keys(policy: Policy, source: Record) -> frozenset[str]:
+    """The exact keys of the owners of the records of the result ``source`` (none: not an owner source)."""
+    tool = policy.tool(source.tool or "")
+    rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
+    return frozenset(row.owner for row in rows or () if row.owner is not None)
+
+
+def system_keys(policy: Policy, source: Record) -> frozenset[str]:
+    """The exact keys of the trusted fields' values of the records of the result ``source``."""
+    tool = policy.tool(source.tool or "")
+    rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool and tool.trusted_fields else None
+    return _trusted_keys(rows or ())
