@@ -11,8 +11,8 @@ is attributed, so every reading below keeps its evidence.
 Provenance inside a result is per record: a call shares a record's data when an argument holds one of the
 record's leaf values (four characters or more), a leaf holds a whole argument value, or the two share a
 span of ``k`` characters (the policy's ``graph.min_span``, at least 16: a shorter span of free text is
-phrasing), read loosely (:func:`guard.evidence.normalize.normalize_value`).  Finding a shared span keeps evidence, so this
-reading is loose on purpose; only the owner match, which lowers evidence, is exact.
+phrasing), read loosely (:func:`guard.evidence.normalize.normalize_value`).  Finding a shared span keeps
+evidence, so this reading is loose on purpose; only the owner match, which lowers evidence, is exact.
 
 * :func:`owner_flow` -- a sink call whose every destination is one owner ``O`` (or internal), whose
   private sources are all records of tools declaring ``owner``, and whose arguments share data with no
