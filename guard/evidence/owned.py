@@ -41,8 +41,11 @@ from guard.records import Record
 __all__ = [
     "Row",
     "call_destinations",
+    "foreign_data",
+    "free_texts",
     "owner_flow",
     "owner_keys",
+    "related",
     "rows_of",
     "shares",
     "system_keys",
@@ -169,7 +172,8 @@ def owner_flow(
     and the same exact key ``O``, and at least one is ``O``; every private record of ``sources`` the call
     shares data with is a row of a tool declaring ``owner`` whose owner is ``O``.  Every source must be
     records of an owner-declaring tool: the graph found a flow from it (``sources`` are the call's private
-    ancestors), and a source no owner accounts for keeps the evidence.
+    ancestors), and a source no owner accounts for keeps the evidence.  At least one of ``O``'s records must
+    share data with the call: a call that carries no owned record's data is not an owner's flow.
     """
     spec = policy.tool(record.tool or "")
     dests = call_destinations(spec, record) if spec is not None else None
@@ -180,14 +184,18 @@ def owner_flow(
         return False
     (owner,) = owners
     values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    found = False
     for source in sources:
         tool = policy.tool(source.tool or "")
         rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
         if rows is None:
             return False
-        if any(row.owner != owner and shares(values, row.texts, k) for row in rows):
-            return False
-    return True
+        for row in rows:
+            if shares(values, row.texts, k):
+                if row.owner != owner:
+                    return False
+                found = True
+    return found
 
 
 def _trusted_keys(rows: Iterable[Row]) -> frozenset[str]:
@@ -238,3 +246,48 @@ def system_keys(policy: Policy, source: Record) -> frozenset[str]:
     tool = policy.tool(source.tool or "")
     rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool and tool.trusted_fields else None
     return _trusted_keys(rows or ())
+
+
+def related(policy: Policy, record: Record, sources: Iterable[Record]) -> list[Record]:
+    """The results of ``sources`` the call ``record`` shares data with (the ledger's reading, which has no
+    graph): a whole leaf, a whole value or a span, as :func:`shares` reads them over the result's text."""
+    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    out = []
+    for source in sources:
+        tool = policy.tool(source.tool or "")
+        rows = (
+            rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.reads_records else None
+        )
+        texts = [t for row in rows for t in row.texts] if rows is not None else [source.text]
+        if shares(values, texts, k):
+            out.append(source)
+    return out
+
+
+def foreign_data(policy: Policy, record: Record, sources: Iterable[Record], internal: InternalSpec) -> bool:
+    """Whether the sink call ``record`` carries data of an owned record to someone other than its owner: some
+    row of an owner-declaring tool among ``sources`` shares data with the call, and the call's destinations
+    (internal ones aside) are not exactly that row's owner alone (the ledger's ``privacy_flow`` charges it
+    even when a user turn named the recipient: a customer's data sent to another customer is a leak)."""
+    spec = policy.tool(record.tool or "")
+    dests = call_destinations(spec, record) if spec is not None else None
+    if not dests:
+        return False
+    owners = {exact_key(d) for d in dests if not (internal.declared() and internal_value(internal, d))}
+    if not owners:
+        return False
+    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    for source in sources:
+        tool = policy.tool(source.tool or "")
+        rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
+        if any(owners != {row.owner} and shares(values, row.texts, k) for row in rows or ()):
+            return True
+    return False
+
+
+def free_texts(policy: Policy, source: Record) -> list[str]:
+    """The texts of the result ``source`` a third party may have written: its records' free leaves when its
+    tool declares ``trusted_fields`` and it is records, else its whole text."""
+    tool = policy.tool(source.tool or "")
+    rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool and tool.trusted_fields else None
+    return [t for row in rows for t in row.free] if rows is not None else [source.text]

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Effect", "ToolKind", "ToolSpec"]
+__all__ = ["Effect", "ToolKind", "ToolSpec", "dumped_tools"]
 
 
 class ToolKind(StrEnum):
@@ -161,3 +161,13 @@ class ToolSpec(_Strict):
             if kind in self.kinds:
                 return kind
         return self.kind[0] if isinstance(self.kind, tuple) else self.kind
+
+
+def dumped_tools(tools: dict[str, Any]) -> dict[str, Any]:
+    """The ``tools`` of a policy's JSON dump with ``owner`` and ``trusted_fields`` left out where unset, so a
+    fingerprint of a policy that declares neither is what it was before the options (artifacts stay valid)."""
+    for entry in tools.values():
+        for key, unset in (("owner", None), ("trusted_fields", [])):
+            if entry.get(key, unset) == unset:
+                entry.pop(key, None)
+    return tools
