@@ -106,10 +106,9 @@ def test_vouched_recipient_counts_as_internal_and_is_audited() -> None:
     send to a third party stops; after it runs; a look-alike still stops; one ``kind: vouch`` entry names it."""
     sink = MemoryAudit()
     guard = Guard(_policy(), threshold=0.3, audit=sink)
-    verdicts = []
-    for vouched, to in ((None, "eve@partner.example"), ("eve@partner.example", "eve@partner.example")) + (
-        ("eve@partner.example", "eve@pаrtner.example"),
-    ):
+    verdicts: list[Verdict] = []
+    eve, look_alike = "eve@partner.example", "eve@pаrtner.example"  # a Cyrillic 'а'
+    for vouched, to in ((None, eve), (eve, eve), (eve, look_alike)):
         s = guard.session(f"s-{len(verdicts)}")
         s.observe_user("Send my details to my accountant.")
         if vouched:
