@@ -379,6 +379,7 @@ def vouch_entry(session: Session, added: Mapping[str, tuple[str, ...]]) -> dict[
     application code vouched for in this session, and the record index from which they count."""
     return {
         "ts": time.time(),
+        "event": "vouch",
         "kind": "vouch",
         **_session_fields(session),
         "from_index": len(session.graph.records),

@@ -133,7 +133,7 @@ class SessionTally:
         sessions, key = self.sessions, self.checksum[:12]
         for line, entry in enumerate(entries, start=self.total + 1):
             self.total = line
-            if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
+            if entry.get("kind") in ("review", "breaker", "vouch"):  # an answer, a switch, a vouch: no new score
                 continue
             if _key(entry.get("artifact")) != key:
                 self.ignored += 1
