@@ -143,7 +143,10 @@ class WeightedScorer:
             out = PRIVATE_DATA
         if not self._records:
             return out
-        before = graph.ancestor_bits(node) & ((1 << node) - 1)
+        parents = 0  # the records with an edge into the call: the graph's reading of where its values come from
+        for _, _, bits in graph.edge_rules(node):
+            parents |= bits
+        before = parents & ((1 << node) - 1)
         sources = (graph.records[n] for n in members(graph.flagged_bits("private") & before))
         internal = session_internal(self.policy.trust.internal, graph.vouched)
         if not out and owner_flow(self.policy, record, sources, internal):

@@ -39,12 +39,14 @@ from guard.policy.trust import InternalSpec
 from guard.records import Record
 
 __all__ = [
+    "Probe",
     "Row",
     "call_destinations",
     "foreign_data",
     "free_texts",
     "owner_flow",
     "owner_keys",
+    "probe",
     "related",
     "rows_of",
     "shares",
@@ -113,26 +115,47 @@ def _fold(text: str) -> str:
     return normalize_value(text)
 
 
-@lru_cache(maxsize=4096)
-def _grams(text: str, k: int) -> frozenset[str]:
-    folded = _fold(text)
+def _grams(folded: str, k: int) -> frozenset[str]:
     return frozenset(folded[i : i + k] for i in range(len(folded) - k + 1))
 
 
-def shares(values: Sequence[str], texts: Iterable[str], k: int) -> bool:
-    """Whether an argument value shares data with one of ``texts`` (module docstring): a whole leaf of
-    ``_MIN_LEAF`` characters or more in a value, a whole value in a leaf, or a common span of ``k``."""
-    folded = [_fold(v) for v in values if len(v.strip()) >= _MIN_LEAF]
-    if not folded:
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """A call's argument values in the form :func:`shares` compares (folded once per call, not once per row)."""
+
+    values: tuple[str, ...]
+    grams: frozenset[str]
+    k: int
+    joined: str = ""  # the values joined by NUL: one substring search per leaf
+
+
+def probe(values: Sequence[str], k: int) -> Probe:
+    """The argument ``values`` of a call, folded, with their spans of ``k`` characters."""
+    folded = tuple(_fold(v) for v in values if len(v.strip()) >= _MIN_LEAF)
+    return Probe(folded, frozenset().union(*(_grams(v, k) for v in folded)), k, "\0".join(folded))
+
+
+def shares(call: Probe, texts: Iterable[str]) -> bool:
+    """Whether an argument value of ``call`` shares data with one of ``texts`` (module docstring): a whole leaf
+    of ``_MIN_LEAF`` characters or more in a value, a whole value in a leaf, or a common span of ``k``."""
+    if not call.values:
         return False
-    grams = frozenset().union(*(_grams(v, k) for v in folded))
-    for text in texts:
-        leaf = _fold(text)
-        if len(leaf) < _MIN_LEAF:
-            continue
-        if any(leaf in v or v in leaf for v in folded) or not grams.isdisjoint(_grams(text, k)):
-            return True
-    return False
+    leaves, joined, grams = _side(tuple(texts), call.k)
+    if not call.grams.isdisjoint(grams) or any(v in joined for v in call.values):
+        return True
+    return any(leaf in call.joined for leaf in leaves)
+
+
+@lru_cache(maxsize=4096)
+def _side(texts: tuple[str, ...], k: int) -> tuple[tuple[str, ...], str, frozenset[str]]:
+    """The folded leaves of ``texts`` (``_MIN_LEAF`` characters or more), joined by NUL, and all their spans of
+    ``k`` (read once per record, not once per call).  A value found across a NUL only adds a match: evidence."""
+    leaves = tuple(leaf for leaf in map(_fold, texts) if len(leaf) >= _MIN_LEAF)
+    return leaves, "\0".join(leaves), frozenset().union(*(_grams(leaf, k) for leaf in leaves))
+
+
+def _probe_of(policy: Policy, record: Record) -> Probe:
+    return probe(_values(record), max(policy.graph.min_span, _MIN_SPAN))
 
 
 def call_destinations(spec: ToolSpec, record: Record) -> list[str] | None:
@@ -183,7 +206,7 @@ def owner_flow(
     if len(owners) != 1:
         return False
     (owner,) = owners
-    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    call = _probe_of(policy, record)
     found = False
     for source in sources:
         tool = policy.tool(source.tool or "")
@@ -191,7 +214,7 @@ def owner_flow(
         if rows is None:
             return False
         for row in rows:
-            if shares(values, row.texts, k):
+            if shares(call, row.texts):
                 if row.owner != owner:
                     return False
                 found = True
@@ -220,8 +243,8 @@ def system_only(policy: Policy, record: Record, sources: Iterable[Record]) -> bo
     rest = [v for v in values if exact_key(v) not in keys]
     if len(rest) == len(values):
         return False
-    k = max(policy.graph.min_span, _MIN_SPAN)
-    return not any(shares(rest, row.free, k) for rows in tables for row in rows)
+    call = probe(rest, max(policy.graph.min_span, _MIN_SPAN))
+    return not any(shares(call, row.free) for rows in tables for row in rows)
 
 
 def trusted_only(policy: Policy, source: Record, value: str) -> bool:
@@ -251,7 +274,7 @@ def system_keys(policy: Policy, source: Record) -> frozenset[str]:
 def related(policy: Policy, record: Record, sources: Iterable[Record]) -> list[Record]:
     """The results of ``sources`` the call ``record`` shares data with (the ledger's reading, which has no
     graph): a whole leaf, a whole value or a span, as :func:`shares` reads them over the result's text."""
-    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    call = _probe_of(policy, record)
     out = []
     for source in sources:
         tool = policy.tool(source.tool or "")
@@ -259,7 +282,7 @@ def related(policy: Policy, record: Record, sources: Iterable[Record]) -> list[R
             rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.reads_records else None
         )
         texts = [t for row in rows for t in row.texts] if rows is not None else [source.text]
-        if shares(values, texts, k):
+        if shares(call, texts):
             out.append(source)
     return out
 
@@ -276,11 +299,11 @@ def foreign_data(policy: Policy, record: Record, sources: Iterable[Record], inte
     owners = {exact_key(d) for d in dests if not (internal.declared() and internal_value(internal, d))}
     if not owners:
         return False
-    values, k = _values(record), max(policy.graph.min_span, _MIN_SPAN)
+    call = _probe_of(policy, record)
     for source in sources:
         tool = policy.tool(source.tool or "")
         rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
-        if any(owners != {row.owner} and shares(values, row.texts, k) for row in rows or ()):
+        if any(owners != {row.owner} and shares(call, row.texts) for row in rows or ()):
             return True
     return False
 
