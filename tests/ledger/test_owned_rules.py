@@ -221,3 +221,47 @@ def test_new_rule_shapes_are_checked_at_load(rule: dict[str, Any], message: str)
     """Catches a ledger section that accepts an unknown category, tool, or supplied_args outside its tools."""
     with pytest.raises(Exception, match=message):
         _policy(**rule)
+
+
+def test_ledger_check_reads_the_new_spellings_from_files(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches a spelling that works in a parsed dict but not through ``carbguard ledger check`` (a policy file
+    and an episodes file): an owner's own data, a form address and an in-bounds refund are not charged, a
+    free-text address and a refund above the order are."""
+    import yaml
+
+    from guard.cli import main
+    from guard.episode_json import episode_line
+
+    data = {"version": 1, "name": "desk", "tools": TOOLS, "ledger": LEDGER}
+    data["trust"] = {"internal": {"identifiers": ["#support"]}}
+    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    policy = parse_policy(data)
+    cases = [
+        ("lookup_customer", CRM, "send_email", {"to": ANN, "body": ANN_DATA}),
+        ("read_ticket", TICKET, "change_address", {"order_id": "ORD-55120", "address": TICKET["address"]}),
+        ("read_ticket", TICKET, "change_address", {"order_id": "ORD-55120", "address": "99 Dock Street, Hull HU1 1AA"}),
+        ("get_order", ORDER, "refund", {"order_id": "ORD-55120", "amount": 40}),
+        ("get_order", ORDER, "refund", {"order_id": "ORD-55120", "amount": 400}),
+    ]
+    lines = []
+    for n, (source, payload, tool, args) in enumerate(cases):
+        records = [
+            user(0, "Please help with my order."),
+            proposal(1, source, {"query": "x"}, "r"),
+            result(2, "r", json.dumps(payload), result_trust(policy, source), source),
+            proposal(3, tool, args, "c"),
+            result(4, "c", "done", result_trust(policy, tool), tool),
+        ]
+        lines.append(episode_line(Episode(f"e{n}", tuple(records)), policy="desk"))
+    (tmp_path / "episodes.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    argv = [
+        "ledger",
+        "check",
+        "--policy",
+        str(tmp_path / "policy.yaml"),
+        "--episodes",
+        str(tmp_path / "episodes.jsonl"),
+    ]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["episodes"] == 5 and out["episodes_charged"]["rules"] == 2
