@@ -236,7 +236,7 @@ def test_ledger_check_reads_the_new_spellings_from_files(tmp_path: Any, capsys: 
     data["trust"] = {"internal": {"identifiers": ["#support"]}}
     (tmp_path / "policy.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     policy = parse_policy(data)
-    cases = [
+    cases: list[tuple[str, Any, str, dict[str, Any]]] = [
         ("lookup_customer", CRM, "send_email", {"to": ANN, "body": ANN_DATA}),
         ("read_ticket", TICKET, "change_address", {"order_id": "ORD-55120", "address": TICKET["address"]}),
         ("read_ticket", TICKET, "change_address", {"order_id": "ORD-55120", "address": "99 Dock Street, Hull HU1 1AA"}),
