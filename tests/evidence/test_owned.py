@@ -19,6 +19,7 @@ from guard.errors import InputError
 from guard.evidence.owned import rows_of
 from guard.features import DATAFLOW, PRIVATE_DATA
 from guard.policy import Policy, parse_policy
+from guard.redaction import hash_value
 
 TOOLS: dict[str, Any] = {
     "lookup_customer": {"kind": "private_source", "owner": "email", "identifier_args": ["query"]},
@@ -102,8 +103,9 @@ def test_a_private_source_without_owner_keeps_its_evidence() -> None:
 
 
 def test_vouched_recipient_counts_as_internal_and_is_audited() -> None:
-    """Catches a vouch that does not reach the gate, is not exact, or is not audited: before the vouch the
-    send to a third party stops; after it runs; a look-alike still stops; one ``kind: vouch`` entry names it."""
+    """Catches a vouch that does not reach the gate, is not exact, or is not audited (or audited in clear text):
+    before the vouch the send to a third party stops; after it runs; a look-alike still stops; one
+    ``kind: vouch`` entry per vouch names the value hashed."""
     sink = MemoryAudit()
     guard = Guard(_policy(), threshold=0.3, audit=sink)
     verdicts: list[Verdict] = []
@@ -118,7 +120,8 @@ def test_vouched_recipient_counts_as_internal_and_is_audited() -> None:
         verdicts.append(s.decide("send_email", {"to": to, "body": ANN_DATA}, "c2").verdict)
     assert verdicts == [Verdict.ESCALATE, Verdict.EXECUTE, Verdict.ESCALATE]
     vouches = [e for e in sink.entries if e.get("kind") == "vouch"]
-    assert len(vouches) == 2 and vouches[0]["vouched"] == {"recipients": ["eve@partner.example"]}
+    assert len(vouches) == 2 and vouches[0]["vouched"] == {"recipients": [hash_value("eve@partner.example")]}
+    assert "eve@partner.example" not in json.dumps(vouches)  # hashed, as argument values are
 
 
 @pytest.mark.parametrize(
