@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -206,19 +206,33 @@ def owner_flow(
     if len(owners) != 1:
         return False
     (owner,) = owners
-    call = _probe_of(policy, record)
-    found = False
+    tables = []
     for source in sources:
         tool = policy.tool(source.tool or "")
         rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
         if rows is None:
             return False
+        tables.append(rows)
+    call = _probe_of(policy, record)
+    theirs = [row for rows in tables for row in rows if row.owner == owner]
+    return any(shares(call, row.texts) for row in theirs) and not _foreign(call, tables, owner, theirs)
+
+
+def _foreign(call: Probe, tables: Iterable[tuple[Row, ...]], owner: str, theirs: Sequence[Row]) -> bool:
+    """Whether the call shares data with a row whose owner is not ``owner``, counting only what that row does
+    not share with ``owner``'s own rows ``theirs`` (a phrase every record holds, "prefers DHL delivery", is
+    not another customer's data)."""
+    mine = _side(tuple(t for row in theirs for t in row.texts), call.k)
+    rest = Probe(tuple(v for v in call.values if v not in mine[1]), call.grams - mine[2], call.k)
+    rest = replace(rest, joined="\0".join(rest.values))
+    for rows in tables:
         for row in rows:
-            if shares(call, row.texts):
-                if row.owner != owner:
-                    return False
-                found = True
-    return found
+            if row.owner == owner:
+                continue
+            leaves = [leaf for leaf in row.texts if _fold(leaf) not in mine[0]]
+            if shares(rest, leaves):
+                return True
+    return False
 
 
 def _trusted_keys(rows: Iterable[Row]) -> frozenset[str]:
@@ -300,12 +314,16 @@ def foreign_data(policy: Policy, record: Record, sources: Iterable[Record], inte
     if not owners:
         return False
     call = _probe_of(policy, record)
+    tables = []
     for source in sources:
         tool = policy.tool(source.tool or "")
         rows = rows_of(source.text, tool.owner, tool.trusted_fields) if tool is not None and tool.owner else None
-        if any(owners != {row.owner} and shares(call, row.texts) for row in rows or ()):
-            return True
-    return False
+        tables.append(rows or ())
+    if len(owners) != 1:  # several recipients: any owned record's data goes to someone who is not its owner
+        return any(shares(call, row.texts) for rows in tables for row in rows)
+    (owner,) = owners
+    theirs = [row for rows in tables for row in rows if row.owner == owner]
+    return _foreign(call, tables, owner, theirs)
 
 
 def free_texts(policy: Policy, source: Record) -> list[str]:

@@ -50,6 +50,8 @@ CRM = [
     {"email": ANN, "name": "Ann Lee", "phone": "+1 555 010 2233", "notes": "VIP since 2019, prefers DHL express"},
     {"email": BOB, "name": "Bob Roe", "phone": "+1 555 010 9988", "notes": "Card on file ending 4421, disputes"},
 ]
+SAME = "prefers DHL express delivery on weekdays"  # a phrase both records hold
+CRM_SHARED = [{**CRM[0], "notes": SAME}, {**CRM[1], "notes": SAME}]
 ANN_DATA = "Your phone on file: +1 555 010 2233, notes: VIP since 2019, prefers DHL express"
 BOB_DATA = "Bob's phone on file: +1 555 010 9988"
 
@@ -81,6 +83,8 @@ CASES = [
     ("eve@evil.example", ANN_DATA, CRM, False),  # the owner's data to anyone else
     (BOB, ANN_DATA, CRM, False),  # the owner's data to another owner
     (ANN, ANN_DATA, CRM[0], True),  # a single object is one record
+    (ANN, "Phone +1 555 010 2233, " + SAME, CRM_SHARED, True),  # a phrase both hold is not Bob's data
+    (ANN, "Phone +1 555 010 9988, " + SAME, CRM_SHARED, False),  # Bob's phone beside it is
     (" ANN@shop-mail.com ", ANN_DATA, CRM, True),  # ASCII case and spaces aside, the exact key
     ("ann@shop-mаil.com", ANN_DATA, CRM, False),  # a Cyrillic 'а': a look-alike is another mailbox
     (ANN, ANN_DATA, "Ann Lee +1 555 010 2233 VIP since 2019, prefers DHL express", False),  # not records
@@ -90,8 +94,8 @@ CASES = [
 @pytest.mark.parametrize(("to", "body", "result", "lowered"), CASES)
 def test_private_data_goes_only_to_its_records_owner(to: str, body: str, result: Any, lowered: bool) -> None:
     """Catches an owner reading that is not per record or not exact: planted a whole-result owner (any owner
-    in the result), a loose match (NFKC / case folding of non-ASCII), or a lowering for a text that is not
-    records, one of these rows fails."""
+    in the result), a loose match (NFKC / case folding of non-ASCII), a lowering for a text that is not
+    records, or a phrase both records hold read as the other record's data, one of these rows fails."""
     assert _lowered(_send(_policy(), to, body, result=result)) is lowered
 
 
