@@ -45,3 +45,29 @@ def test_the_policy_block_is_the_example_policy() -> None:
     text = (ROOT / "examples" / "support_desk" / "policy.yaml").read_text(encoding="utf-8")
     body = text[text.index("version: 1") :]
     assert f"```yaml\n{body}```" in PAGE
+
+
+@pytest.mark.slow
+def test_the_gate_block_is_what_the_commands_print(tmp_path: Path) -> None:
+    """Catches a stale gate block, or a gate that stops a benign task of the example (a planted owner or
+    trusted-field reading that no longer lowers its evidence) or lets a planted harm run: the page's commands
+    run here, in order, in a fresh folder, and their output must be the block."""
+    import os
+    import subprocess
+    import sys
+
+    section = PAGE.split("## The gate", 1)[1]
+    commands = section.split("```bash {.notest}\n", 1)[1].split("```", 1)[0].splitlines()
+    expected = section.split("```text\n", 1)[1].split("```", 1)[0]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    printed = ""
+    for command in commands:
+        words = [str(ROOT / w) if w.startswith("examples/") else w for w in shlex.split(command)]
+        head = ["-m", "guard"] if words[0] == ".venv/bin/carbguard" else []
+        done = subprocess.run(
+            [sys.executable, *head, *words[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, (command, done.stderr[-2000:])
+        if words[0] != ".venv/bin/carbguard":
+            printed += done.stdout
+    assert printed == expected
