@@ -20,6 +20,7 @@ from guard.evidence.specificity import table_for
 from guard.features import DEFAULT_WEIGHTS
 from guard.jsonio import decode_float, encode_float, loads_strict
 from guard.policy import Policy
+from guard.policy.toolspec import dumped_tools
 
 FORMAT = "carbguard-artifact/1"
 #: v4: private and untrusted records read whole (no zones), amounts link across formats, trust on exact matches.
@@ -58,7 +59,7 @@ def pipeline_components(policy: Policy) -> dict[str, str]:
     if not policy.trust.internal.declared():
         dumped["trust"].pop("internal")  # no internal destinations: fingerprints from before the option
     return {
-        "tools": _digest(dumped["tools"]),
+        "tools": _digest(dumped_tools(dumped["tools"])),
         "graph": _digest({"rules": GRAPH_RULES_VERSION, **dumped["graph"]}),
         "selector": _digest(dumped["selector"]),
         "scorer": _digest({"version": SCORER_VERSION, **dumped["scorer"], "trust": dumped["trust"]}),

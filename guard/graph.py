@@ -10,14 +10,13 @@ Nodes are record indices; edges point forward in time and carry their type:
 - ``E3`` shared identifier: an ``identifier_args`` value equals an identifier the earlier record names;
 - ``E4`` user intent: E2/E3 where the earlier record is a user turn.
 
-Adding a record costs time in the size of that record and the number of matches, never in the length of
-the prefix: earlier texts are kept in a k-gram index (k = ``min_span``) and a value-token index.  These
-rules are lexical, not semantic dataflow: a paraphrase escapes them, and strings shared by chance can add
-spurious edges.  Edges into a node are fixed when it is added, so per-node facts that depend on its
-ancestors are computed once, oldest node first, and kept as integer bit sets: ancestors, private sources,
-and *tainted* nodes (private, or with a private ancestor).  A decision then costs set operations, not a
-walk over the prefix.  Texts beyond the limits of :mod:`guard.limits` are indexed cut and mark the graph
-``limited``; every later proposal is then refused (:class:`InputError`).
+Adding a record costs time in its size and its matches, never in the prefix's length: earlier texts are
+kept in a k-gram index (k = ``min_span``) and a value-token index.  The rules are lexical, not semantic
+dataflow: a paraphrase escapes them, strings shared by chance can add spurious edges.  Edges into a node
+are fixed when it is added, so per-node facts that depend on its ancestors are computed once, oldest node
+first, as integer bit sets: ancestors, private sources, *tainted* nodes (private, or with a private
+ancestor).  A decision costs set operations, not a walk over the prefix.  Texts beyond the limits of
+:mod:`guard.limits` are indexed cut and mark the graph ``limited``; every later proposal is refused.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from guard.evidence.normalize import normalize_value
 from guard.evidence.value_index import ValueIndex, index_for
 from guard.evidence.weak_spans import reuse_bits
 from guard.policy import Policy
+from guard.policy.trust import InternalSpec
 from guard.records import Record, RecordKind
 
 __all__ = ["E1", "E2", "E3", "E4", "NodeFacts", "NodeSet", "PrefixGraph", "ValueIndex", "bits_of", "members"]
@@ -67,6 +67,7 @@ class PrefixGraph:
         self.limited: str | None = None
         self._calls: dict[str, int] = {}
         self._newest = -1
+        self.vouched = InternalSpec()  # destinations the application vouched for (Session.vouch)
         self._injection = tuple(re.compile(p) for p in policy.scorer.injection_patterns)
         self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._reset_derived()

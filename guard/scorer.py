@@ -15,10 +15,11 @@ from urllib.parse import unquote
 from guard import features as table
 from guard.evidence.control import control_view
 from guard.evidence.feature_index import SHORT_ID_MAX, merged_windows
+from guard.evidence.owned import owner_flow, system_only
 from guard.evidence.regex_screen import live
 from guard.evidence.role_features import role_features
 from guard.evidence.scope import requested, turn_stems
-from guard.evidence.trust import internal_call, trusted_call, trusted_value
+from guard.evidence.trust import internal_call, session_internal, trusted_call, trusted_value
 from guard.features import (
     CONJUNCTIONS,
     DATAFLOW,
@@ -51,8 +52,9 @@ class WeightedScorer:
         self.tool_weights = dict(policy.scorer.tool_weights)
         self._canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], dict[str, bool], bool] | None = None
-        self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int], frozenset[str]] | None = None
-        self._lowerable = DATAFLOW | PRIVATE_DATA if policy.trust.internal.declared() else DATAFLOW
+        self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int, object], frozenset[str]] | None = None
+        self._lowerable = DATAFLOW | PRIVATE_DATA  # a session's vouch may make a destination internal
+        self._records = any(spec.reads_records for spec in policy.tools.values())
         self._turn_memo: tuple[weakref.ref[PrefixGraph], int, tuple[tuple[str, ...], frozenset[str]]] | None = None
 
     def features(self, graph: PrefixGraph, node: int, selected: frozenset[int]) -> dict[str, bool]:
@@ -114,8 +116,12 @@ class WeightedScorer:
     def lowered(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> frozenset[str]:
         """The features this call leaves out of its score: the data-flow features when it is fully trusted
         (:func:`guard.evidence.trust.trusted_call`), else the private-data evidence when every destination it
-        names is internal (:func:`guard.evidence.trust.internal_call`, docs/policy.md#internal-destinations),
-        else none.  Tool identity and features of the action itself are never left out.
+        names is internal to the session (:func:`guard.evidence.trust.internal_call`: ``trust.internal`` and
+        what the application vouched for, docs/policy.md#internal-destinations) or is the owner of every
+        record whose data it carries (:func:`guard.evidence.owned.owner_flow`, docs/policy.md#owners), and the
+        untrusted data-flow evidence when only trusted fields of untrusted records reach it
+        (:func:`guard.evidence.owned.system_only`, docs/policy.md#trusted-fields), else none.  Tool identity
+        and features of the action itself are never left out.
 
         ``values`` may be any feature map a decision carries (a refusal's is empty, another scorer's may
         be partial): a missing feature counts as off, and a node that is not a record of ``graph`` (a
@@ -125,17 +131,35 @@ class WeightedScorer:
         if node not in graph.records:
             return frozenset()
         memo = self._trusted  # one atomic read, as for the prefix features
-        if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
+        key = (len(graph), node, graph.vouched)
+        if memo is not None and memo[0]() is graph and memo[1] == key:
             return memo[2]
         record = graph.records[node]
         turns = (graph.records[n].text for n in members(graph.user_bits() & ((1 << node) - 1)))
-        if trusted_call(self.policy, turns, record):
-            out = DATAFLOW
-        elif internal_call(self.policy, record):
+        out = DATAFLOW if trusted_call(self.policy, turns, record) else self._partly_lowered(graph, node)
+        self._trusted = (weakref.ref(graph), key, out)
+        return out
+
+    def _partly_lowered(self, graph: PrefixGraph, node: int) -> frozenset[str]:
+        """The private-data evidence of a call to internal or owner destinations, and the untrusted data-flow
+        evidence of a call that only trusted fields reach (:meth:`lowered`)."""
+        record = graph.records[node]
+        out: frozenset[str] = frozenset()
+        if internal_call(self.policy, record, graph.vouched):
             out = PRIVATE_DATA
-        else:
-            out = frozenset()
-        self._trusted = (weakref.ref(graph), (len(graph), node), out)
+        if not self._records:
+            return out
+        parents = 0  # the records with an edge into the call: the graph's reading of where its values come from
+        for _, _, bits in graph.edge_rules(node):
+            parents |= bits
+        before = parents & ((1 << node) - 1)
+        sources = (graph.records[n] for n in members(graph.flagged_bits("private") & before))
+        internal = session_internal(self.policy.trust.internal, graph.vouched)
+        if not out and owner_flow(self.policy, record, sources, internal):
+            out = PRIVATE_DATA
+        untrusted = [graph.records[n] for n in members(graph.flagged_bits("untrusted") & before)]
+        if system_only(self.policy, record, untrusted):
+            out |= DATAFLOW - PRIVATE_DATA
         return out
 
     def signature_hit(self, graph: PrefixGraph, node: int, values: Mapping[str, bool]) -> bool:

@@ -14,8 +14,10 @@ import dataclasses
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+
+from pydantic import ValidationError
 
 from guard import stages
 from guard.breaker import Breaker
@@ -23,7 +25,9 @@ from guard.calls import CallBook, CallState, decided_call
 from guard.decision import Decision, Mode, Reason
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError
+from guard.evidence.trust import session_internal
 from guard.graph import PrefixGraph
+from guard.policy.trust import InternalSpec
 from guard.protocols import GuardConfig
 from guard.recorder import EpisodeRecorder, RecordState, check_meta, end_session, write_episode
 from guard.records import Record, content, final, result, safe_repr, user
@@ -124,6 +128,39 @@ class Session:
         """
         with self._lock:
             self.recording.meta.update(check_meta(meta))
+
+    def vouch(
+        self,
+        *,
+        recipients: Sequence[str] = (),
+        domains: Sequence[str] = (),
+        url_prefixes: Sequence[str] = (),
+        identifiers: Sequence[str] = (),
+    ) -> None:
+        """Vouch for destinations of this session (docs/policy.md#vouched-destinations): from now on they count
+        as ``trust.internal`` counts for the deployment, matched exactly.  Trusted application code calls it
+        (the handler that authenticated the customer); it is not a tool, so the model cannot.  Each vouch is
+        audited (``kind: vouch``) before it takes effect: when the write fails, nothing is vouched.  Raises
+        :class:`~guard.errors.InputError` on a value the ``trust.internal`` keys would refuse."""
+        fields = {
+            "recipients": recipients,
+            "domains": domains,
+            "url_prefixes": url_prefixes,
+            "identifiers": identifiers,
+        }
+        if any(isinstance(v, str) or not all(isinstance(x, str) for x in v) for v in fields.values()):
+            raise InputError("vouch: recipients, domains, url_prefixes and identifiers are lists of strings")
+        try:
+            added = InternalSpec(**{k: tuple(v) for k, v in fields.items()})
+        except ValidationError as exc:
+            raise InputError(f"vouch: {exc.errors()[0]['msg']}") from None
+        with self._lock:
+            if self.guard.audit is not None:
+                try:
+                    self.guard.audit.write(stages.vouch_entry(self, added.model_dump()))
+                except Exception as exc:
+                    raise AuditError(f"session {self.session_id!r}: vouch could not be audited") from exc
+            self.graph.vouched = session_internal(self.graph.vouched, added)
 
     def close(self) -> None:
         """End the running segment: record the episode if not yet recorded, write its ``session_end`` entry.

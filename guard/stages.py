@@ -23,6 +23,7 @@ from guard.records import Trust, canonical_args, proposal, safe_repr
 from guard.redaction import (
     MAX_ERROR_CHARS,
     Redactor,
+    hash_value,
     is_text,
     name_masker,
     redact_args,
@@ -371,6 +372,22 @@ def review_entry(
         "reviewer": text(reviewer) or "unknown",
         "message": text(message),
         **{str(k): text(v) for k, v in link.items()},
+    }
+
+
+def vouch_entry(session: Session, added: Mapping[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The audit entry of a vouch (``kind: vouch``, docs/policy.md#vouched-destinations): the destinations
+    application code vouched for in this session (hashed, as argument values are: a reviewer compares them
+    with a call's hashed arguments), and the record index from which they count."""
+    guard = session.guard
+    key = guard.audit.value_key if isinstance(guard.audit, KeyedSink) else None
+    return {
+        "ts": time.time(),
+        "event": "vouch",
+        "kind": "vouch",
+        **_session_fields(session),
+        "from_index": len(session.graph.records),
+        "vouched": {k: [hash_value(v, key) for v in values] for k, values in added.items() if values},
     }
 
 

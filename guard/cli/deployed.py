@@ -174,7 +174,7 @@ class SessionTally:
         sessions, key = self.sessions, self.checksum[:12]
         for line, entry in enumerate(entries, start=self.total + 1):
             self.total = line
-            if entry.get("kind") in ("review", "breaker"):  # a human's answer, a breaker switch: no new score
+            if entry.get("kind") in ("review", "breaker", "vouch"):  # an answer, a switch, a vouch: no new score
                 continue
             ending = entry.get("event") == "session_end"
             unit = self.units.of(str(entry.get("session")), ending=ending)

@@ -53,7 +53,15 @@ from guard.policy.trust import InternalSpec, TrustSpec
 from guard.policy.trusted_urls import StrictUrl, host_allowed, host_in_domain, same_url, strict_url, under
 from guard.records import Record, RecordKind
 
-__all__ = ["all_internal", "carried_internal", "internal_call", "internal_value", "trusted_call", "trusted_value"]
+__all__ = [
+    "all_internal",
+    "carried_internal",
+    "internal_call",
+    "internal_value",
+    "session_internal",
+    "trusted_call",
+    "trusted_value",
+]
 
 _WORDS = re.compile(r"[\s,;:!?()\[\]{}<>\"']+")  # what separates the words of a value (look-alikes are words)
 
@@ -92,7 +100,23 @@ def trusted_call(policy: Policy, turns: Iterable[str], proposal: Record) -> bool
     return True
 
 
-def internal_call(policy: Policy, proposal: Record) -> bool:
+def session_internal(internal: InternalSpec, vouched: InternalSpec | None) -> InternalSpec:
+    """The destinations internal to one session: the policy's ``trust.internal`` and what the application
+    vouched for in this session (``Session.vouch``, docs/policy.md#vouched-destinations), matched alike."""
+    if vouched is None or not vouched.declared():
+        return internal
+    return _merged(internal, vouched)
+
+
+@lru_cache(maxsize=256)
+def _merged(a: InternalSpec, b: InternalSpec) -> InternalSpec:
+    def both(name: str) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*getattr(a, name), *getattr(b, name))))
+
+    return InternalSpec(**{name: both(name) for name in ("recipients", "domains", "url_prefixes", "identifiers")})
+
+
+def internal_call(policy: Policy, proposal: Record, vouched: InternalSpec | None = None) -> bool:
     """Whether ``proposal`` is a sink call whose every destination is one of the deployment's internal
     destinations (``trust.internal``, docs/policy.md#internal-destinations).
 
@@ -102,9 +126,10 @@ def internal_call(policy: Policy, proposal: Record) -> bool:
     ``cc`` or a nested ``forward`` field the policy did not declare may send the data elsewhere.  A tool
     that is not a sink, has no ``identifier_args``, or is unknown is never internal: nothing says where its
     data goes.  The policy file is the only place a destination can be added (module docstring): text in a
-    tool result or an e-mail never is.
+    tool result or an e-mail never is; ``vouched`` adds what the application vouched for in this session
+    (:func:`session_internal`).
     """
-    internal = policy.trust.internal
+    internal = session_internal(policy.trust.internal, vouched)
     if not internal.declared() or proposal.kind is not RecordKind.PROPOSAL:
         return False
     spec = policy.tool(proposal.tool or "")

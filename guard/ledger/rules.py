@@ -22,9 +22,12 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from guard.evidence.destinations import exact_key, exact_text
+from guard.evidence.owned import foreign_data, free_texts, owner_flow, related
 from guard.evidence.trust import all_internal, internal_value, trusted_value
+from guard.ledger.bounds import out_of_bounds, third_party_only
 from guard.policy import Policy, ToolSpec
 from guard.policy.ledger import LedgerSpec, PrivacyFlowRule, ProtectedToolsRule, RecipientRule, UntrustedReuseRule
+from guard.policy.trust import InternalSpec
 from guard.policy.trusted_urls import strict_url
 from guard.records import Record, RecordKind, Trust
 
@@ -44,7 +47,8 @@ def declared_events(policy: Policy, record: Record, earlier: Sequence[Record]) -
     if spec is None or tool is None:
         return frozenset()
     turns = tuple(r.text for r in earlier if r.kind is RecordKind.USER)
-    return frozenset(_fired(spec, policy, tool, record, earlier, turns))
+    bounded = {b.category for b in spec.bounds if b.tool == record.tool and out_of_bounds(policy, b, record, earlier)}
+    return frozenset(_fired(spec, policy, tool, record, earlier, turns)) | bounded
 
 
 def _fired(
@@ -53,25 +57,32 @@ def _fired(
     name = record.tool or ""
     user_text = normalize_text(" ".join(turns))
     privacy, reuse = spec.privacy_flow, spec.untrusted_instruction
-    if (
-        privacy
-        and _watched(policy, name, privacy.sinks)
-        and not _to_allowed(privacy, policy, tool, record)
-        and not (privacy.user_named_recipient_ok and _user_named_recipients(tool, record, turns))
-        and _privacy_flow(privacy, tool, record, earlier, user_text)
-    ):
-        yield "privacy_flow"
+    if privacy and _watched(policy, name, privacy.sinks) and not _to_allowed(privacy, policy, tool, record):
+        owned = _owned(policy, record, earlier)
+        allowed = _allowed_spec(privacy.allowed_destinations, policy)
+        if foreign_data(policy, record, owned, allowed) or (
+            not (privacy.user_named_recipient_ok and _user_named_recipients(tool, record, turns))
+            and not owner_flow(policy, record, owned, allowed)
+            and _privacy_flow(privacy, tool, record, earlier, user_text)
+        ):
+            yield "privacy_flow"
     if spec.attacker_directed and _recipient_outside(spec, policy, tool, record, turns):
         yield "attacker_directed"
     if spec.destructive and _protected(spec.destructive, tool, record, user_text):
         yield "destructive"
-    if spec.credential_change and _protected(spec.credential_change, tool, record, user_text):
+    change = spec.credential_change
+    if change and (change.supplied_args or {}).get(name) is not None:
+        args = (change.supplied_args or {})[name]
+        if any(third_party_only(policy, v, earlier, turns) for v in _values(record, args) if v.strip()):
+            yield "credential_change"
+    elif change and _protected(change, tool, record, user_text):
         yield "credential_change"
     if (
         reuse
         and _watched(policy, name, reuse.sinks)
         and not (reuse.user_named_recipient_ok and _user_named_recipients(tool, record, turns))
-        and _untrusted_reuse(reuse, tool, record, earlier, user_text)
+        and not _reuse_allowed(reuse, policy, tool, record)
+        and _untrusted_reuse(reuse, policy, tool, record, earlier, user_text)
     ):
         yield "untrusted_instruction"
 
@@ -107,6 +118,26 @@ def _texts(earlier: Sequence[Record], trust: Trust) -> list[str]:
         for r in earlier
         if r.kind is RecordKind.RESULT and (r.trust.private if private else r.trust.untrusted) and r.status == "ok"
     ]
+
+
+def _owned(policy: Policy, record: Record, earlier: Sequence[Record]) -> list[Record]:
+    """The earlier successful private results the call shares data with (docs/ledger-rules.md#owners)."""
+    private = [r for r in earlier if r.kind is RecordKind.RESULT and r.trust.private and r.status == "ok"]
+    return related(policy, record, private) if any(s.owner for s in policy.tools.values()) else []
+
+
+def _allowed_spec(allowed: InternalSpec | None, policy: Policy) -> InternalSpec:
+    return allowed if allowed is not None else policy.trust.internal
+
+
+def _reuse_allowed(rule: UntrustedReuseRule, policy: Policy, tool: ToolSpec, record: Record) -> bool:
+    """The quote goes to allowed destinations (``allowed_destinations``; ``internal``: ``trust.internal``),
+    read as :func:`_to_allowed` reads ``privacy_flow``'s."""
+    spec = rule.allowed_destinations
+    allowed = policy.trust.internal if spec == "internal" else spec
+    if not isinstance(allowed, InternalSpec) or not allowed.declared() or not tool.identifier_args:
+        return False
+    return all_internal(allowed, tool, record)
 
 
 def _privacy_flow(
@@ -218,10 +249,14 @@ def _protected(rule: ProtectedToolsRule, tool: ToolSpec, record: Record, user_te
 
 
 def _untrusted_reuse(
-    rule: UntrustedReuseRule, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
+    rule: UntrustedReuseRule, policy: Policy, tool: ToolSpec, record: Record, earlier: Sequence[Record], user_text: str
 ) -> bool:
+    """A span of an earlier untrusted result's third-party text (its free text, when its tool declares
+    ``trusted_fields``: :func:`guard.evidence.owned.free_texts`) stands in the payload."""
     payload = [normalize_text(v) for v in _outgoing(tool, record)]
-    return _shares_span(payload, _texts(earlier, Trust.TOOL_UNTRUSTED), rule.min_span, user_text)
+    untrusted = [r for r in earlier if r.kind is RecordKind.RESULT and r.trust.untrusted and r.status == "ok"]
+    texts = [t for r in untrusted for t in free_texts(policy, r)]
+    return _shares_span(payload, texts, rule.min_span, user_text)
 
 
 __all__ = ["declared_events", "normalize_text"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -149,6 +150,22 @@ class ProtectedToolsRule(_Strict):
         "paths; paths and targets together: a match of either charges.",
     )
 
+    supplied_args: dict[str, tuple[str, ...]] | None = Field(
+        default=None,
+        description="Tool → the arguments holding the new value (an address, a phone, a payee): a call of such a "
+        "tool is charged only when a non-blank value of one of them was supplied only by third-party text (an "
+        "earlier untrusted result's free text), not by a user turn, a trusted field, a record's owner field or a "
+        "private result no third party writes (docs/ledger-rules.md#supplied-values). Its object_args are not "
+        "checked then.",
+    )
+
+    @model_validator(mode="after")
+    def _supplied_tools_listed(self) -> ProtectedToolsRule:
+        extra = sorted(set(self.supplied_args or ()) - set(self.tools))
+        if extra:
+            raise ValueError(f"supplied_args names {extra}, which are not among this rule's tools")
+        return self
+
     @field_validator("paths", "targets")
     @classmethod
     def _scope(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
@@ -177,6 +194,29 @@ class UntrustedReuseRule(_Strict):
         description="A send whose every identifier argument the user named is not charged "
         "(the user asked for it). Sinks without identifier arguments are always checked.",
     )
+    allowed_destinations: InternalSpec | Literal["internal"] | None = Field(
+        default=None,
+        description="Destinations a quote of untrusted text may go to (keys and matching of trust.internal), or "
+        "'internal' for the policy's trust.internal: a send whose every destination is one is not charged "
+        "(a customer's ticket quoted to the support channel). Absent: every destination is charged.",
+    )
+
+
+class BoundRule(_Strict):
+    """A numeric bound (docs/ledger-rules.md#numeric-bounds): an executed call of ``tool`` whose ``arg`` exceeds
+    ``field`` of the private record of ``source`` that ``key_arg`` names (its ``key_field`` is exactly the
+    call's ``key_arg``) charges ``category``; so does one that no earlier record bounds, or whose value is
+    not a number (a refund above the order amount, or of an order never read)."""
+
+    category: Literal[
+        "privacy_flow", "attacker_directed", "destructive", "credential_change", "untrusted_instruction"
+    ] = Field(description="The ledger category a call out of bounds charges.")
+    tool: str = Field(min_length=1, description="The tool whose argument is bounded.")
+    arg: str = Field(min_length=1, description="The bounded argument (a number, or a number written as text).")
+    source: str = Field(min_length=1, description="The private source whose records hold the bound.")
+    field: str = Field(min_length=1, description="The record field holding the bound (a number).")
+    key_arg: str = Field(min_length=1, description="The call's argument naming the record (an order id).")
+    key_field: str = Field(min_length=1, description="The record field that key_arg must equal exactly.")
 
 
 class LedgerSpec(_Strict):
@@ -187,6 +227,7 @@ class LedgerSpec(_Strict):
     destructive: ProtectedToolsRule | None = Field(default=None, description=ProtectedToolsRule.__doc__)
     credential_change: ProtectedToolsRule | None = Field(default=None, description=ProtectedToolsRule.__doc__)
     untrusted_instruction: UntrustedReuseRule | None = Field(default=None, description=UntrustedReuseRule.__doc__)
+    bounds: tuple[BoundRule, ...] = Field(default=(), description=BoundRule.__doc__)
 
     def check_tools(self, tools: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
         """Cross-check against the policy: ``tools`` maps name → (kind, declared args); raise ValueError."""
@@ -235,6 +276,9 @@ class LedgerSpec(_Strict):
                 yield f"{name}.object_args", tuple(rule.object_args or ())
         if self.untrusted_instruction and self.untrusted_instruction.sinks is not None:
             yield "untrusted_instruction.sinks", self.untrusted_instruction.sinks
+        for i, bound in enumerate(self.bounds):
+            yield f"bounds[{i}].tool", (bound.tool,)
+            yield f"bounds[{i}].source", (bound.source,)
 
     def _arg_refs(self) -> Iterable[tuple[str, Mapping[str, tuple[str, ...]]]]:
         if self.attacker_directed and self.attacker_directed.recipient_args:
@@ -243,6 +287,8 @@ class LedgerSpec(_Strict):
             rule: ProtectedToolsRule | None = getattr(self, name)
             if rule is not None and rule.object_args:
                 yield f"{name}.object_args", rule.object_args
+            if rule is not None and rule.supplied_args:
+                yield f"{name}.supplied_args", rule.supplied_args
 
     def protected_tools(self) -> frozenset[str]:
         """The tools ``destructive`` and ``credential_change`` protect: they act on an object, never a recipient."""
@@ -267,11 +313,13 @@ class LedgerSpec(_Strict):
 
     def declared(self) -> tuple[str, ...]:
         """The categories this section declares a rule for, in ledger order."""
-        return tuple(c for c in LEDGER_CATEGORIES if getattr(self, c) is not None)
+        bounded = {bound.category for bound in self.bounds}
+        return tuple(c for c in LEDGER_CATEGORIES if getattr(self, c) is not None or c in bounded)
 
 
 __all__ = [
     "LEDGER_CATEGORIES",
+    "BoundRule",
     "LedgerSpec",
     "PrivacyFlowRule",
     "ProtectedToolsRule",

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Effect", "ToolKind", "ToolSpec"]
+__all__ = ["Effect", "ToolKind", "ToolSpec", "dumped_tools"]
 
 
 class ToolKind(StrEnum):
@@ -52,6 +52,19 @@ class ToolSpec(_Strict):
         default=None,
         description="For sinks whose results are also a source (the older spelling of kind: [sink, <source kind>]).",
     )
+    owner: str | None = Field(
+        default=None,
+        min_length=1,
+        description="On a private source whose results are records (a JSON object or a list of them): the field "
+        "naming each record's owner's destination (an address, a phone, an account). A record's private data may "
+        "go to a call whose every destination is that record's owner or internal (docs/policy.md#owners).",
+    )
+    trusted_fields: tuple[str, ...] = Field(
+        default=(),
+        description="On a source whose results are records: fields the system fills in (a ticket's customer, "
+        "order id, form address), not the writer of the free text; their values are not untrusted and stay "
+        "private on a private source (docs/policy.md#trusted-fields).",
+    )
     description: str = Field(default="", description="Free text for people; the guard does not read it.")
 
     @field_validator("kind", mode="before")
@@ -92,6 +105,31 @@ class ToolSpec(_Strict):
                 raise ValueError("also_source must be private_source, public_source or untrusted_source")
         return self
 
+    @model_validator(mode="after")
+    def _check_record_fields(self) -> ToolSpec:
+        kinds = {str(k) for k in self.kinds}
+        if self.owner is not None and "private_source" not in kinds:
+            raise ValueError(
+                f"owner: {self.owner!r} names whose data a result record is, which only a private_source's "
+                "records have; add private_source to kind or drop owner"
+            )
+        if self.trusted_fields and not kinds & _SOURCE_KINDS:
+            raise ValueError(
+                "trusted_fields is only allowed on a source (a kind ending in _source): a sink's or "
+                "other tool's results are not read as records"
+            )
+        for name in self.trusted_fields:
+            if not name.strip():
+                raise ValueError("trusted_fields: an empty field name names nothing")
+        if len(set(self.trusted_fields)) != len(self.trusted_fields):
+            raise ValueError(f"trusted_fields: {list(self.trusted_fields)} lists a field twice")
+        return self
+
+    @property
+    def reads_records(self) -> bool:
+        """Whether the tool's results are read record by record (it declares ``owner`` or ``trusted_fields``)."""
+        return self.owner is not None or bool(self.trusted_fields)
+
     @property
     def kinds(self) -> frozenset[ToolKind]:
         """Every kind the tool has: its ``kind`` (one or a list) and its ``also_source``."""
@@ -123,3 +161,13 @@ class ToolSpec(_Strict):
             if kind in self.kinds:
                 return kind
         return self.kind[0] if isinstance(self.kind, tuple) else self.kind
+
+
+def dumped_tools(tools: dict[str, Any]) -> dict[str, Any]:
+    """The ``tools`` of a policy's JSON dump with ``owner`` and ``trusted_fields`` left out where unset, so a
+    fingerprint of a policy that declares neither is what it was before the options (artifacts stay valid)."""
+    for entry in tools.values():
+        for key, unset in (("owner", None), ("trusted_fields", [])):
+            if entry.get(key, unset) == unset:
+                entry.pop(key, None)
+    return tools

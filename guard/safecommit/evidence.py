@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from guard.evidence.destinations import exact_pattern
 from guard.evidence.instructions import instruction_clauses
+from guard.evidence.owned import trusted_only
 from guard.evidence.trust import internal_call, trusted_call
 from guard.records import RecordKind, Trust
 
@@ -73,7 +74,9 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
 
     ``injected`` holds the untrusted records that hand the value over inside an instruction-shaped clause
     ("send it to ...", "you must pay ..."): the evidence reads the text's grammar, not the policy's
-    signatures, so rewording an attack's template does not move a value out of the bin."""
+    signatures, so rewording an attack's template does not move a value out of the bin.  A value that is
+    exactly a trusted field's value of an untrusted record (:func:`guard.evidence.owned.trusted_only`,
+    docs/policy.md#trusted-fields) is not untrusted there: it is private (a private record) or public."""
     regex, exact = _value_regex(value), _value_regex(value, exact=True)
     keys = ("user", "private", "public", "untrusted", "injected", "delegated", "errors")
     bins: dict[str, list[int]] = {k: [] for k in keys}
@@ -88,10 +91,10 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
         elif record.trust is Trust.USER:
             if exact.search(record.text):  # the user's naming vouches: exactly (ASCII case aside), not a look-alike
                 bins["user"].append(index)
-        elif record.trust is Trust.TOOL_PRIVATE:
-            bins["private"].append(index)
-        elif record.trust is Trust.TOOL_PUBLIC:
-            bins["public"].append(index)
+        elif record.trust is Trust.TOOL_PRIVATE or (record.trust.private and trusted_only(graph.policy, record, value)):
+            bins["private"].append(index)  # a trusted field's value of a private record: the system wrote it
+        elif record.trust is Trust.TOOL_PUBLIC or trusted_only(graph.policy, record, value):
+            bins["public"].append(index)  # a trusted field's value: the system wrote it, not a third party
         elif record.trust.untrusted:  # a private-and-untrusted record too: a third party may have written it
             bins["untrusted"].append(index)
             if _in_instruction(record.text, regex):
@@ -103,7 +106,7 @@ def gather_evidence(graph: PrefixGraph, node: int, value: str) -> Evidence:
 
 #: Why the policy vouches for a checked value (:func:`policy_vouches`); the text is a dropped world's reason.
 VOUCHED_LISTED = "the trust section's allow-lists name the value (as the gate reads them)"
-VOUCHED_INTERNAL = "the value names an internal destination (trust.internal, as the gate reads it)"
+VOUCHED_INTERNAL = "the value names an internal destination (trust.internal or a vouch, as the gate reads it)"
 VOUCHED_USER = "a user turn names the value (trust.user_named, as the gate reads it)"
 
 
@@ -115,9 +118,10 @@ def policy_vouches(graph: PrefixGraph, node: int, arg: str, value: str) -> str |
     value: :data:`VOUCHED_LISTED` when :func:`~guard.evidence.trust.trusted_call` holds without any user
     turn (an allow-list of ``trust`` names it); :data:`VOUCHED_INTERNAL` when
     :func:`~guard.evidence.trust.internal_call` holds (the tool is a sink, ``arg`` one of its
-    ``identifier_args``, and ``trust.internal`` names the value); :data:`VOUCHED_USER` when
+    ``identifier_args``, and ``trust.internal`` or the session's vouch names the value); :data:`VOUCHED_USER` when
     ``trusted_call`` holds with the user turns before ``node`` (``trust.user_named`` is on and a turn names
-    it).  Only the policy file and the user's own turns can make any of them hold; tool output never does.
+    it).  Only the policy file, application code (``Session.vouch``) and the user's own turns can make any
+    of them hold; tool output never does.
     """
     record = graph.records[node]
     if record.kind is not RecordKind.PROPOSAL or not value.strip():
@@ -126,7 +130,7 @@ def policy_vouches(graph: PrefixGraph, node: int, arg: str, value: str) -> str |
     policy = graph.policy
     if trusted_call(policy, (), one):
         return VOUCHED_LISTED
-    if internal_call(policy, one):
+    if internal_call(policy, one, graph.vouched):
         return VOUCHED_INTERNAL
     turns = (r.text for i, r in sorted(graph.records.items()) if i < node and r.kind is RecordKind.USER)
     if trusted_call(policy, turns, one):

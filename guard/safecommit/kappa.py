@@ -15,6 +15,7 @@ from guard.errors import PolicyError
 from guard.jsonio import decode_float, loads_strict, read_utf8
 from guard.policy import Policy
 from guard.policy.safecommit import KappaArtifact, SafeCommitSpec
+from guard.policy.toolspec import dumped_tools
 from guard.safecommit.conformal import conformal_threshold
 
 KAPPA_FORMAT = "carbguard-safecommit-kappa/1"
@@ -43,7 +44,7 @@ def _scoring_fingerprint(policy: Policy) -> str:
     dumped = policy.model_dump(mode="json")
     body = {
         "version": WORLDS_VERSION,
-        "tools": dumped["tools"],
+        "tools": dumped_tools(dumped["tools"]),
         "trust": dumped["trust"],
         "value_patterns": dumped["graph"]["value_patterns"],
         "nonconformity": spec.nonconformity.model_dump(mode="json") if spec else None,
