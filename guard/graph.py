@@ -7,9 +7,8 @@ Nodes are record indices; edges point forward in time and carry their type:
   characters of an earlier record's free text, a whole value token of it, or a whole structured value of it
   (an e-mail address, URL, IBAN, ...: :mod:`guard.evidence.values`); a span covering only part of a
   structured value, or boilerplate (:mod:`guard.evidence.specificity`), makes no edge;
-- ``E3`` shared identifier: an ``identifier_args`` value equals an identifier the earlier record names;
-- ``E4`` user intent: E2/E3 where the earlier record is a user turn.
-
+- ``E3`` shared identifier: an ``identifier_args`` value equals an identifier the earlier record names; ``E4``
+  user intent: E2/E3 where the earlier record is a user turn.
 Adding a record costs time in its size and its matches, never in the prefix's length: earlier texts are
 kept in a k-gram index (k = ``min_span``) and a value-token index.  The rules are lexical, not semantic
 dataflow: a paraphrase escapes them, strings shared by chance can add spurious edges.  Edges into a node
