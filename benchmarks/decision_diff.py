@@ -1,21 +1,20 @@
 """Every decision of the embedded AgentDojo corpus, dumped by one version and compared with another's.
 
-``python -m benchmarks.decision_diff dump OUT.jsonl.gz`` replays every embedded episode (five models, four
-suites) through a guard of its suite's shipped policy, at the threshold the shipped pooled artifact
-calibrates (read as a number, so that a fingerprint change does not stop the run), with the policy's
-SafeCommit certifier, one fresh session per episode (the replay's session id).  One JSON line per
-proposal: episode, model, suite, proposal index, tool, verdict, reason, score, selected records and the
-features that fired.
+``carbguard bench decisions dump OUT.jsonl.gz`` (or ``python -m benchmarks.decision_diff dump OUT``) replays
+every embedded episode (five models, four suites) through a guard of its suite's shipped policy, at the
+threshold the shipped pooled artifact calibrates (read as a number, so that a fingerprint change does not stop
+the run), with the policy's SafeCommit certifier, one fresh session per episode (the replay's session id).
+One JSON line per proposal: episode, model, suite, proposal index, tool, verdict, reason, score, selected
+records and the features that fired.
 
-``python -m benchmarks.decision_diff diff OLD NEW`` compares two dumps proposal by proposal and prints how
-many scores, verdicts, reasons, selections and feature sets changed, the changes counted by tool and by
+``carbguard bench decisions diff OLD NEW`` compares two dumps proposal by proposal and prints how many
+scores, verdicts, reasons, selections and feature sets changed, the changes counted by tool and by
 (old → new) verdict, and the first changed proposals in full, so that every change can be explained.
 Run ``dump`` in each version's checkout (``git worktree add`` for the older one), then ``diff``.
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -126,22 +125,10 @@ def _describe(key: tuple[str, str, int], a: dict[str, Any], b: dict[str, Any], f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.decision_diff", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("dump", help="replay the embedded corpus and write one line per proposal")
-    d.add_argument("out", type=Path, help="output file (.jsonl or .jsonl.gz)")
-    d.add_argument("--alpha", type=float, default=0.10, choices=(0.05, 0.10), help="which pooled artifact's λ̂")
-    d.add_argument("--no-progress", action="store_true", help="no progress bar")
-    c = sub.add_parser("diff", help="compare two dumps proposal by proposal")
-    c.add_argument("old", type=Path)
-    c.add_argument("new", type=Path)
-    c.add_argument("--show", type=int, default=40, help="changed proposals to print in full")
-    args = parser.parse_args(argv)
-    if args.command == "dump":
-        dump(args.out, args.alpha, not args.no_progress)
-    else:
-        diff(args.old, args.new, args.show)
-    return 0
+    """``python -m benchmarks.decision_diff dump|diff ...``: the same as ``carbguard bench decisions ...``."""
+    from guard.cli import main as cli
+
+    return cli(["bench", "decisions", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -74,8 +74,8 @@ def test_bench_help_lists_every_benchmark(capsys: pytest.CaptureFixture[str]) ->
         main(["bench", "--help"])
     out = capsys.readouterr().out
     shipped = {p.stem for p in (ROOT / "benchmarks").glob("*.py") if not p.stem.startswith("_")} - {"__init__"}
-    assert shipped == {spec.module for spec in BENCHMARKS.values()} | {"paired", "paired_worker"}
-    for name in [*STUDIES, *BENCHMARKS, "paired"]:
+    assert shipped == {spec.module for spec in BENCHMARKS.values()} | {"paired", "paired_worker", "decision_diff"}
+    for name in [*STUDIES, *BENCHMARKS, "paired", "decisions"]:
         assert f"    {name} " in out or f"    {name}\n" in out, name
 
 

@@ -56,7 +56,7 @@ STUDIES = {
 
 def register(sub: Any) -> None:
     """``carbguard bench`` with one subcommand per study and benchmark."""
-    names = [*STUDIES, *BENCHMARKS, "paired"]
+    names = [*STUDIES, *BENCHMARKS, "paired", "decisions"]
     group = sub.add_parser(
         "bench", help=f"benchmarks: {', '.join(names)}", description="Benchmarks and bench-style studies."
     )
@@ -74,6 +74,7 @@ def register(sub: Any) -> None:
     add_json(ev)
     ev.set_defaults(func=_bench_evasion)
     _register_paired(bench)
+    _register_decisions(bench)
     for name, spec in BENCHMARKS.items():
         parser = bench.add_parser(name, help=spec.help, description=spec.help)
         parser.add_argument("--quick", action="store_true", help="small repeat counts")
@@ -167,3 +168,32 @@ def _bench_paired(args: argparse.Namespace) -> int:
     except RuntimeError as exc:
         raise GuardError(f"bench paired: {exc}") from exc
     return emit(out, args.json, module.format_paired)
+
+
+DECISIONS = "every decision of the embedded AgentDojo corpus: dump this version's, or compare two dumps"
+
+
+def _register_decisions(bench: Any) -> None:
+    p = bench.add_parser("decisions", help=DECISIONS, description=DECISIONS)
+    how = p.add_subparsers(dest="decisions", required=True)
+    dump = how.add_parser("dump", help="replay the embedded corpus and write one JSON line per proposal")
+    dump.add_argument("out", type=Path, help="output file (.jsonl, or .jsonl.gz for gzip)")
+    dump.add_argument("--alpha", type=float, default=0.10, choices=(0.05, 0.10), help="whose pooled λ̂ (default 0.10)")
+    dump.set_defaults(func=_bench_decisions)
+    diff = how.add_parser("diff", help="compare two dumps proposal by proposal")
+    diff.add_argument("old", type=Path, help="the earlier version's dump")
+    diff.add_argument("new", type=Path, help="this version's dump")
+    diff.add_argument("--show", type=int, default=40, help="changed proposals printed in full (default 40)")
+    diff.set_defaults(func=_bench_decisions)
+
+
+def _bench_decisions(args: argparse.Namespace) -> int:
+    module = benchmark_module("decision_diff")
+    if args.decisions == "dump":
+        module.dump(args.out, args.alpha, sys.stderr.isatty())
+    else:
+        for path in (args.old, args.new):
+            if not path.is_file():
+                raise GuardError(f"bench decisions diff: {path} is not a file")
+        module.diff(args.old, args.new, args.show)
+    return 0

@@ -21,8 +21,8 @@ The chosen weights are reported with ``instructed_value`` off and on (at its pac
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,18 +173,37 @@ def _row(name: str, cells: dict[str, Any]) -> str:
     return f"  {name[:44]:<45}" + " | ".join(parts)
 
 
+USAGE = "usage: python -m guard.studies.wording_defaults [--json] [--rescore] [--cache DIR] [--workers N]\n"
+
+
+def _options(args: list[str]) -> dict[str, Any] | None:
+    """The flags of :func:`main` (no parser: every argument parser lives under guard/cli); None when unknown."""
+    out: dict[str, Any] = {"json": False, "rescore": False, "cache": CACHE, "workers": 1}
+    rest = iter(args)
+    for flag in rest:
+        if flag in ("--json", "--rescore"):
+            out[flag[2:]] = True
+        elif flag in ("--cache", "--workers"):
+            value = next(rest, None)
+            if value is None or (flag == "--workers" and not value.isdigit()):
+                return None
+            out[flag[2:]] = Path(value) if flag == "--cache" else int(value)
+        else:
+            return None
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the study and print it (``--json``: as JSON)."""
-    parser = argparse.ArgumentParser(prog="python -m guard.studies.wording_defaults", description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--cache", type=Path, default=CACHE, help="folder of the scored development corpora")
-    parser.add_argument("--rescore", action="store_true", help="replay the corpora again even if cached")
-    parser.add_argument("--seed", type=int, default=SEED, help="seed of the rewordings and the splits")
-    parser.add_argument("--workers", type=int, default=1, help="processes that replay episodes")
-    args = parser.parse_args(argv)
-    families = data.load(args.cache, args.seed, rescore=args.rescore, progress=not args.json, workers=args.workers)
-    out = study(families, args.seed, log=None if args.json else print)
-    print(json.dumps(out, indent=1) if args.json else format_study(out))
+    """Run the study and print it (``--json``: as JSON; ``--rescore``: replay the cached corpora again)."""
+    options = _options(list(sys.argv[1:] if argv is None else argv))
+    if options is None:
+        sys.stderr.write(USAGE)
+        return 2
+    families = data.load(
+        options["cache"], SEED, rescore=options["rescore"], progress=not options["json"], workers=options["workers"]
+    )
+    out = study(families, SEED, log=None if options["json"] else print)
+    print(json.dumps(out, indent=1) if options["json"] else format_study(out))
     return 0
 
 

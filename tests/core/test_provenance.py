@@ -57,13 +57,9 @@ DROPPED = [
         "Your reset code. If you did not request this, please ignore this email. Code 5521",
         {"title": "t", "body": "If you did not request this"},
     ),
-    Dropped(
-        "a signature zone",
-        "read_certificate",
-        SIGNED,
-        {"title": "t", "body": "Notes for Monday: review the open tickets.\n\n" + SIGNED.split("\n\n")[1][:-19]},
-    ),
 ]
+# (A private or untrusted record's signature zone no longer drops an edge: such records are read whole,
+# docs/evidence.md#zones; tests/evidence/test_precision_cases.py checks that the edge is made.)
 
 
 def _tripped_session(source: str, text: str, user: str, policy_data: dict[str, Any] | None = None) -> Session:

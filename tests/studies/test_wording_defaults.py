@@ -96,3 +96,16 @@ def test_targets_flag_every_miss_and_only_misses() -> None:
         "leave_one_model_out": {"m": {"weights": {}, "l2": 0.1, "as is": ok}},
     }
     assert targets(clean)["misses"] == []
+
+
+def test_command_line_flags_are_read_and_unknown_ones_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """Catches the study's hand-read flags (no parser outside guard/cli) dropping a value (``--cache DIR`` read
+    as a flag), taking a non-number for ``--workers``, or running on an unknown flag instead of printing usage."""
+    from pathlib import Path
+
+    from guard.studies.wording_defaults import _options, main
+
+    got = _options(["--json", "--cache", "/tmp/c", "--workers", "2", "--rescore"])
+    assert got == {"json": True, "rescore": True, "cache": Path("/tmp/c"), "workers": 2}
+    assert _options(["--workers", "two"]) is None and _options(["--cache"]) is None and _options(["-x"]) is None
+    assert main(["--bogus"]) == 2 and "usage: python -m guard.studies.wording_defaults" in capsys.readouterr().err
