@@ -75,7 +75,8 @@ def test_no_lab_notes() -> None:
     """Catches tracker numbers, design-document pointers and 'today' in the README and the docs."""
     pattern = re.compile(r"(?i:issue \d+|\btoday\b|item \d+)|METHOD §|ARCHITECTURE\.md")
     pages = [README, ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in pages for m in pattern.finditer(p.read_text("utf-8"))]
+    prose = {p: re.sub(r"```.*?```|`[^`\n]*`", "", p.read_text("utf-8"), flags=re.S) for p in pages}  # quoted text
+    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p, text in prose.items() for m in pattern.finditer(text)]
     assert not found, found
 
 
@@ -117,9 +118,16 @@ def test_headline_numbers_are_the_shift_reports() -> None:
     """Catches a README headline (worst row, in-distribution loss and harm-free ratio) left behind when the
     shift report on docs/shift.md was regenerated (docs/gen_results.py rewrites the page, not the README)."""
     rows = _pooled_shift_rows()
-    worst = rows["leave-one-model-out: worst = gpt-4o-2024-05-13"]
-    assert f"| 0.05 | leave-one-model-out: gpt-4o | {worst[0]} | {worst[1]} |" in TEXT
-    assert f"| 0.10 | leave-one-model-out: gpt-4o | {worst[2]} | {worst[3]} |" in TEXT
+    text = (ROOT / "docs" / "shift.md").read_text(encoding="utf-8")
+    pooled = text[text.index("corpus all:") :]
+    line = pooled[pooled.index("worst row:") :].splitlines()[0]
+    named = re.findall(r"a=(0\.05|0\.1): (.+?) \(loss ([\d.]+)\)", line)
+    assert len(named) == 2, line
+    for (alpha, row, loss), column in zip(named, (0, 2), strict=True):
+        shown = row.replace("-2024-05-13", "")  # the README names a model without its date
+        cells = rows[row]
+        assert cells[column] == loss
+        assert f"| {'0.05' if alpha == '0.05' else '0.10'} | {shown} | {loss} | {cells[column + 1]} |" in TEXT
     asis = rows["as is"]
     assert f"is {asis[0]} / {asis[2]} at α = .05 / .10 with {asis[1]} / {asis[3]} of no guard's" in TEXT
     lowest = min(r[1] for r in rows.values())
