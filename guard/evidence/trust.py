@@ -162,7 +162,8 @@ def carried_internal(internal: InternalSpec, value: str, *, declared_payload: bo
     :func:`guard.evidence.destinations.carried` finds (URLs; in an argument the policy did not declare,
     also addresses, numbers, accounts, ``#``/``@`` handles), and any word of it that reads as an internal
     destination only in the loose normal form (``#opſ``, ``＃ops``: a look-alike names another place) --
-    a word that is the internal destination exactly is internal."""
+    a word that is the internal destination exactly is internal.  The loose form here only *adds* words that
+    must then pass the exact test (:func:`internal_value`): it can take trust away, never grant it."""
     found = carried(value, declared_payload=declared_payload)
     loose = _loose_forms(internal)
     if loose:
