@@ -389,7 +389,7 @@ def alarming(policy: Policy, artifacts: tuple[Path, Path], tmp_path_factory: pyt
     audit = tmp_path_factory.mktemp("alarm") / "audit.jsonl"
     dep = Deployment(policy, artifacts[0], audit)
     dep.closed(3)
-    for k in range(25):
+    for k in range(60):
         with dep.guard.session(f"refused-{k}") as session:
             session.decide("wipe_disk", {}, "c0")  # an unknown tool: refused before scoring, statistic +inf
     dep.closed(2)
