@@ -17,7 +17,7 @@ Every reading is language-free: values and record kinds, never words of a langua
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,18 +47,22 @@ class ControlView:
     unnamed: bool = False
 
 
-def control_view(graph: _Graph, node: int, spec: ToolSpec | None, turns: Sequence[str]) -> ControlView:
-    """The control reading of the proposal at ``node`` (``turns``: the user turns before it, lowercase)."""
+def control_view(
+    graph: _Graph, node: int, spec: ToolSpec | None, turns: Sequence[str], sources: Mapping[str, int] | None = None
+) -> ControlView:
+    """The control reading of the proposal at ``node`` (``turns``: the user turns before it, lowercase;
+    ``sources``: the edge rules into it as argument name -> sources, when the caller has read them already)."""
     if spec is None or not spec.identifier_args:
         return ControlView()
-    controls = set(spec.identifier_args)
-    untrusted = graph.flagged_bits("untrusted")
-    sources: dict[str, int] = {}
-    for _etype, arg, bits in graph.edge_rules(node):
-        if arg in controls:
+    if sources is None:
+        sources = {}
+        for _etype, arg, bits in graph.edge_rules(node):
             sources[arg] = sources.get(arg, 0) | bits
+    untrusted = graph.flagged_bits("untrusted")
     only = [
-        bits for bits in sources.values() if bits & untrusted and not bits & ~untrusted
+        bits
+        for arg, bits in sources.items()
+        if arg in spec.identifier_args and bits & untrusted and not bits & ~untrusted
     ]  # a user turn is ~untrusted
     if not only:
         return ControlView()

@@ -26,7 +26,7 @@ other ``payload_args`` the payload role.  Source kinds: *private* (a private too
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
@@ -66,8 +66,12 @@ def role_features(
     values: Iterable[tuple[str, str]],
     min_span: int,
     token_holders: _TokenHolders,
+    sources: Mapping[str, int] | None = None,
 ) -> dict[str, bool]:
-    """The features of this module for the proposal at ``node`` with argument ``values`` (name, value)."""
+    """The features of this module for the proposal at ``node`` with argument ``values`` (name, value).
+
+    ``sources``: the edge rules into ``node`` as argument name -> sources (bit set), when the caller has
+    read them already (:attr:`guard.scoring.view.NodeEvidence.sources`); read from the graph otherwise."""
     out = dict.fromkeys(ROLE_FEATURES + GRADED_FEATURES, False)
     if spec is None:
         return out
@@ -75,9 +79,8 @@ def role_features(
     payloads = set(spec.payload_args) - idents
     users, private, untrusted = graph.user_bits(), graph.flagged_bits("private"), graph.flagged_bits("untrusted")
     relay = graph.flagged_bits("tainted") & ~private
-    sources: dict[str, int] = {}
-    for _etype, arg, bits in graph.edge_rules(node):
-        sources[arg] = sources.get(arg, 0) | bits
+    if sources is None:
+        sources = arg_sources(graph.edge_rules(node))
     for arg, bits in sources.items():
         if bits & users or not arg:
             continue
@@ -141,6 +144,14 @@ def _coverage(
         half, most = _SHARE[kind]
         out[half] = share >= HALF
         out[most] = share >= MOST
+
+
+def arg_sources(rules: Iterable[tuple[str, str, int]]) -> dict[str, int]:
+    """Edge rules ``(type, argument, sources)`` as argument name -> the union of its sources."""
+    out: dict[str, int] = {}
+    for _etype, arg, bits in rules:
+        out[arg] = out.get(arg, 0) | bits
+    return out
 
 
 def longest_run(bits: int) -> int:

@@ -14,6 +14,8 @@ from guard.graph import E1, E2, E3, E4, PrefixGraph, ValueIndex, bits_of, build_
 from guard.policy import Policy
 from guard.records import Trust, proposal, result, user
 from guard.runtime import Guard, Session
+from guard.scoring import rows
+from guard.scoring.view import EvidenceView
 
 
 def _graph(policy: Policy, *records: Any) -> PrefixGraph:
@@ -255,11 +257,11 @@ def _reference_features(scorer: Any, graph: _ReferenceGraph, node: int, selected
     return {
         "provenance_path": is_sink and bool(private & graph.private_sources(graph.walk_ancestors(node))),
         "private_in_context": bool(private),
-        "canary": any(f.canary for f in facts) or scorer._payload_canary(graph, node),
+        "canary": any(f.canary for f in facts) or rows._payload_canary(scorer.evidence(graph, node)),
         "injection_text": any(f.injection for f in facts),
         "untrusted_payload": bool((untrusted - from_user) & names),
         "irreversible_sink": is_sink and spec is not None and spec.effect.value == "irreversible",
-        "injected_value": scorer._injected_value(graph, node, bits_of(selected)),
+        "injected_value": rows._injected_value(EvidenceView(scorer.evidence(graph, node), bits_of(selected))),
     }
 
 

@@ -280,7 +280,7 @@ def test_prefix_feature_memo_never_serves_another_graph(small_policy: Policy) ->
 def test_inside_equals_the_definition(text: str, value: str, starts: list[int], window: int) -> None:
     """``_inside`` (bounded searches) = some occurrence of ``value`` starts at ``p`` with ``0 <= p - s <= window``
     for a start ``s`` (catches a window end off by one or by ``len(value)``, and occurrences after the first)."""
-    from guard.scorer import _inside
+    from guard.scoring.rows import _inside
 
     occurrences = [p for p in range(len(text)) if text.startswith(value, p)]
     expected = any(0 <= p - s <= window for p in occurrences for s in starts)

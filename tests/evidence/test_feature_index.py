@@ -15,6 +15,8 @@ from guard.evidence.kgrams import gram_key
 from guard.graph import PrefixGraph, build_graph
 from guard.records import RecordKind, Trust
 from guard.scorer import WeightedScorer
+from guard.scoring import rows
+from guard.scoring.view import EvidenceView
 
 _TEXT = st.text(alphabet="ab1 2-.\n", max_size=60)
 
@@ -78,7 +80,7 @@ _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
 
 
 def _scan_short_id(scorer: WeightedScorer, graph: PrefixGraph, node: int) -> bool:
-    names = scorer._payload_args(graph, node)
+    names = scorer.evidence(graph, node).payload_names
     values = {v.strip() for name, v in graph.records[node].arg_values() if name in names}
     values = {v for v in values if 0 < len(v) <= SHORT_ID_MAX}
     window = scorer.policy.scorer.injection_window
@@ -92,7 +94,7 @@ def _scan_short_id(scorer: WeightedScorer, graph: PrefixGraph, node: int) -> boo
 
 
 def _scan_untrusted_only(scorer: WeightedScorer, graph: PrefixGraph, node: int) -> bool:
-    names = scorer._payload_args(graph, node)
+    names = scorer.evidence(graph, node).payload_names
     untrusted: set[str] = set()
     other: set[str] = set()
     for source, etype, _types, args in graph.edges_into(node):
@@ -104,7 +106,7 @@ def _scan_untrusted_only(scorer: WeightedScorer, graph: PrefixGraph, node: int) 
 
 
 def _scan_private_in_url(graph: PrefixGraph, node: int) -> bool:
-    from guard.scorer import _path_and_query
+    from guard.scoring.rows import _path_and_query
 
     tokens: set[str] = set()
     for _name, value in graph.records[node].arg_values():
@@ -116,7 +118,7 @@ def _scan_private_in_url(graph: PrefixGraph, node: int) -> bool:
 
 
 def _scan_injected_value(scorer: WeightedScorer, graph: PrefixGraph, node: int, selected: frozenset[int]) -> bool:
-    names = scorer._payload_args(graph, node)
+    names = scorer.evidence(graph, node).payload_names
     values = [v for name, v in graph.records[node].arg_values() if name in names and len(v) >= 4]
     window = scorer.policy.scorer.injection_window
     for source in selected:
@@ -141,13 +143,14 @@ def _check_episode(policy: Any, records: list[Any]) -> dict[str, int]:
         if record.kind is not RecordKind.PROPOSAL:
             continue
         chosen = gcarb_select(graph, node)
+        ev = scorer.evidence(graph, node)
         cases = (
-            ("short", scorer._injected_short_id(graph, node), _scan_short_id(scorer, graph, node)),
-            ("only", scorer._untrusted_only_value(graph, node), _scan_untrusted_only(scorer, graph, node)),
-            ("url", scorer._private_in_url(graph, node), _scan_private_in_url(graph, node)),
+            ("short", rows._short_id_held(ev), _scan_short_id(scorer, graph, node)),
+            ("only", rows._untrusted_only(ev), _scan_untrusted_only(scorer, graph, node)),
+            ("url", rows._private_in_url(ev), _scan_private_in_url(graph, node)),
             (
                 "value",
-                scorer._injected_value(graph, node, bits_of(chosen)),
+                rows._injected_value(EvidenceView(ev, bits_of(chosen))),
                 _scan_injected_value(scorer, graph, node, chosen),
             ),
         )
