@@ -5,8 +5,9 @@ trusted evidence may leave it out of a call's score (a data-flow feature), wheth
 that a call to an internal destination leaves out, and which policy settings it needs to fire.  The scorer's
 feature order, the groups, the policy's weight fields and their defaults, the ablation variants, the
 trust-lowered set, the load-time warnings and the reference tables of the docs are all read from here; no other
-module spells a feature name.  Adding a feature is one row here plus the function that computes it
-(docs/evidence.md).  This module imports nothing from the package, so the policy can read it.
+module spells a feature name.  Adding a feature is one row here plus the function that computes it, bound to the
+row's name in :mod:`guard.scoring.rows` (docs/evidence.md#the-feature-table).  This module imports nothing from
+the package, so the policy can read it.
 """
 
 from __future__ import annotations
@@ -36,18 +37,15 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Feature:
-    """One row of the table.
-
-    ``group`` is ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix), ``roles``
-    or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments and
-    conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names the function
-    that computes the feature.  ``dataflow``: a fully trusted call leaves the feature out of its
-    score (:mod:`guard.evidence.trust`).  ``needs``: the policy settings without which it never
-    fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``, ``payload_args``).
-    ``private``: evidence that private data is in the call (provenance from a private source, a canary);
-    a sink call whose every destination is internal (``trust.internal``) leaves it out of its score.
-    ``all_of``: a conjunction, on when every row named there is on (the scorer computes it from them).
-    """
+    """One row of the table.  ``group``: ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix),
+    ``roles`` or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments
+    and conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names, for the docs, the function that computes
+    the feature (:mod:`guard.scoring.rows` binds the row's name to it, and refuses a table whose rows and functions
+    differ).  ``dataflow``: a fully trusted call leaves the feature out of its score (:mod:`guard.evidence.trust`).
+    ``needs``: the policy settings without which it never fires (``injection_patterns``, ``canary_patterns``,
+    ``untrusted_source``, ``payload_args``).  ``private``: evidence that private data is in the call (provenance
+    from a private source, a canary); a sink call whose every destination is internal (``trust.internal``) leaves
+    it out of its score.  ``all_of``: a conjunction, on when every row named there is on (computed from them)."""
 
     name: str
     group: str
@@ -60,6 +58,9 @@ class Feature:
     all_of: tuple[str, ...] = ()
 
 
+_ROWS = "guard.scoring.rows."
+
+
 def _needs(*names: str) -> frozenset[str]:
     return frozenset(names)
 
@@ -69,7 +70,7 @@ PROVENANCE_PATH = Feature(
     "default",
     0.52,
     "A sink proposal has a retained path from a private record in the selection.",
-    "guard.scorer.WeightedScorer.features (selection and graph ancestors)",
+    f"{_ROWS}_provenance_path (selection and graph ancestors)",
     dataflow=True,
     private=True,
 )
@@ -78,7 +79,7 @@ PRIVATE_IN_CONTEXT = Feature(
     "default",
     0.10,
     "The selection holds a private record.",
-    "guard.scorer.WeightedScorer.features (selection)",
+    f"{_ROWS}_private_in_context (selection)",
     dataflow=True,
     private=True,
 )
@@ -87,7 +88,7 @@ CANARY = Feature(
     "default",
     0.15,
     "A canary pattern matches a selected record or a payload argument of the proposal.",
-    "guard.evidence.node_facts (records) and guard.scorer (payload arguments)",
+    f"{_ROWS}_canary (guard.evidence.node_facts for records, payload arguments)",
     needs=_needs("canary_patterns"),
     private=True,
 )
@@ -97,7 +98,7 @@ INJECTION_TEXT = Feature(
     0.0,
     "An injection (signature) pattern matches a selected record. Keyed on wording: weight 0 unless a deployment "
     "fits it on its own data.",
-    "guard.evidence.node_facts (the injection flag of a record)",
+    f"{_ROWS}_injection_text (guard.evidence.node_facts: the injection flag of a record)",
     needs=_needs("injection_patterns"),
 )
 UNTRUSTED_PAYLOAD = Feature(
@@ -105,7 +106,7 @@ UNTRUSTED_PAYLOAD = Feature(
     "default",
     0.20,
     "A payload/identifier argument carries a value from an untrusted record the user did not name.",
-    "guard.scorer.WeightedScorer._untrusted_payload (edge rules)",
+    f"{_ROWS}_untrusted_payload (edge rules)",
     dataflow=True,
     needs=_needs("untrusted_source", "payload_args"),
 )
@@ -114,7 +115,7 @@ IRREVERSIBLE_SINK = Feature(
     "default",
     0.08,
     "The proposal is an irreversible sink.",
-    "guard.scorer.WeightedScorer.features (tool metadata)",
+    f"{_ROWS}_irreversible_sink (tool metadata)",
 )
 INJECTED_VALUE = Feature(
     "injected_value",
@@ -122,7 +123,7 @@ INJECTED_VALUE = Feature(
     0.0,
     "A payload value of the proposal stands inside injection-like text (a signature pattern's match) of an untrusted "
     "record in the selection. Keyed on wording: weight 0 unless a deployment fits it on its own data.",
-    "guard.scorer.WeightedScorer._injected_value",
+    f"{_ROWS}_injected_value",
     dataflow=True,
     needs=_needs("injection_patterns", "untrusted_source", "payload_args"),
 )
@@ -132,7 +133,7 @@ INJECTED_SHORT_ID = Feature(
     0.0,
     "A 1-12 character payload/identifier value of a sink or side-effectful call stands as a whole token inside "
     "injection-like text (a signature pattern's match) of an earlier untrusted record. Keyed on wording.",
-    "guard.scorer.WeightedScorer._injected_short_id (guard.evidence.feature_index)",
+    f"{_ROWS}_injected_short_id (guard.evidence.feature_index)",
     dataflow=True,
 )
 UNTRUSTED_ONLY_VALUE = Feature(
@@ -141,7 +142,7 @@ UNTRUSTED_ONLY_VALUE = Feature(
     0.0,
     "A sink argument is reused from untrusted records only (no user turn, private or trusted record is also its "
     "source).",
-    "guard.scorer.WeightedScorer._untrusted_only_value (edge rules)",
+    f"{_ROWS}_untrusted_only_value (edge rules)",
     dataflow=True,
 )
 PRIVATE_IN_URL = Feature(
@@ -149,12 +150,14 @@ PRIVATE_IN_URL = Feature(
     "prefix",
     0.0,
     "A URL path or query in any argument carries a token of an earlier private record that no user turn contains.",
-    "guard.scorer.WeightedScorer._private_in_url (guard.evidence.feature_index)",
+    f"{_ROWS}_private_in_url (guard.evidence.feature_index)",
     dataflow=True,
     private=True,
 )
-SEVERITY_HIGH = Feature("severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", "guard.scorer (tools)")
-SEVERITY_MAX = Feature("severity_max", "prefix", 0.0, "The tool's declared severity is 3.", "guard.scorer (tools)")
+SEVERITY_HIGH = Feature(
+    "severity_high", "prefix", 0.0, "The tool's declared severity is >= 2.", f"{_ROWS}_severity_high"
+)
+SEVERITY_MAX = Feature("severity_max", "prefix", 0.0, "The tool's declared severity is 3.", f"{_ROWS}_severity_max")
 
 _ROLES = "guard.evidence.role_features.role_features (roles)"
 _GRADED = "guard.evidence.role_features.role_features (graded)"
@@ -268,7 +271,7 @@ INSTRUCTED_VALUE = Feature(
     0.52,
     "A payload/identifier value of a sink or side-effectful call stands inside an instruction-shaped clause of an "
     "earlier untrusted record, and no user turn holds it (found by grammar, not by any attack's wording).",
-    "guard.evidence.instructions.InstructedValues",
+    f"{_ROWS}_instructed_value (guard.evidence.instructions.InstructedValues)",
     dataflow=True,
     needs=_needs("untrusted_source", "payload_args"),
 )
@@ -277,7 +280,7 @@ UNREQUESTED_ACTION = Feature(
     "default",
     0.2,
     "A sink or side-effectful call takes an action that no word of the user's turns asks for.",
-    "guard.evidence.scope.requested",
+    f"{_ROWS}_unrequested_action (guard.evidence.scope.requested)",
 )
 
 _CONTROL = "guard.evidence.control.control_view"
@@ -359,8 +362,7 @@ TABLE: tuple[Feature, ...] = (
 
 #: The group of features that are on by default (their weights are the policy's defaults).
 DEFAULT_GROUP = "default"
-#: The group of features keyed on signature patterns (known attack wording): never on by default, and
-#: the shipped policies leave them at 0; signatures act as a rule outside the calibrated score.
+#: The features keyed on signature patterns (attack wording): off by default, a rule outside the score.
 SIGNATURE_GROUP = "signature"
 
 
