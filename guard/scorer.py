@@ -19,9 +19,9 @@ from guard.evidence.scope import turn_stems
 from guard.evidence.trust import internal_call, session_internal, trusted_call
 from guard.features import DATAFLOW, FEATURE_GROUPS, FEATURES, PRIVATE_DATA, SIGNATURE_RULE_FEATURES
 from guard.graph import PrefixGraph, bits_of, members
-from guard.policy import Effect, Policy
+from guard.policy import Policy
 from guard.scoring.rows import BOUND, Bound
-from guard.scoring.view import Context, EvidenceView, NodeEvidence, Turns
+from guard.scoring.view import Context, EvidenceView, NodeEvidence, Turns, tool_facts
 
 #: The feature order, the opt-in prefix group and the data-flow features come from the feature table.
 EXTRA_FEATURES: tuple[str, ...] = table.OPT_IN_FEATURES
@@ -38,7 +38,8 @@ class WeightedScorer:
         self.rows = rows
         self.weights = policy.scorer.weights.model_dump()
         self.tool_weights = dict(policy.scorer.tool_weights)
-        self._context = Context(policy, tuple(re.compile(p) for p in policy.scorer.canary_patterns), self._turns)
+        canary = tuple(re.compile(p) for p in policy.scorer.canary_patterns)
+        self._context = Context(policy, tool_facts(policy), canary, self._turns)
         self._memo: tuple[weakref.ref[PrefixGraph], tuple[int, int], NodeEvidence, dict[str, bool]] | None = None
         self._trusted: tuple[weakref.ref[PrefixGraph], tuple[int, int, object], frozenset[str]] | None = None
         self._lowerable = DATAFLOW | PRIVATE_DATA  # a session's vouch may make a destination internal
@@ -49,11 +50,13 @@ class WeightedScorer:
         """The binary feature values of the proposal at ``node`` given ``selected``: each row's function of the
         proposal's evidence view (:mod:`guard.scoring.rows`), conjunction rows from the rows they join."""
         evidence, prefix = self._prefix(graph, node)
+        values = dict(prefix)  # every row in the table's order, the prefix rows filled in
         view = EvidenceView(evidence, bits_of(selected))
-        values = {**prefix, **{name: compute(view) for name, compute in self.rows.selection}}
+        for name, compute in self.rows.selection:
+            values[name] = compute(view)
         for name, parts in self.rows.conjunctions:
             values[name] = all(values[part] for part in parts)
-        return {name: values[name] for name in self.rows.names}
+        return values
 
     def evidence(self, graph: PrefixGraph, node: int) -> NodeEvidence:
         """The evidence view of the proposal at ``node`` (:class:`guard.scoring.view.NodeEvidence`), memoised
@@ -61,13 +64,16 @@ class WeightedScorer:
         return self._prefix(graph, node)[0]
 
     def _prefix(self, graph: PrefixGraph, node: int) -> tuple[NodeEvidence, dict[str, bool]]:
-        """The proposal's evidence view and the rows that read the prefix, not the selection (both memoised for
-        the newest proposal of a graph: a re-decision or another selection reuses them)."""
+        """The proposal's evidence view and the values of the rows that read the prefix, not the selection, in a
+        map of every row in the table's order (both memoised for the newest proposal of a graph: a re-decision or
+        another selection reuses them)."""
         memo = self._memo  # one atomic read: sessions of one guard may score from several threads
         if memo is not None and memo[0]() is graph and memo[1] == (len(graph), node):
             return memo[2], memo[3]
         evidence = NodeEvidence(graph, node, self._context)
-        values = {name: compute(evidence) for name, compute in self.rows.prefix}
+        values = dict.fromkeys(self.rows.names, False)
+        for name, compute in self.rows.prefix if evidence.acts else self.rows.passive:  # the others stay off
+            values[name] = compute(evidence)
         self._memo = (weakref.ref(graph), (len(graph), node), evidence, values)
         return evidence, values
 
@@ -156,8 +162,7 @@ class WeightedScorer:
 
     def _acting(self, graph: PrefixGraph, node: int) -> bool:
         """Whether the proposal is a sink or a side-effectful call (what the signature rule may stop)."""
-        spec = self.policy.tool(graph.records[node].tool or "")
-        return spec is not None and (spec.is_sink or spec.effect is not Effect.NONE)
+        return self._context.tool(graph.records[node].tool).acts
 
     def _in_scope(self, graph: PrefixGraph, node: int) -> bool:
         return self.policy.scorer.scope == "all" or self._acting(graph, node)

@@ -38,9 +38,11 @@ _URL_TOKEN = re.compile(r"[A-Za-z0-9@._+-]{5,}")
 
 @dataclass(frozen=True, slots=True)
 class Prefix:
-    """A row computed from the node's view alone (it never reads the selection)."""
+    """A row computed from the node's view alone (it never reads the selection).  ``acting``: the row is off for
+    a call that is neither a sink nor side-effectful, and its function is only called for one that is."""
 
     compute: Callable[[NodeEvidence], bool]
+    acting: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +54,13 @@ class Selection:
 
 @dataclass(frozen=True, slots=True)
 class Bound:
-    """A table bound to its functions, in the table's order: ``names`` (every row), the prefix rows, the
-    selection rows, and the conjunctions with the names of their parts."""
+    """A table bound to its functions, in the table's order: ``names`` (every row), the prefix rows (``passive``:
+    those that are not ``acting``, all a call that does not act reads), the selection rows, and the conjunctions
+    with the names of their parts."""
 
     names: tuple[str, ...]
     prefix: tuple[tuple[str, Callable[[NodeEvidence], bool]], ...]
+    passive: tuple[tuple[str, Callable[[NodeEvidence], bool]], ...]
     selection: tuple[tuple[str, Callable[[EvidenceView], bool]], ...]
     conjunctions: tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -78,9 +82,10 @@ def bind(rows: tuple[Feature, ...], functions: Mapping[str, Prefix | Selection])
     if problems:
         raise ValueError("the feature table and its functions disagree: " + "; ".join(problems))
     prefix = tuple((n, f.compute) for n in names if isinstance(f := functions.get(n), Prefix))
+    passive = tuple((n, f.compute) for n in names if isinstance(f := functions.get(n), Prefix) and not f.acting)
     selection = tuple((n, f.compute) for n in names if isinstance(f := functions.get(n), Selection))
     conjunctions = tuple((row.name, row.all_of) for row in rows if row.all_of)
-    return Bound(names, prefix, selection, conjunctions)
+    return Bound(names, prefix, passive, selection, conjunctions)
 
 
 # --------------------------------------------------------------------------- rows that read the selection
@@ -139,13 +144,8 @@ def _irreversible_sink(ev: NodeEvidence) -> bool:
 
 
 def _injected_short_id(ev: NodeEvidence) -> bool:
-    """A short payload/identifier value (1-12 chars) of a sink or side-effectful call stands as a whole token
-    inside injection-like text of an earlier untrusted record."""
-    return ev.acts and _short_id_held(ev)
-
-
-def _short_id_held(ev: NodeEvidence) -> bool:
-    """:func:`_injected_short_id` for any call (the index reading, not gated on the tool's effect)."""
+    """A short payload/identifier value (1-12 chars) of the call (bound as ``acting``: a sink or side-effectful
+    call) stands as a whole token inside injection-like text of an earlier untrusted record."""
     held = ev.graph.injected.held_before
     return any(held(v, ev.node) for v in ev.payload_stripped if 0 < len(v) <= SHORT_ID_MAX)
 
@@ -189,8 +189,6 @@ def _instructed_value(ev: NodeEvidence) -> bool:
     """A payload/identifier value of a sink or side-effectful call stands inside an instruction-shaped clause of
     an earlier untrusted record, and some such value no earlier user turn names exactly
     (:func:`guard.evidence.trust.trusted_value`, docs/evidence.md#trust-is-granted-on-an-exact-match)."""
-    if not ev.acts:
-        return False
     held_before = ev.graph.instructed.held_before
     held = [value for value in ev.payload_stripped if value and held_before(value, ev.node)]
     return bool(held) and any(not any(trusted_value(value, turn) for turn in ev.turn_texts) for value in held)
@@ -199,15 +197,13 @@ def _instructed_value(ev: NodeEvidence) -> bool:
 def _unrequested_action(ev: NodeEvidence) -> bool:
     """A sink or side-effectful call whose kind of action no user turn asks for; with no user turn seen, scope
     says nothing (:func:`guard.evidence.scope.requested`)."""
-    if not ev.acts:
-        return False
     turns, stems = ev.turns
     return bool(turns) and not requested(ev.record.tool or "", stems)
 
 
 def _role(name: str) -> Prefix:
     """A role or graded row: read from the node's one role reading (:attr:`NodeEvidence.roles`)."""
-    return Prefix(lambda ev: ev.roles[name])
+    return Prefix(lambda ev: ev.roles[name], acting=True)
 
 
 FUNCTIONS: Mapping[str, Prefix | Selection] = MappingProxyType(
@@ -219,16 +215,16 @@ FUNCTIONS: Mapping[str, Prefix | Selection] = MappingProxyType(
         table.UNTRUSTED_PAYLOAD.name: Selection(_untrusted_payload),
         table.IRREVERSIBLE_SINK.name: Prefix(_irreversible_sink),
         table.INJECTED_VALUE.name: Selection(_injected_value),
-        table.INJECTED_SHORT_ID.name: Prefix(_injected_short_id),
-        table.UNTRUSTED_ONLY_VALUE.name: Prefix(_untrusted_only_value),
+        table.INJECTED_SHORT_ID.name: Prefix(_injected_short_id, acting=True),
+        table.UNTRUSTED_ONLY_VALUE.name: Prefix(_untrusted_only_value, acting=True),
         table.PRIVATE_IN_URL.name: Prefix(_private_in_url),
         table.SEVERITY_HIGH.name: Prefix(_severity_high),
         table.SEVERITY_MAX.name: Prefix(_severity_max),
         **{name: _role(name) for name in table.ROLE_FEATURES + table.GRADED_FEATURES},
-        table.INSTRUCTED_VALUE.name: Prefix(_instructed_value),
-        table.UNREQUESTED_ACTION.name: Prefix(_unrequested_action),
-        table.CONTROL_UNTRUSTED_ONLY.name: Prefix(lambda ev: ev.control.untrusted_only),
-        table.CONTROL_UNNAMED_SOURCE.name: Prefix(lambda ev: ev.control.unnamed),
+        table.INSTRUCTED_VALUE.name: Prefix(_instructed_value, acting=True),
+        table.UNREQUESTED_ACTION.name: Prefix(_unrequested_action, acting=True),
+        table.CONTROL_UNTRUSTED_ONLY.name: Prefix(lambda ev: ev.control.untrusted_only, acting=True),
+        table.CONTROL_UNNAMED_SOURCE.name: Prefix(lambda ev: ev.control.unnamed, acting=True),
     }
 )
 #: The shipped table bound to its functions (checked here, at import).

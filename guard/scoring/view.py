@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, overload
 
@@ -25,7 +25,7 @@ from guard.graph import PrefixGraph, members
 from guard.policy import Effect, Policy, ToolSpec
 from guard.records import Record
 
-__all__ = ["Context", "EvidenceView", "NodeEvidence", "Turns"]
+__all__ = ["Context", "EvidenceView", "NodeEvidence", "ToolFacts", "Turns", "tool_facts"]
 
 #: The user turns before a node, lowercase, and the stems of their words.
 Turns = tuple[tuple[str, ...], frozenset[str]]
@@ -54,23 +54,58 @@ class _lazy(Generic[_T]):  # noqa: N801 -- used as a decorator, like ``property`
 
 
 @dataclass(frozen=True, slots=True)
+class ToolFacts:
+    """What the features read of a tool's spec, computed once per scorer: the spec (None: undeclared), whether
+    it is a sink, whether it acts (a sink or side-effectful: what the role, scope and control readings read),
+    and the names of its payload and identifier arguments."""
+
+    spec: ToolSpec | None
+    is_sink: bool = False
+    acts: bool = False
+    payload_names: frozenset[str] = frozenset()
+
+
+_UNDECLARED = ToolFacts(None)
+
+
+def tool_facts(policy: Policy) -> dict[str, ToolFacts]:
+    """The :class:`ToolFacts` of every tool the policy declares, by name."""
+    out = {}
+    for name, spec in policy.tools.items():
+        sink = spec.is_sink
+        payload = frozenset(spec.payload_args) | frozenset(spec.identifier_args)
+        out[name] = ToolFacts(spec, sink, sink or spec.effect is not Effect.NONE, payload)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
 class Context:
-    """What the scorer lends its views: its policy (tool specs, scorer settings), its compiled canary
-    patterns and its memoised reading of the user turns before a node."""
+    """What the scorer lends its views: its policy (scorer settings), the facts of its tools, its compiled
+    canary patterns and its memoised reading of the user turns before a node."""
 
     policy: Policy
+    tools: Mapping[str, ToolFacts]
     canary: tuple[re.Pattern[str], ...]
     turns: Callable[[PrefixGraph, int], Turns]
 
+    def tool(self, name: str | None) -> ToolFacts:
+        """The facts of tool ``name`` (an undeclared tool: no spec, neither a sink nor acting)."""
+        return self.tools.get(name or "", _UNDECLARED)
+
 
 class NodeEvidence:
-    """The selection-free facts of the proposal at ``node`` of ``graph`` (see the module)."""
+    """The selection-free facts of the proposal at ``node`` of ``graph`` (see the module): the tool's facts, the
+    user turns and untrusted records of the graph as bit sets, read when the view is built; the rest on first use."""
 
     def __init__(self, graph: PrefixGraph, node: int, context: Context) -> None:
         self._graph = weakref.ref(graph)
         self.node = node
         self.context = context
         self.record: Record = graph.records[node]
+        tool = context.tool(self.record.tool)
+        self.spec, self.is_sink, self.acts, self.payload_names = tool.spec, tool.is_sink, tool.acts, tool.payload_names
+        self.users = graph.user_bits()
+        self.untrusted = graph.flagged_bits("untrusted")
 
     @property
     def graph(self) -> PrefixGraph:
@@ -81,31 +116,9 @@ class NodeEvidence:
         return graph
 
     @_lazy
-    def spec(self) -> ToolSpec | None:
-        """The policy's spec of the proposal's tool (None: an undeclared tool)."""
-        return self.context.policy.tool(self.record.tool or "")
-
-    @_lazy
-    def is_sink(self) -> bool:
-        """Whether the tool is a sink."""
-        return self.spec is not None and self.spec.is_sink
-
-    @_lazy
-    def acts(self) -> bool:
-        """Whether the call is a sink or side-effectful: what the role, scope and control readings read."""
-        spec = self.spec
-        return spec is not None and (spec.is_sink or spec.effect is not Effect.NONE)
-
-    @_lazy
     def args(self) -> tuple[tuple[str, str], ...]:
         """Every ``(argument name, text)`` the tool receives (:meth:`guard.records.Record.arg_values`)."""
         return tuple(self.record.arg_values())
-
-    @_lazy
-    def payload_names(self) -> frozenset[str]:
-        """The payload and identifier argument names of the tool."""
-        spec = self.spec
-        return frozenset(spec.payload_args) | frozenset(spec.identifier_args) if spec else frozenset()
 
     @_lazy
     def payload_values(self) -> tuple[str, ...]:
@@ -122,16 +135,6 @@ class NodeEvidence:
     def sources(self) -> dict[str, int]:
         """The edge rules into the node, read once: argument name ("" for a call's result) -> its sources."""
         return arg_sources(self.graph.edge_rules(self.node))
-
-    @_lazy
-    def users(self) -> int:
-        """The user turns of the graph, as a bit set."""
-        return self.graph.user_bits()
-
-    @_lazy
-    def untrusted(self) -> int:
-        """The untrusted records of the graph, as a bit set."""
-        return self.graph.flagged_bits("untrusted")
 
     @_lazy
     def turns(self) -> Turns:
@@ -163,14 +166,12 @@ class NodeEvidence:
         return control_view(self.graph, self.node, self.spec, self.turns[0], self.sources)
 
 
-@dataclass(frozen=True, slots=True)
 class EvidenceView:
-    """A node's view and one selection: ``chosen`` is the selection as a bit set."""
+    """A node's view and one selection: ``chosen`` is the selection as a bit set, ``private`` its private records."""
 
-    node: NodeEvidence
-    chosen: int
+    __slots__ = ("chosen", "node", "private")
 
-    @property
-    def private(self) -> int:
-        """The private records of the selection, as a bit set."""
-        return self.node.graph.flagged_bits("private") & self.chosen
+    def __init__(self, node: NodeEvidence, chosen: int) -> None:
+        self.node = node
+        self.chosen = chosen
+        self.private = node.graph.flagged_bits("private") & chosen

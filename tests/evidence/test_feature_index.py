@@ -145,7 +145,7 @@ def _check_episode(policy: Any, records: list[Any]) -> dict[str, int]:
         chosen = gcarb_select(graph, node)
         ev = scorer.evidence(graph, node)
         cases = (
-            ("short", rows._short_id_held(ev), _scan_short_id(scorer, graph, node)),
+            ("short", rows._injected_short_id(ev), _scan_short_id(scorer, graph, node)),
             ("only", rows._untrusted_only(ev), _scan_untrusted_only(scorer, graph, node)),
             ("url", rows._private_in_url(ev), _scan_private_in_url(graph, node)),
             (

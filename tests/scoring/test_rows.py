@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from typing import Any
 
 import pytest
 
@@ -125,3 +126,28 @@ def test_a_view_that_outlives_its_graph_refuses_to_read(small_policy: Policy) ->
     gc.collect()
     with pytest.raises(RuntimeError, match="outlived its graph"):
         _ = view.graph
+
+
+def test_an_acting_row_is_off_for_a_call_that_does_not_act(small_policy: Policy) -> None:
+    """Catches a scorer that calls an ``acting`` row's function for a call that neither sends nor changes anything
+    (or leaves such a row unset): the row is off for a read without its function being called, and computed for a
+    sink."""
+    calls: list[int] = []
+
+    def sink_seen(ev: Any) -> bool:
+        calls.append(ev.node)
+        return True
+
+    scorer = WeightedScorer(small_policy, bind((*TABLE, LOCAL), {**FUNCTIONS, LOCAL.name: Prefix(sink_seen, True)}))
+    graph = build_graph(
+        small_policy,
+        (
+            user(0, "Read my inbox, then mail a@b.io."),
+            proposal(1, "read_inbox", {}, "c0"),
+            proposal(2, "send_email", {"to": "a@b.io", "body": "hello"}, "c1"),
+        ),
+    )
+    assert not scorer.evidence(graph, 1).acts  # not vacuous: the read does not act
+    assert scorer.features(graph, 1, frozenset())[LOCAL.name] is False
+    assert scorer.features(graph, 2, frozenset())[LOCAL.name] is True
+    assert calls == [2]
