@@ -23,12 +23,22 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from guard.evidence.kgrams import Key, window_keys
+from guard.evidence.kgrams import Key, gram_key, window_keys
 from guard.evidence.values import Value
 from guard.policy import Policy
 from guard.policy.background import FORMAT, K, check_table, read_table
 
-__all__ = ["BACKGROUND_PATH", "FORMAT", "Background", "K", "background", "information", "table_for", "uncommon"]
+__all__ = [
+    "BACKGROUND_PATH",
+    "FORMAT",
+    "Background",
+    "K",
+    "background",
+    "common_piece",
+    "information",
+    "table_for",
+    "uncommon",
+]
 
 BACKGROUND_PATH = Path(__file__).parent.parent / "data" / "background" / "kgrams.json"
 
@@ -99,8 +109,15 @@ def uncommon(
     signature phone or company number, common in its sessions: docs/evidence.md#the-background-table)."""
 
     def common(piece: str) -> bool:
-        keys = window_keys(piece, k)
-        return bool(keys) and boilerplate.issuperset(keys)
+        return common_piece(piece, boilerplate, k)
 
     kept = tuple(v for v in values if not (v.key and common(text[v.start : v.end])))
     return kept, frozenset(t for t in tokens if not common(t))
+
+
+def common_piece(piece: str, boilerplate: frozenset[Key], k: int) -> bool:
+    """Whether ``piece`` has a k-gram and each of its k-gram keys is in ``boilerplate``.  The first k-gram is
+    looked up alone first: most pieces are not boilerplate and need no other key (nor the array of them)."""
+    if len(piece) < k or gram_key(piece[:k], k) not in boilerplate:
+        return False
+    return boilerplate.issuperset(window_keys(piece, k))

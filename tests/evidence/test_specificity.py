@@ -7,10 +7,13 @@ import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guard import Guard, Verdict
 from guard.artifact import pipeline_components
-from guard.evidence.specificity import BACKGROUND_PATH, FORMAT, Background, background, information
+from guard.evidence.kgrams import window_keys
+from guard.evidence.specificity import BACKGROUND_PATH, FORMAT, Background, background, common_piece, information
 from guard.policy import parse_policy
 
 POLICY = {
@@ -113,3 +116,21 @@ def test_a_value_is_boilerplate_only_when_every_kgram_is() -> None:
     ]
     assert tokens == {"+44 20 7946 0111", "4471"}
     assert uncommon(text, values, frozenset({"4471"}), frozenset(), 8) == (values, frozenset({"4471"}))
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    piece=st.text(alphabet="ab+1é", max_size=12),
+    k=st.sampled_from([3, 4, 9]),
+    keep=st.lists(st.booleans(), max_size=12),
+    extra=st.text(alphabet="ab+1é", min_size=3, max_size=9),
+)
+def test_a_common_piece_is_one_whose_every_key_is_boilerplate(piece: str, k: int, keep: list[bool], extra: str) -> None:
+    """``common_piece`` (first key looked up alone, then all) = the definition: the piece has a k-gram and every
+    k-gram key is in the table (catches a first key computed differently from the window keys, for non-ASCII
+    text or k > 8, and a piece shorter than k read as common)."""
+    keys = window_keys(piece, k)
+    table = frozenset([key for key, on in zip(keys, keep + [True] * len(keys), strict=False) if on])
+    table |= frozenset(window_keys(extra, k))
+    assert common_piece(piece, table, k) is (bool(keys) and table.issuperset(keys))
+    assert common_piece(piece, frozenset(keys), k) is bool(keys)  # not vacuous: the whole-table case fires
