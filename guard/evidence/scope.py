@@ -93,8 +93,10 @@ def action_words(tool: str, extra: tuple[str, ...] = ()) -> frozenset[str]:
 
 
 def turn_stems(turns: Iterable[str]) -> frozenset[str]:
-    """The stems of every word of ``turns`` (a hyphen dropped: ``e-mail`` reads as ``email``)."""
-    return frozenset(_stem(_plain(word.replace("-", ""))) for text in turns for word in _WORD.findall(text.lower()))
+    """The stems of every word of ``turns`` (a hyphen dropped: ``e-mail`` reads as ``email``).  Each distinct word
+    is read once; an ASCII word (lowercase already) is its own plain form (NFKD leaves ASCII as it is)."""
+    words = {word.replace("-", "") for text in turns for word in _WORD.findall(text.lower())}
+    return frozenset(_stem(word if word.isascii() else _plain(word)) for word in words)
 
 
 def requested(tool: str, turns: Iterable[str] | frozenset[str], extra: tuple[str, ...] = ()) -> bool:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import re
+import unicodedata
 
-from guard.evidence.scope import action_words, requested
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from guard.evidence.scope import _stem, action_words, requested, turn_stems
 
 
 @pytest.mark.parametrize(
@@ -89,3 +94,17 @@ def test_reading_tasks_in_other_languages_request_no_action(tool: str, turns: tu
     """Catches other-language families so wide that a question requests an action in the same languages."""
     for turn in turns:
         assert not requested(tool, [turn]), turn
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns=st.lists(st.text(alphabet="aEé-İ ßs1ingment\u0301", max_size=30), max_size=3))
+def test_turn_stems_are_the_stems_of_each_plain_word(turns: list[str]) -> None:
+    """The stems of the turns are, word by word, the stem of its plain form (lowercase, no accents, no hyphen):
+    catches a fast path for ASCII words that skips lowering or folding a word that needs it, or a word lost
+    when distinct words are read once."""
+    words = [w for text in turns for w in re.findall(r"[^\W\d_][^\W\d_-]*(?:-[^\W\d_]+)*", text.lower())]
+    plain = {
+        "".join(c for c in unicodedata.normalize("NFKD", w.replace("-", "").lower()) if not unicodedata.combining(c))
+        for w in words
+    }
+    assert turn_stems(turns) == frozenset(_stem(w) for w in plain)
