@@ -80,8 +80,7 @@ class PrefixGraph:
 
         A proposal's own text is indexed after its decision, at the first read of the index after
         it (the next record's edges, at the latest): no edge into the proposal and no feature of it
-        reads its own text, so the decision need not wait for it.
-        """
+        reads its own text, so the decision need not wait for it."""
         pending = self._unindexed
         if pending is not None:
             self._unindexed = None
@@ -113,8 +112,7 @@ class PrefixGraph:
         """The graph as a networkx ``DiGraph`` with edge attributes ``etype``, ``types`` and ``args``.
 
         The decision path reads the edge rules (:meth:`edge_rules`) and never this view; it is filled
-        on first access after new edges, so a decision never pays one dict entry per edge.
-        """
+        on first access after new edges, so a decision never pays one dict entry per edge."""
         if self._unflushed:
             for target in self._unflushed:
                 write_blocks(self._nx, target, partition(self._rules[target], self._user_bits))
@@ -307,6 +305,8 @@ class PrefixGraph:
 
     def _sync(self) -> None:
         """Compute ancestors and flag bits of the nodes added since the last call, oldest first."""
+        if self._synced == len(self._order) == len(self.records):  # nothing new: most reads of a decision
+            return
         if len(self._order) != len(self.records):  # records set from outside (a snapshot): start over
             self._reset_derived()
         flags = self._flag_bits
