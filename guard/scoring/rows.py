@@ -166,6 +166,8 @@ def _private_in_url(ev: NodeEvidence) -> bool:
     record's text that no earlier user turn contains."""
     tokens: set[str] = set()
     for _name, value in ev.args:
+        if not _may_hold_url(value):
+            continue
         for match in _URL.finditer(value):
             tokens |= set(_URL_TOKEN.findall(_path_and_query(match.group(0))))
     graph = ev.graph
@@ -238,6 +240,11 @@ def _payload_canary(ev: NodeEvidence) -> bool:
     """Whether a canary pattern of the scorer matches a payload or identifier argument of the proposal."""
     patterns = ev.context.canary
     return bool(patterns) and any(_canary_in(patterns, value) for value in ev.payload_values)
+
+
+def _may_hold_url(value: str) -> bool:
+    """The literal screen of :data:`_URL`: every match starts with ``http`` or ``www.``."""
+    return "http" in value or "www." in value
 
 
 def _canary_in(patterns: tuple[re.Pattern[str], ...], value: str) -> bool:

@@ -6,6 +6,8 @@ import gc
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guard.features import FEATURES, TABLE, Feature
 from guard.graph import PrefixGraph, build_graph
@@ -151,3 +153,14 @@ def test_an_acting_row_is_off_for_a_call_that_does_not_act(small_policy: Policy)
     assert scorer.features(graph, 1, frozenset())[LOCAL.name] is False
     assert scorer.features(graph, 2, frozenset())[LOCAL.name] is True
     assert calls == [2]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="htpsw.:/aX1 ", max_size=24))
+def test_the_url_screen_keeps_every_value_the_url_pattern_matches(value: str) -> None:
+    """Catches a literal screen in front of ``private_in_url`` that skips a value holding a URL (one that looks
+    for ``https`` only, or for ``www`` without ``http``): a value the pattern matches always passes the screen."""
+    from guard.scoring.rows import _URL, _may_hold_url
+
+    assert _may_hold_url(value) or _URL.search(value) is None
+    assert _may_hold_url("see http://a.io/x") and _may_hold_url("www.a.io")
