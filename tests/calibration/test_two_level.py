@@ -20,6 +20,7 @@ from guard.calibration.evaluate import CarbRule, carb_lambdas
 from guard.calibration.replay import ScoredCorpus
 from guard.cli import main
 from guard.errors import CalibrationError
+from guard.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 EPISODES = ROOT / "tests" / "fixtures" / "episodes"
@@ -287,7 +288,7 @@ def test_calibrate_records_both_levels_and_prints_both_statements(
     two-level rule at α_g = max(.15, 2/6) = 1/3: the artifact records rule, alpha, group_alpha (exact 1/3), groups,
     both rules' λ̂ and which bound it, states both statements as its guarantee, loads, and stderr prints both
     statements in exactly those words; ``--group-alpha alpha`` refuses there (the pure rule's floor), and at α=.3
-    writes the earlier artifact (rule group_crc, its guarantee, none of the new fields).
+    writes the earlier artifact (rule group_crc, its guarantee, none of the new fields); both load and verify.
 
     Planted bugs it catches (each tried): statements missing from stderr; the group statement printed at α instead
     of α_g; --group-alpha not passed on to the calibration; the pure rule still given the new fields.
@@ -308,13 +309,15 @@ def test_calibrate_records_both_levels_and_prints_both_statements(
     episode, group = two_level_statements("0.15", "1/3 (~0.3333)", 5)
     assert f"episode statement: {episode}" in err and f"group statement: {group}" in err
     assert body["guarantee"] == two_level_guarantee("0.15", "1/3 (~0.3333)", 5)
-    assert load_artifact(out).rule == two_level.TWO_LEVEL_RULE
+    policy = load_policy(EPISODES / "assistant_policy.yaml")
+    assert load_artifact(out, policy).rule == two_level.TWO_LEVEL_RULE  # checksum and pipeline fingerprint verify
     pure = tmp_path / "pure.json"
     code = main([*argv, "--alpha", "0.15", "--group-alpha", "alpha", "--out", str(pure)])
     assert code != 0 and "G=5" in capsys.readouterr().err and not pure.exists()
     assert main([*argv, "--alpha", "0.3", "--group-alpha", "alpha", "--out", str(pure)]) == 0
     old = json.loads(pure.read_text(encoding="utf-8"))
     assert (old["rule"], old["guarantee"]) == ("group_crc", GROUP_CRC_GUARANTEE) and "group_alpha" not in old
+    assert load_artifact(pure, policy).rule == "group_crc"
     assert "statement" not in capsys.readouterr().err
 
 
@@ -355,3 +358,17 @@ def test_evaluate_names_the_rule_per_alpha(capsys: pytest.CaptureFixture[str]) -
         rule = json.loads(capsys.readouterr().out)["rule"]
         assert rule["per_alpha"] == {"0.3": name}
         assert rule["group_alpha"] == {"0.3": 1 / 3 if not extra else 0.3}
+
+
+def test_shift_report_words_name_alpha_g() -> None:
+    """The shift report's rule line names α_g next to the two-level rule only.
+
+    Planted bug it catches (tried): α_g dropped from the line (the reader cannot tell which group level ran)."""
+    from guard.studies._shift_report import rule_words
+
+    rule = CarbRule(groups=[i % 31 for i in range(62)], slack=0.01).describe((0.05, 0.1))
+    assert rule_words(rule) == (
+        "α 0.05: group_crc_two_level (α_g 0.0625), α 0.1: group_crc_two_level (α_g 0.1), G=31, utility slack 0.01"
+    )
+    pure = CarbRule(groups=[i % 31 for i in range(62)], group_alpha="alpha").describe((0.05,))
+    assert rule_words(pure) == "α 0.05: group_crc, G=31, utility slack 0.0"
