@@ -155,7 +155,8 @@ class CarbRule:
         return group_crc.group_codes(list(self.groups or ()), len(self.groups or ()))[0]
 
     def describe(self, alphas: Sequence[float]) -> dict[str, Any]:
-        """The rule per α, for the JSON result."""
+        """The rule per α, for the JSON result; ``group_alpha``: α_g at the G of all episodes (a calibration set with
+        fewer groups, e.g. a leave-one-goal-out fold, uses its own G)."""
         groups = None if self.groups is None else int(np.unique(self._codes).size)
         return {
             "per_alpha": {str(a): self.name(a) for a in alphas},

@@ -104,6 +104,18 @@ def group_alpha(args: argparse.Namespace) -> Any:
     return parse_group_alpha(args.group_alpha)
 
 
+def no_groups(args: argparse.Namespace, key: str | None) -> None:
+    """A --group-alpha other than auto where no group rule runs (``key`` None: --group-by none, --episodes without
+    --group-by, --rule ltt, --fit-scorer) is an error naming the flag and its value, never silently ignored."""
+    from guard.calibration.two_level import AUTO, FLAG
+
+    if key is None and args.group_alpha != AUTO:
+        raise GuardError(
+            f"{FLAG} {args.group_alpha!r} sets the group rule's level, but no group rule runs here: give --group-by "
+            "KEY (not none) with --rule carb, or drop --group-alpha"
+        )
+
+
 def group_by(args: argparse.Namespace, agentdojo: bool) -> str | None:
     """The grouping key to use: the option, or the default for the corpus kind (None: plain CRC)."""
     key: str | None = args.group_by

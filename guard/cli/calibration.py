@@ -16,6 +16,7 @@ from guard.cli._corpus_args import (
     corpus_from_args,
     group_alpha,
     group_by,
+    no_groups,
     recorded_command,
 )
 from guard.errors import GuardError
@@ -64,6 +65,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         key = None  # the default grouping is for the CRC rule of the frozen scorer only
     if key is not None:
         check_group_by(key, agentdojo=not own, rule=args.rule, fit_scorer=args.fit_scorer)
+    no_groups(args, key)
     corpus = corpus_from_args(args)
     key = _feasible_key(corpus, key, args.alpha, level, explicit=args.group_by is not None)
     from guard.calibration.jobs import check_alpha_feasible

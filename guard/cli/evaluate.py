@@ -14,6 +14,7 @@ from guard.cli._corpus_args import (
     corpus_from_args,
     group_alpha,
     group_by,
+    no_groups,
 )
 from guard.errors import GuardError
 
@@ -24,6 +25,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     from guard.calibration.jobs import EACH, evaluate, load_corpus
 
     level = group_alpha(args)  # a bad --group-alpha fails before any corpus is read
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    no_groups(args, group_by(args, agentdojo=not own))
     if args.shift:
         return _evaluate_shift(args, level)
     if args.folds != 5:

@@ -372,3 +372,27 @@ def test_shift_report_words_name_alpha_g() -> None:
     )
     pure = CarbRule(groups=[i % 31 for i in range(62)], group_alpha="alpha").describe((0.05,))
     assert rule_words(pure) == "α 0.05: group_crc, G=31, utility slack 0.0"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["calibrate", "--corpus", "command-r-plus", "--alpha", "0.1", "--group-by", "none", "--out", "x.json"],
+        ["calibrate", *OWN, "--alpha", "0.3", "--out", "x.json"],
+        ["calibrate", "--corpus", "command-r-plus", "--alpha", "0.1", "--rule", "ltt", "--out", "x.json"],
+        ["evaluate", *OWN, "--alpha", "0.3", "--permutations", "2", "--json"],
+        ["evaluate", "--shift", "--runs", str(FIXTURE_RUNS), "--group-by", "none", "--json"],
+    ],
+    ids=["group-by-none", "episodes-without-group-by", "ltt", "evaluate-episodes", "shift-group-by-none"],
+)
+def test_group_alpha_without_a_group_rule_is_refused(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--group-alpha other than auto where no group rule runs (--group-by none, --episodes without --group-by, --rule
+    ltt) exits non-zero naming the flag and its value, before any corpus is read, instead of being ignored.
+
+    Planted bug it catches (tried): the check dropped (the flag silently ignored, exit 0)."""
+    monkeypatch.chdir(tmp_path)
+    assert main([*command, "--group-alpha", "0.2"]) != 0
+    err = capsys.readouterr().err
+    assert "--group-alpha '0.2'" in err and "no group rule runs" in err and not (tmp_path / "x.json").exists()
