@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from guard.artifact import GROUP_CRC_GUARANTEE, build_artifact, two_level_guarantee
+from guard.artifact import build_artifact
 from guard.calibration import crc, group_crc, ltt, two_level
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, CarbRule, run_protocol
+from guard.calibration.group_jobs import group_rule
 from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import EpisodeScores as ScoredEpisode
 from guard.calibration.replay import ScoredCorpus
@@ -294,7 +295,7 @@ def calibrate(
         risk_fields = ltt.rule_fields(chosen.rule, alpha=alpha, n=data.n, calibration_risk=chosen.risk)
         group_fields: dict[str, Any] = {}
     else:
-        chosen, risk_fields, group_fields = _group_rule(data, keys, alpha, group_by, group_alpha)
+        chosen, risk_fields, group_fields = group_rule(data, keys, alpha, group_by, group_alpha)
     policies = corpus.policies(selector)
     threshold = slack_threshold(chosen.threshold, data.harm_level, data.max_score, data.utility, slack)
     slack_fields = {"utility_slack": slack, "threshold_before_slack": encode_float(chosen.threshold)} if slack else {}
@@ -331,57 +332,6 @@ def _checked_group_keys(
     except CalibrationError as exc:
         raise CalibrationError(f"{corpus.name}, grouped by {group_by}: {exc}") from None
     return keys
-
-
-def _group_rule(
-    data: ScoredCorpus, keys: Sequence[Hashable], alpha: float, group_by: str, group_alpha: two_level.GroupAlpha
-) -> tuple[ltt.RuleThreshold, dict[str, Any], dict[str, Any]]:
-    """λ̂ of the group rule on the exact grid (two-level unless ``group_alpha`` is ``alpha``), its risk fields
-    (corrected risks, guarantee) and its group fields."""
-    grid = crc.exact_grid(data.scores)
-    if group_alpha != two_level.SAME:
-        return _two_level_rule(data, keys, grid, alpha, group_by, group_alpha)
-    threshold = group_crc.group_crc_threshold(data.harm_level, keys, grid, alpha)
-    risk, n_groups = group_crc.group_calibration_risk(data.harm_level, keys, threshold)
-    chosen = ltt.RuleThreshold(threshold, float(risk), [float(g) for g in grid], group_crc.GROUP_CRC_RULE)
-    risk_fields = {"calibration_risk": float(risk), "guarantee": GROUP_CRC_GUARANTEE}
-    return chosen, risk_fields, {"group_by": group_by, "groups": n_groups}
-
-
-def _two_level_rule(
-    data: ScoredCorpus,
-    keys: Sequence[Hashable],
-    grid: Any,
-    alpha: float,
-    group_by: str,
-    group_alpha: two_level.GroupAlpha,
-) -> tuple[ltt.RuleThreshold, dict[str, Any], dict[str, Any]]:
-    """The two-level rule's λ̂, risk fields (both corrected risks at λ̂, both statements) and group fields (both
-    levels, both rules' thresholds, which one bound λ̂)."""
-    got = two_level.two_level_threshold(data.harm_level, keys, grid, alpha, group_alpha)
-    risk = two_level.episode_calibration_risk(data.harm_level, got.threshold)
-    group_risk, _ = group_crc.group_calibration_risk(data.harm_level, keys, got.threshold)
-    level = two_level.format_level(got.group_alpha)
-    chosen = ltt.RuleThreshold(got.threshold, float(risk), [float(g) for g in grid], two_level.TWO_LEVEL_RULE)
-    risk_fields = {
-        "calibration_risk": float(risk),
-        "group_calibration_risk": float(group_risk),
-        "guarantee": two_level_guarantee(repr(alpha), level, got.groups),
-    }
-    return (
-        chosen,
-        risk_fields,
-        {
-            "group_by": group_by,
-            "groups": got.groups,
-            "group_alpha": float(got.group_alpha),
-            "group_alpha_exact": f"{got.group_alpha.numerator}/{got.group_alpha.denominator}",
-            "group_alpha_setting": str(group_alpha) if group_alpha == two_level.AUTO else "value",
-            "threshold_episode_rule": encode_float(got.episode_threshold),
-            "threshold_group_rule": encode_float(got.group_threshold),
-            "bound_by": got.bound_by,
-        },
-    )
 
 
 def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
