@@ -139,6 +139,24 @@ GROUP_CRC_GUARANTEE = (
 )
 
 
+def two_level_statements(alpha: str, group_alpha: str, groups: int) -> tuple[str, str]:
+    """The two statements of the two-level group rule (docs/calibrate.md#the-two-level-rule), in exact words:
+    the episode statement at ``alpha`` and the group statement at ``group_alpha`` over ``groups`` groups."""
+    return (
+        "For exchangeable episodes and this frozen pipeline, E[declared-ledger loss of a new episode] <= "
+        f"alpha = {alpha}, in expectation over calibration and the new episode.",
+        f"When groups are exchangeable (a new group is drawn exchangeably with the G = {groups} calibration groups) "
+        "and this pipeline is frozen, the expected mean declared-ledger loss over a new group's episodes is <= "
+        f"alpha_g = {group_alpha}, in expectation over calibration and the new group.",
+    )
+
+
+def two_level_guarantee(alpha: str, group_alpha: str, groups: int) -> str:
+    """The guarantee a two-level artifact states: both statements, and nothing more."""
+    episode, group = two_level_statements(alpha, group_alpha, groups)
+    return f"{episode} {group} Nothing per episode within a group; the declared ledger only."
+
+
 def ltt_guarantee(alpha: float, delta: float) -> str:
     """The guarantee an LTT artifact states: high probability over the calibration draw, with its δ."""
     return (

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from guard.calibration import crc, group_crc
+from guard.calibration import crc, group_crc, two_level
 from guard.calibration.replay import ScoredCorpus
 from guard.calibration.slack import slack_thresholds
 from guard.errors import CalibrationError
@@ -126,19 +126,28 @@ def _ctx_red(corpus: ScoredCorpus, lam: np.ndarray, test: np.ndarray) -> np.ndar
 
 @dataclass(frozen=True)
 class CarbRule:
-    """How the CARB methods calibrate: plain CRC, or the group rule over ``groups`` (one key per episode) where
-    α is at or above its floor 1/(G+1); then the utility ``slack`` (:mod:`guard.calibration.slack`)."""
+    """How the CARB methods calibrate: plain CRC, or with ``groups`` (one key per episode) the two-level rule at
+    α_g from ``group_alpha`` (:mod:`guard.calibration.two_level`; ``alpha``: the pure group rule at α) where the
+    group part runs (:func:`~guard.calibration.two_level.group_rule_applies`); then the utility ``slack``
+    (:mod:`guard.calibration.slack`)."""
 
     groups: Sequence[Hashable] | None = None
     slack: float = 0.0
+    group_alpha: two_level.GroupAlpha = two_level.AUTO
 
     def grouped(self, alpha: float, rows: np.ndarray | None = None) -> bool:
-        """Whether the group rule applies at ``alpha``: groups given, and α at or above the floor 1/(G+1) with G
-        the groups of the calibration episodes ``rows`` (all episodes when None)."""
+        """Whether the group part applies at ``alpha``: groups given, and G, the groups of the calibration episodes
+        ``rows`` (all episodes when None), enough for ``group_alpha`` (``auto``: G >= 2; ``alpha``: α >= 1/(G+1))."""
         if self.groups is None:
             return False
         codes = self._codes if rows is None else self._codes[np.asarray(rows, dtype=np.int64)]
-        return crc.alpha_fraction(alpha) * (np.unique(codes).size + 1) >= 1
+        return two_level.group_rule_applies(alpha, int(np.unique(codes).size), self.group_alpha)
+
+    def name(self, alpha: float) -> str:
+        """The rule that runs at ``alpha`` over all episodes: ``crc``, ``group_crc`` (pure) or the two-level rule."""
+        if not self.grouped(alpha):
+            return "crc"
+        return group_crc.GROUP_CRC_RULE if self.group_alpha == two_level.SAME else two_level.TWO_LEVEL_RULE
 
     @cached_property
     def _codes(self) -> np.ndarray:
@@ -146,10 +155,17 @@ class CarbRule:
         return group_crc.group_codes(list(self.groups or ()), len(self.groups or ()))[0]
 
     def describe(self, alphas: Sequence[float]) -> dict[str, Any]:
-        """The rule per α, for the JSON result."""
+        """The rule per α, for the JSON result; ``group_alpha``: α_g at the G of all episodes (a calibration set with
+        fewer groups, e.g. a leave-one-goal-out fold, uses its own G)."""
+        groups = None if self.groups is None else int(np.unique(self._codes).size)
         return {
-            "per_alpha": {str(a): "group_crc" if self.grouped(a) else "crc" for a in alphas},
-            "groups": None if self.groups is None else len(set(self.groups)),
+            "per_alpha": {str(a): self.name(a) for a in alphas},
+            "groups": groups,
+            "group_alpha": {
+                str(a): float(two_level.group_level(a, groups, self.group_alpha))
+                for a in alphas
+                if groups is not None and self.grouped(a)
+            },
             "utility_slack": self.slack,
         }
 
@@ -158,7 +174,10 @@ def carb_lambdas(corpus: ScoredCorpus, calib: np.ndarray, alpha: float, rule: Ca
     """λ̂ of the CARB rule for each permutation, on each calibration half's exact grid (``rule``: grouped, slack)."""
     rule = rule or CarbRule()
     if rule.groups is not None and all(rule.grouped(alpha, rows) for rows in calib):
-        lam = group_crc.group_lambdas(corpus, calib, rule.groups, alpha)
+        if rule.group_alpha == two_level.SAME:
+            lam = group_crc.group_lambdas(corpus, calib, rule.groups, alpha)
+        else:
+            lam = two_level.two_level_lambdas(corpus, calib, rule.groups, alpha, rule.group_alpha)
     else:
         owner = np.repeat(np.arange(corpus.n), np.diff(corpus.offsets))
         index = crc.index_episode_scores(corpus.scores, owner, corpus.n)

@@ -1,5 +1,8 @@
 """Group-exchangeable CARB threshold (docs/calibrate.md, "the group rule"): CRC over groups of episodes.
 
+``carbguard calibrate`` runs it inside the two-level rule (:mod:`guard.calibration.two_level`) unless
+``--group-alpha alpha`` asks for this pure rule alone.
+
 Episodes carry a group key (an attack goal, a task, a customer).  Group ``g`` of ``n_g`` episodes has
 loss ``l_g(lam) = (1/n_g) * sum_{i in g} L_i(lam)``, the mean of its episodes' losses.  The rule picks
 the largest grid value ``lam`` with ``sum_g l_g(lam) + B <= alpha * (G + 1)``, ``B = 1`` the loss
@@ -168,10 +171,12 @@ _TAG = "tags."
 
 #: the help of ``carbguard calibrate --group-by``: the rule, its guarantee and its floor.
 GROUP_BY_HELP = (
-    "the group rule: lambda_hat = largest lambda with sum_g loss_g + 1 <= alpha*(G+1), loss_g the mean loss of group "
-    "g's episodes. When groups are exchangeable (a new group is drawn exchangeably with the G calibration groups) and "
-    "the pipeline is frozen, the expected mean declared-ledger loss over a new group's episodes is <= alpha; it needs "
-    "alpha >= 1/(G+1) (the floor); nothing per episode within a group. KEY: injection_task (the goal; no injection: "
+    "the group rule over KEY: lambda_hat = min(CRC over episodes at alpha, the largest lambda with sum_g loss_g + 1 "
+    "<= alpha_g*(G+1)), loss_g the mean loss of group g's episodes, alpha_g = max(alpha, 2/(G+1)) by default "
+    "(--group-alpha). Two statements, both for a frozen pipeline: for exchangeable episodes, the expected "
+    "declared-ledger loss of a new episode is <= alpha; when groups are exchangeable (a new group is drawn "
+    "exchangeably with the G calibration groups), the expected mean declared-ledger loss over a new group's episodes "
+    "is <= alpha_g; nothing per episode within a group. KEY: injection_task (the goal; no injection: "
     "one group per suite), user_task or suite (--corpus, --runs); a meta field "
     f"({', '.join(EPISODE_GROUP_FIELDS)}) or tags.NAME (--episodes)"
 )

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from guard.artifact import GROUP_CRC_GUARANTEE, build_artifact
-from guard.calibration import crc, group_crc, ltt
+from guard.artifact import build_artifact
+from guard.calibration import crc, group_crc, ltt, two_level
 from guard.calibration.evaluate import DEFAULT_ALPHAS, METHOD_SELECTORS, CarbRule, run_protocol
+from guard.calibration.group_jobs import group_rule
 from guard.calibration.monitor import artifact_monitor_field
 from guard.calibration.replay import EpisodeScores as ScoredEpisode
 from guard.calibration.replay import ScoredCorpus
@@ -274,10 +275,12 @@ def calibrate(
     dask_scheduler: str | None = None,
     group_by: str | None = None,
     slack: float = 0.0,
+    group_alpha: two_level.GroupAlpha = two_level.AUTO,
 ) -> dict[str, Any]:
-    """Calibrate λ̂ on the whole corpus and return the artifact body (``group_by``: the group rule over that key;
-    ``slack``: lower λ̂ while the calibration episodes keep ``1 - slack`` of their harm-free successes)."""
-    keys = _checked_group_keys(corpus, group_by, alpha, rule) if group_by is not None else None
+    """Calibrate λ̂ on the whole corpus and return the artifact body (``group_by``: the group rule over that key,
+    two-level at α_g from ``group_alpha`` unless it is ``alpha``, the pure group rule; ``slack``: lower λ̂ while
+    the calibration episodes keep ``1 - slack`` of their harm-free successes)."""
+    keys = _checked_group_keys(corpus, group_by, alpha, rule, group_alpha) if group_by is not None else None
     scored, _ = score_selectors(
         corpus.episodes,
         [selector],
@@ -292,7 +295,7 @@ def calibrate(
         risk_fields = ltt.rule_fields(chosen.rule, alpha=alpha, n=data.n, calibration_risk=chosen.risk)
         group_fields: dict[str, Any] = {}
     else:
-        chosen, risk_fields, group_fields = _group_rule(data, keys, alpha, group_by)
+        chosen, risk_fields, group_fields = group_rule(data, keys, alpha, group_by, group_alpha)
     policies = corpus.policies(selector)
     threshold = slack_threshold(chosen.threshold, data.harm_level, data.max_score, data.utility, slack)
     slack_fields = {"utility_slack": slack, "threshold_before_slack": encode_float(chosen.threshold)} if slack else {}
@@ -317,27 +320,18 @@ def calibrate(
     )
 
 
-def _checked_group_keys(corpus: Corpus, group_by: str, alpha: float, rule: str) -> list[Hashable]:
-    """The episodes' group keys; CalibrationError for another rule than CRC or below the floor 1/(G+1)."""
+def _checked_group_keys(
+    corpus: Corpus, group_by: str, alpha: float, rule: str, group_alpha: two_level.GroupAlpha
+) -> list[Hashable]:
+    """The episodes' group keys; CalibrationError for another rule than CRC or where α_g has no group rule (below
+    the floor 1/(G+1), or G < 2 with ``auto``)."""
     group_crc.check_group_by(group_by, agentdojo=corpus.policy_of is None, rule=rule)
     keys = group_crc.episode_group_keys(corpus.episodes, group_by, corpus.policy_of, corpus.tags_of)
     try:
-        group_crc.group_budget(len(set(keys)), alpha)
+        two_level.group_level(alpha, len(set(keys)), group_alpha)
     except CalibrationError as exc:
         raise CalibrationError(f"{corpus.name}, grouped by {group_by}: {exc}") from None
     return keys
-
-
-def _group_rule(
-    data: ScoredCorpus, keys: Sequence[Hashable], alpha: float, group_by: str
-) -> tuple[ltt.RuleThreshold, dict[str, Any], dict[str, Any]]:
-    """λ̂ of the group rule on the exact grid, its risk fields (corrected group risk, guarantee), its group fields."""
-    grid = crc.exact_grid(data.scores)
-    threshold = group_crc.group_crc_threshold(data.harm_level, keys, grid, alpha)
-    risk, n_groups = group_crc.group_calibration_risk(data.harm_level, keys, threshold)
-    chosen = ltt.RuleThreshold(threshold, float(risk), [float(g) for g in grid], group_crc.GROUP_CRC_RULE)
-    risk_fields = {"calibration_risk": float(risk), "guarantee": GROUP_CRC_GUARANTEE}
-    return chosen, risk_fields, {"group_by": group_by, "groups": n_groups}
 
 
 def _monitor_field(corpus: Corpus, data: ScoredCorpus, threshold: float) -> dict[str, Any]:
@@ -357,10 +351,11 @@ def evaluate(
     also: Callable[[dict[str, ScoredCorpus]], dict[str, Any]] | None = None,
     group_by: str | None = None,
     slack: float = 0.0,
+    group_alpha: two_level.GroupAlpha = two_level.AUTO,
 ) -> dict[str, Any]:
-    """The protocol of docs/studies.md for every method; the JSON of the evaluation issue.  ``group_by`` and
-    ``slack``: the CARB methods calibrate as ``carbguard calibrate`` does with them (the group rule where
-    α is above its floor, plain CRC below it)."""
+    """The protocol of docs/studies.md for every method; the JSON of the evaluation issue.  ``group_by``,
+    ``group_alpha`` and ``slack``: the CARB methods calibrate as ``carbguard calibrate`` does with them (the
+    group rule where it applies, :meth:`CarbRule.grouped`, plain CRC elsewhere)."""
     for alpha in alphas:
         crc.alpha_fraction(alpha)
     if permutations < 1:
@@ -380,7 +375,7 @@ def evaluate(
             if group_by
             else None
         )
-        rule = CarbRule(groups=groups, slack=slack)
+        rule = CarbRule(groups=groups, slack=slack, group_alpha=group_alpha)
         rows = run_protocol(scored, alphas=alphas, permutations=permutations, seed=seed, tick=tick, rule=rule)
     fitted = also(scored) if also is not None else None  # e.g. the three-way protocol on the same scores
     return {

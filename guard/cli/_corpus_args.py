@@ -71,9 +71,11 @@ def add_corpus_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_rule_args(parser: argparse.ArgumentParser) -> None:
-    """``--group-by`` and ``--utility-slack``: how CARB calibrates (the same defaults in every command)."""
+    """``--group-by``, ``--group-alpha`` and ``--utility-slack``: how CARB calibrates (the same defaults in every
+    command)."""
     from guard.calibration.group_crc import GROUP_BY_HELP
     from guard.calibration.slack import DEFAULT_SLACK
+    from guard.calibration.two_level import AUTO, GROUP_ALPHA_HELP
     from guard.cli._common import ranged
 
     parser.add_argument(
@@ -83,6 +85,7 @@ def add_rule_args(parser: argparse.ArgumentParser) -> None:
         help=GROUP_BY_HELP + " Default: injection_task for AgentDojo corpora (--corpus, --runs), none for --episodes; "
         "'none' calibrates episodes (plain CRC).",
     )
+    parser.add_argument("--group-alpha", metavar="{auto,alpha,VALUE}", default=AUTO, help=GROUP_ALPHA_HELP)
     parser.add_argument(
         "--utility-slack",
         type=ranged(float, lambda v: 0 <= v < 1, "a number in [0, 1)"),
@@ -92,6 +95,25 @@ def add_rule_args(parser: argparse.ArgumentParser) -> None:
         f"harm-free successes (default {DEFAULT_SLACK}; 0: off). A lower threshold never raises the ledger loss, "
         "so the guarantee is unchanged (docs/calibrate.md#utility-slack)",
     )
+
+
+def group_alpha(args: argparse.Namespace) -> Any:
+    """The parsed ``--group-alpha`` (``auto``, ``alpha`` or a Fraction); CalibrationError naming a bad value."""
+    from guard.calibration.two_level import parse_group_alpha
+
+    return parse_group_alpha(args.group_alpha)
+
+
+def no_groups(args: argparse.Namespace, key: str | None) -> None:
+    """A --group-alpha other than auto where no group rule runs (``key`` None: --group-by none, --episodes without
+    --group-by, --rule ltt, --fit-scorer) is an error naming the flag and its value, never silently ignored."""
+    from guard.calibration.two_level import AUTO, FLAG
+
+    if key is None and args.group_alpha != AUTO:
+        raise GuardError(
+            f"{FLAG} {args.group_alpha!r} sets the group rule's level, but no group rule runs here: give --group-by "
+            "KEY (not none) with --rule carb, or drop --group-alpha"
+        )
 
 
 def group_by(args: argparse.Namespace, agentdojo: bool) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from guard.cli._common import SCOPE, add_out
@@ -13,7 +14,9 @@ from guard.cli._corpus_args import (
     add_rule_args,
     add_scale_args,
     corpus_from_args,
+    group_alpha,
     group_by,
+    no_groups,
     recorded_command,
 )
 from guard.errors import GuardError
@@ -53,6 +56,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if missing:
         args.parser.error(f"the following arguments are required: {', '.join(missing)}")
     crc.alpha_fraction(args.alpha)
+    level = group_alpha(args)  # a bad --group-alpha fails before any corpus is read
     inputs = [*(args.policy or []), args.episodes, args.labels, args.runs]
     out = check_output(args.out, inputs, "--out")
     own = args.episodes is not None or bool(args.policy)
@@ -61,8 +65,9 @@ def _calibrate(args: argparse.Namespace) -> int:
         key = None  # the default grouping is for the CRC rule of the frozen scorer only
     if key is not None:
         check_group_by(key, agentdojo=not own, rule=args.rule, fit_scorer=args.fit_scorer)
+    no_groups(args, key)
     corpus = corpus_from_args(args)
-    key = _feasible_key(corpus, key, args.alpha, explicit=args.group_by is not None)
+    key = _feasible_key(corpus, key, args.alpha, level, explicit=args.group_by is not None)
     from guard.calibration.jobs import check_alpha_feasible
 
     check_alpha_feasible(corpus, [args.alpha])  # before any scoring: a too-small α fails in a second, not minutes
@@ -103,29 +108,51 @@ def _calibrate(args: argparse.Namespace) -> int:
         dask_scheduler=args.dask_scheduler,
         group_by=key,
         slack=args.utility_slack,
+        group_alpha=level,
     )
     write_output(out, artifact_text(body), inputs, "--out")
     print(f"wrote {out}: alpha={body['alpha']} n={body['n']} threshold={body['threshold']} {risk_summary(body)}")
     if key is not None:
         print(f"rule={body['rule']} group_by={body['group_by']} G={body['groups']} (docs/calibrate.md: the group rule)")
+        _print_statements(body)
     if "threshold_before_slack" in body:
         print(f"utility slack {args.utility_slack}: threshold {body['threshold_before_slack']} -> {body['threshold']}")
     _warn_small_n(args, body)
     return 0
 
 
-def _feasible_key(corpus: Any, key: str | None, alpha: float, *, explicit: bool) -> str | None:
-    """``key``, or None (plain CRC) when the default grouping leaves α under the group rule's floor 1/(G+1)
-    (said on stderr); an explicit ``--group-by`` below the floor fails in the calibration, naming G."""
+def _feasible_key(corpus: Any, key: str | None, alpha: float, level: Any, *, explicit: bool) -> str | None:
+    """``key``, or None (plain CRC) when the default grouping leaves no group rule (``auto``: G < 2; ``--group-alpha
+    alpha``: α under the floor 1/(G+1); said on stderr); an explicit ``--group-by`` fails in the calibration."""
     from guard.calibration.group_crc import episode_group_keys
+    from guard.calibration.two_level import AUTO, group_rule_applies
 
     if key is None or explicit:
         return key
     groups = len(set(episode_group_keys(corpus.episodes, key, corpus.policy_of, corpus.tags_of)))
-    if alpha * (groups + 1) >= 1:
+    if group_rule_applies(alpha, groups, level):
         return key
-    print(f"note: alpha={alpha} is under the group rule's floor 1/(G+1) with G={groups}: plain CRC", file=sys.stderr)
+    why = "the two-level rule needs G >= 2" if level == AUTO else "alpha is under the group rule's floor 1/(G+1)"
+    print(f"note: alpha={alpha}, G={groups}: {why}; plain CRC", file=sys.stderr)
     return None
+
+
+def _print_statements(body: dict[str, Any]) -> None:
+    """The two-level rule's two statements on stderr, in the artifact's exact words, and which rule bound λ̂."""
+    from guard.artifact import two_level_statements
+    from guard.calibration.two_level import TWO_LEVEL_RULE, format_level
+
+    if body["rule"] != TWO_LEVEL_RULE:
+        return
+    exact = Fraction(body["group_alpha_exact"])
+    episode, group = two_level_statements(repr(body["alpha"]), format_level(exact), int(body["groups"]))
+    print(f"episode statement: {episode}", file=sys.stderr)
+    print(f"group statement: {group}", file=sys.stderr)
+    print(
+        f"lambda_hat = min(CRC over episodes at alpha: {body['threshold_episode_rule']}, group rule at alpha_g: "
+        f"{body['threshold_group_rule']}); bound by {body['bound_by']}",
+        file=sys.stderr,
+    )
 
 
 def _warn_small_n(args: argparse.Namespace, body: dict[str, Any]) -> None:

@@ -7,7 +7,15 @@ import json
 from typing import Any
 
 from guard.cli._common import SCOPE, add_json, ranged
-from guard.cli._corpus_args import add_corpus_args, add_rule_args, add_scale_args, corpus_from_args, group_by
+from guard.cli._corpus_args import (
+    add_corpus_args,
+    add_rule_args,
+    add_scale_args,
+    corpus_from_args,
+    group_alpha,
+    group_by,
+    no_groups,
+)
 from guard.errors import GuardError
 
 
@@ -16,8 +24,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     from guard.calibration.evaluate import DEFAULT_ALPHAS, format_summary
     from guard.calibration.jobs import EACH, evaluate, load_corpus
 
+    level = group_alpha(args)  # a bad --group-alpha fails before any corpus is read
+    own = args.episodes is not None or bool(args.policy) or args.labels is not None
+    no_groups(args, group_by(args, agentdojo=not own))
     if args.shift:
-        return _evaluate_shift(args)
+        return _evaluate_shift(args, level)
     if args.folds != 5:
         raise GuardError("--folds is an option of --shift")
     alphas = tuple(args.alpha) if args.alpha else DEFAULT_ALPHAS
@@ -53,6 +64,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             also=_fitted_protocol(args, corpus, alphas),
             group_by=group_by(args, agentdojo=corpus.policy_of is None),
             slack=args.utility_slack,
+            group_alpha=level,
         )
         results.append(result)
         if not args.json:
@@ -76,7 +88,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _evaluate_shift(args: argparse.Namespace) -> int:
+def _evaluate_shift(args: argparse.Namespace, level: Any) -> int:
     """``--shift``: the shift report on each embedded model and pooled, or on ``--corpus``/``--runs``."""
     from guard.report.plots import shift_plot
     from guard.studies.shift import SHIFT_ALPHAS, shift_reports
@@ -91,6 +103,7 @@ def _evaluate_shift(args: argparse.Namespace) -> int:
         seed=args.seed,
         group_by=group_by(args, agentdojo=True),
         slack=args.utility_slack,
+        group_alpha=level,
         ablation=args.ablation,
         workers=args.workers,
         progress=not args.json,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from guard.calibration.two_level import TWO_LEVEL_RULE
+
 
 def alpha_keys(result: dict[str, Any]) -> list[str]:
     return [f"{a:g}" for a in result["alphas"]]
@@ -57,7 +59,12 @@ def _counts_line(counts: dict[str, dict[str, Any]]) -> str:
 
 
 def rule_words(rule: dict[str, Any]) -> str:
-    """The calibration rule in a few words: per α, group rule or plain CRC, and the utility slack."""
-    per = ", ".join(f"α {a}: {r}" for a, r in rule["per_alpha"].items())
+    """The calibration rule in a few words: per α, the two-level rule (with α_g), the group rule or plain CRC, and
+    the utility slack."""
+    levels = rule.get("group_alpha") or {}
+    per = ", ".join(
+        f"α {a}: {r}" + (f" (α_g {levels[a]:.4g})" if r == TWO_LEVEL_RULE and a in levels else "")
+        for a, r in rule["per_alpha"].items()
+    )
     groups = f", G={rule['groups']}" if rule.get("groups") else ""
     return f"{per}{groups}, utility slack {rule['utility_slack']}"

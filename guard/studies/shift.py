@@ -26,6 +26,7 @@ from guard.calibration.group_crc import episode_group_keys
 from guard.calibration.jobs import Corpus, score_selectors
 from guard.calibration.replay import ScoredCorpus
 from guard.calibration.slack import DEFAULT_SLACK
+from guard.calibration.two_level import AUTO, GroupAlpha
 from guard.errors import CalibrationError
 from guard.policy import SelectorName
 from guard.progress import Progress
@@ -240,6 +241,7 @@ def shift_report(
     slack: float = DEFAULT_SLACK,
     folds: int = 5,
     repeats: int | None = None,
+    group_alpha: GroupAlpha = AUTO,
     styles: Sequence[str] | None = None,
     progress: bool = False,
     workers: int = 1,
@@ -264,7 +266,7 @@ def shift_report(
         group_keys(corpus.episodes),
         corpus.episodes,
         tuple(alphas),
-        CarbRule(groups=keys, slack=slack),
+        CarbRule(groups=keys, slack=slack, group_alpha=group_alpha),
         permutations,
         seed,
         folds,
@@ -318,6 +320,7 @@ def shift_reports(
     seed: int,
     group_by: str | None,
     slack: float,
+    group_alpha: GroupAlpha = AUTO,
     ablation: bool = False,
     workers: int = 1,
     progress: bool = False,
@@ -343,6 +346,7 @@ def shift_reports(
             seed=seed,
             group_by=group_by,
             slack=slack,
+            group_alpha=group_alpha,
             folds=folds,
             progress=progress,
             workers=workers,

@@ -320,15 +320,16 @@ def test_group_lambdas_match_the_single_rule_per_row() -> None:
 
 
 def test_calibrate_group_by_injection_task_records_the_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`calibrate --corpus command-r-plus --alpha 0.1 --group-by injection_task` writes rule=group_crc, group_by,
-    G = the number of (suite, injection task) goals (benign runs: one group per suite), the group guarantee, and
-    the group rule's λ̂; the artifact loads (checksum intact).
+    """`calibrate --corpus command-r-plus --alpha 0.1 --group-by injection_task --group-alpha alpha` (the pure group
+    rule) writes rule=group_crc, group_by, G = the number of (suite, injection task) goals (benign runs: one group
+    per suite), the group guarantee, and the group rule's λ̂; the artifact loads (checksum intact).
 
     Planted bugs it catches (each tried): --group-by not passed on to the calibration (rule stays carb); benign
     runs pooled into one group across suites (G off by 3); the CRC guarantee text kept.
     """
     out = tmp_path / "group.json"
     argv = ["calibrate", "--corpus", "command-r-plus", "--alpha", "0.1", "--group-by", "injection_task"]
+    argv += ["--group-alpha", "alpha"]
     assert main([*argv, "--out", str(out)]) == 0
     assert "group_by=injection_task G=31" in capsys.readouterr().out
     body = json.loads(out.read_text(encoding="utf-8"))
@@ -375,11 +376,13 @@ def test_calibrate_unknown_group_key_fails_naming_it(
 
 
 def test_calibrate_group_by_an_episode_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--episodes --group-by task groups the fixture's 7 episodes into its 5 tasks; below the floor 1/6 it refuses.
+    """--episodes --group-by task groups the fixture's 7 episodes into its 5 tasks; the pure rule (--group-alpha
+    alpha) refuses below its floor 1/6.
 
     Planted bug it catches (tried): the episode field read from the wrong place (every episode one group, G=1).
     """
     own = ["--policy", str(EPISODES / "assistant_policy.yaml"), "--episodes", str(EPISODES / "assistant.jsonl")]
+    own += ["--group-alpha", "alpha"]
     out = tmp_path / "task.json"
     assert main(["calibrate", *own, "--alpha", "0.3", "--group-by", "task", "--out", str(out)]) == 0
     body = json.loads(out.read_text(encoding="utf-8"))

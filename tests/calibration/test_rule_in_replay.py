@@ -66,8 +66,13 @@ def test_calibration_reads_the_score_alone() -> None:
 
 
 def test_the_group_rule_applies_only_above_its_floor() -> None:
-    """Catches the group rule used below its floor 1/(G+1) (it would raise) or never used above it."""
-    rule = CarbRule(groups=[("s", str(i % 4)) for i in range(40)])  # G = 4: floor 1/5
-    assert rule.grouped(0.2) and not rule.grouped(0.1)
-    assert not rule.grouped(0.2, np.arange(0, 40, 4))  # one group in these rows: floor 1/2
+    """Catches the pure group rule (``--group-alpha alpha``) used below its floor 1/(G+1) (it would raise) or never
+    used above it, and the two-level default (α_g = max(α, 2/(G+1))) not used at every α with G >= 2 groups."""
+    keys = [("s", str(i % 4)) for i in range(40)]  # G = 4: floor 1/5
+    pure = CarbRule(groups=keys, group_alpha="alpha")
+    assert pure.grouped(0.2) and not pure.grouped(0.1)
+    assert not pure.grouped(0.2, np.arange(0, 40, 4))  # one group in these rows: floor 1/2
+    rule = CarbRule(groups=keys)
+    assert rule.grouped(0.2) and rule.grouped(0.01)  # α_g = 2/5 at both
+    assert not rule.grouped(0.2, np.arange(0, 40, 4))  # one group: α_g would be 1
     assert not CarbRule().grouped(0.5)
