@@ -293,11 +293,20 @@ CONTROL_UNTRUSTED_ONLY = Feature(
 CONTROL_UNNAMED_SOURCE = Feature(
     "control_unnamed_source",
     "control",
-    0.0,
+    0.4,
     "As control_untrusted_only, and no user turn names a record that supplied it (holds an argument of its call).",
     _CONTROL,
     dataflow=True,
 )
+
+
+#: the conjunction rows' default weights (docs/defaults.md#package-defaults-for-goals-stated-as-facts); 0 if absent.
+_CONJUNCTION_WEIGHTS = {
+    "unrequested_control": 0.3,
+    "unrequested_severe": 0.6,
+    "unrequested_payload": 0.5,
+    "severe_unnamed_control": 0.1,
+}
 
 
 def _conjunction(name: str, *rows: Feature) -> Feature:
@@ -305,7 +314,7 @@ def _conjunction(name: str, *rows: Feature) -> Feature:
     return Feature(
         name,
         "control",
-        0.0,
+        _CONJUNCTION_WEIGHTS.get(name, 0.0),
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
         "guard.scorer.WeightedScorer.features (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
