@@ -241,9 +241,9 @@ def run_episode(guard: Guard, episode_id: str, rng: random.Random, mix: Mix) -> 
     """One scripted episode through ``guard`` (shadow or enforcing): decide → authorize → tool → observe."""
     task, turn, plan = user_task(rng)
     attack = rng.choice(ATTACKS) if rng.random() < mix.injected else None
-    if attack is None:
-        injection, attack_calls = None, []
-    else:
+    injection: str | None = None
+    attack_calls: list[tuple[str, dict[str, Any]]] = []
+    if attack is not None:
         injection, attack_calls = quiet_attack_text(attack, rng) if mix.quiet else attack_text(attack, rng, mix.family)
     world = make_world(rng, injection)
     if attack is not None and not any(t in ("read_inbox", "http_get") for t, _ in plan):
