@@ -300,21 +300,12 @@ CONTROL_UNNAMED_SOURCE = Feature(
 )
 
 
-#: the conjunction rows' default weights (docs/defaults.md#package-defaults-for-goals-stated-as-facts); 0 if absent.
-_CONJUNCTION_WEIGHTS = {
-    "unrequested_control": 0.3,
-    "unrequested_severe": 0.6,
-    "unrequested_payload": 0.5,
-    "severe_unnamed_control": 0.1,
-}
-
-
-def _conjunction(name: str, *rows: Feature) -> Feature:
+def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
     """A row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
     return Feature(
         name,
         "control",
-        _CONJUNCTION_WEIGHTS.get(name, 0.0),
+        weight,
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
         "guard.scorer.WeightedScorer.features (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
@@ -325,12 +316,12 @@ def _conjunction(name: str, *rows: Feature) -> Feature:
 
 
 _PAIRS = (
-    ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
-    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
-    ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
-    ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
-    ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
-    ("severe_unnamed_control", CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
+    ("unrequested_control", 0.3, CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", 0.0, CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_severe", 0.6, UNREQUESTED_ACTION, SEVERITY_MAX),
+    ("unrequested_recipient", 0.0, RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
+    ("unrequested_payload", 0.5, PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
+    ("severe_unnamed_control", 0.1, CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
 )
 
 #: The table, in the scorer's feature order.
@@ -363,7 +354,7 @@ TABLE: tuple[Feature, ...] = (
     UNREQUESTED_ACTION,
     CONTROL_UNTRUSTED_ONLY,
     CONTROL_UNNAMED_SOURCE,
-    *(_conjunction(name, *rows) for name, *rows in _PAIRS),
+    *(_conjunction(name, weight, *rows) for name, weight, *rows in _PAIRS),
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).
