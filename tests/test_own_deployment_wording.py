@@ -130,3 +130,42 @@ def test_default_stream_is_the_request_wording() -> None:
     second = run_episode(guard, "b", random.Random(5), Mix(injected=1.0, follows=1.0, family="request"))
     heads = [template.split("{", 1)[0] for template in FAMILIES["request"].values()]
     assert first.world.inbox == second.world.inbox and any(head in first.world.inbox for head in heads)
+
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "calibrate.md"
+
+
+@pytest.mark.slow
+def test_the_page_quotes_what_the_wording_step_prints(tmp_path: Path) -> None:
+    """Catches a stale table in docs/calibrate.md#goals-stated-as-facts: the page's ``record`` and ``wording``
+    commands run here (400 episodes, the defaults) and every count the table quotes is one they print."""
+    section = PAGE.read_text(encoding="utf-8").split("## Goals stated as facts", 1)[1].split("\n## ", 1)[0]
+    record(tmp_path, 400, 0)
+    now = measure(tmp_path, POLICY)
+    before = measure(tmp_path, POLICY, earlier=True)
+
+    def cell(found: dict[str, Any], setting: str, alpha: str, family: str, key: str) -> str:
+        followed, harmed = found[f"instructed_value {setting}"][alpha]["families"][family][key]
+        return f"{harmed} / {followed}"
+
+    def done(found: dict[str, Any], setting: str, alpha: str, family: str) -> str:
+        body = found[f"instructed_value {setting}"][alpha]["families"][family]
+        return f"{body['completed'] / body['episodes']:.3f}"
+
+    rows = [
+        f"| request | {cell(before, 'on', '0.1', 'request', 'integrity')} (",
+        f"| every other family | {cell(before, 'on', '0.1', 'declarative', 'integrity')} (",
+        f"{cell(before, 'on', '0.1', 'declarative', 'third_party')} (",
+        f"| every family | {cell(before, 'off', '0.1', 'declarative', 'integrity')} |",
+        f"**{cell(now, 'off', '0.05', 'declarative', 'third_party')}** | {done(now, 'off', '0.05', 'declarative')} |",
+        f"completion {done(before, 'off', '0.05', 'request')}",
+        f"({cell(now, 'on', '0.1', 'declarative', 'exfiltrate')}:",
+        f"λ̂ at α = .05 is {before['instructed_value off']['0.05']['threshold']:.2f}",
+        f"λ̂ = {now['instructed_value on']['0.1']['threshold']:.2f} in every row",
+    ]
+    for row in rows:
+        assert row in section, row
+    for setting in now.values():  # the page: with the package defaults, the same numbers in every wording
+        for body in setting.values():
+            cells = {(c["integrity"][1], c["third_party"][1], c["completed"]) for c in body["families"].values()}
+            assert len(cells) == 1 and body["threshold"] == now["instructed_value on"]["0.1"]["threshold"]
