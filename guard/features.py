@@ -296,19 +296,19 @@ CONTROL_UNTRUSTED_ONLY = Feature(
 CONTROL_UNNAMED_SOURCE = Feature(
     "control_unnamed_source",
     "control",
-    0.0,
+    0.4,
     "As control_untrusted_only, and no user turn names a record that supplied it (holds an argument of its call).",
     _CONTROL,
     dataflow=True,
 )
 
 
-def _conjunction(name: str, *rows: Feature) -> Feature:
+def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
     """A row that fires when all of ``rows`` fire; data-flow or private evidence when any of them is."""
     return Feature(
         name,
         "control",
-        0.0,
+        weight,
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
         "guard.scorer.WeightedScorer.features (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
@@ -319,12 +319,12 @@ def _conjunction(name: str, *rows: Feature) -> Feature:
 
 
 _PAIRS = (
-    ("unrequested_control", CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
-    ("unrequested_unnamed", CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
-    ("unrequested_severe", UNREQUESTED_ACTION, SEVERITY_MAX),
-    ("unrequested_recipient", RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
-    ("unrequested_payload", PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
-    ("severe_unnamed_control", CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
+    ("unrequested_control", 0.3, CONTROL_UNTRUSTED_ONLY, UNREQUESTED_ACTION),
+    ("unrequested_unnamed", 0.0, CONTROL_UNNAMED_SOURCE, UNREQUESTED_ACTION),
+    ("unrequested_severe", 0.6, UNREQUESTED_ACTION, SEVERITY_MAX),
+    ("unrequested_recipient", 0.0, RECIPIENT_FROM_UNTRUSTED, UNREQUESTED_ACTION),
+    ("unrequested_payload", 0.5, PAYLOAD_UNTRUSTED_MOST, UNREQUESTED_ACTION),
+    ("severe_unnamed_control", 0.1, CONTROL_UNNAMED_SOURCE, SEVERITY_MAX),
 )
 
 #: The table, in the scorer's feature order.
@@ -357,7 +357,7 @@ TABLE: tuple[Feature, ...] = (
     UNREQUESTED_ACTION,
     CONTROL_UNTRUSTED_ONLY,
     CONTROL_UNNAMED_SOURCE,
-    *(_conjunction(name, *rows) for name, *rows in _PAIRS),
+    *(_conjunction(name, weight, *rows) for name, weight, *rows in _PAIRS),
 )
 
 #: The group of features that are on by default (their weights are the policy's defaults).

@@ -9,6 +9,9 @@
   sends of the user's own tasks that were stopped (with and without untrusted text before them).
 - ``breaker``: the guard tripped through a trip file (as ``carbguard monitor --trip`` writes it), under
   each fallback (``escalate``, ``escalate_risky``): benign task completion after the trip.
+- ``wording``: the same seeded attack stream with its goals worded as requests, as facts, split, in Spanish,
+  German or French, or as a question (:data:`.world.FAMILIES`): integrity harm among the followed attacks and
+  the user tasks' completion, per family (docs/it-ops.md#goals-stated-as-facts).
 - ``report``: the deployment's results from what the steps wrote.
 
 Every step writes under ``--out`` (default ``od/it_ops``, which .gitignore's ``/od/`` covers).
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from examples.it_ops.labels import write_labels
-from examples.it_ops.world import BENIGN, CALM, HARMS, Mix, Outcome, run_episode
+from examples.it_ops.world import BENIGN, CALM, FAMILIES, HARMS, INTEGRITY, Mix, Outcome, run_episode
 from guard import Guard
 from guard.artifact import load_artifact
 from guard.breaker import trip_text
@@ -156,6 +159,39 @@ def deploy(artifact: Path, out: Path, episodes: int, seed: int, mix: Mix = CALM)
     return found
 
 
+#: the attack stream of ``wording``: most episodes injected, most injections followed.
+STREAM = Mix(injected=0.85, follows=0.8)
+
+
+def wording(artifact: Path, episodes: int, seed: int) -> dict[str, dict[str, Any]]:
+    """Per wording family, the same seeded attack stream enforcing with ``artifact``: followed and harmful
+    integrity attacks (all, and those whose file or channel only the injected text named), exfiltrations, and
+    the share of episodes whose user task completed."""
+    out: dict[str, dict[str, Any]] = {}
+    for family in ("request", *FAMILIES):
+        rng = random.Random(seed)
+        guard = _guard(artifact)
+        mix = Mix(STREAM.injected, STREAM.follows, family=family)
+        outcomes = [run_episode(guard, f"word-{seed}-{k:04d}", rng, mix) for k in range(episodes)]
+        followed = [o for o in outcomes if o.followed and o.attack is not None]
+        cells = {
+            "integrity": [o for o in followed if o.attack in INTEGRITY],
+            "third_party": [o for o in followed if o.attack in INTEGRITY and not o.user_named],
+            "exfiltrate": [o for o in followed if o.attack not in INTEGRITY],
+        }
+        out[family] = {k: [len(v), sum(o.harmed for o in v)] for k, v in cells.items()}
+        out[family]["completed"] = _share(sum(o.done for o in outcomes), episodes)
+    art = load_artifact(artifact, _deployed(artifact))
+    print(
+        f"alpha={art.alpha:g}, threshold {art.threshold:g}: family | integrity harmed/followed | of them "
+        "third-party named | exfiltration | completed"
+    )
+    for family, row in out.items():
+        parts = " | ".join(f"{row[k][1]}/{row[k][0]}" for k in ("integrity", "third_party", "exfiltrate"))
+        print(f"{family} | {parts} | {row['completed']:.3f}")
+    return out
+
+
 def breaker(artifact: Path, out: Path, episodes: int, seed: int) -> dict[str, Any]:
     """Benign completion before a trip and after it under each fallback (the same seeded benign episodes)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -239,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
         one.add_argument("--seed", type=int, default={"record": 0, "deploy": 1, "breaker": 2}[step])
         if step != "record":
             one.add_argument("--artifact", type=Path, required=True)
+    wor = sub.add_parser("wording", help="the attack stream worded in each goal family, enforcing with an artifact")
+    wor.add_argument("--artifact", type=Path, required=True)
+    wor.add_argument("--episodes", type=int, default=400)
+    wor.add_argument("--seed", type=int, default=3)
     rep = sub.add_parser("report", help="the deployment's results (also: results)", aliases=["results"])
     rep.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -246,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         record(args.out, args.episodes, args.seed)
     elif args.step == "deploy":
         deploy(args.artifact, args.out, args.episodes, args.seed)
+    elif args.step == "wording":
+        wording(args.artifact, args.episodes, args.seed)
     elif args.step == "breaker":
         breaker(args.artifact, args.out, args.episodes, args.seed)
     else:

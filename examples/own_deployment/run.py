@@ -29,7 +29,18 @@ from typing import Any
 import numpy as np
 
 from examples.own_deployment.after import breaker_demo, fill_sheet, truth_line
-from examples.own_deployment.world import CALM, CAMPAIGN, CAMPAIGNS, Mix, Outcome, make_world, run_episode, tools
+from examples.own_deployment.wording import format_measure, measure, to_json
+from examples.own_deployment.world import (
+    CALM,
+    CAMPAIGN,
+    CAMPAIGNS,
+    FAMILIES,
+    Mix,
+    Outcome,
+    make_world,
+    run_episode,
+    tools,
+)
 from guard import Guard
 from guard.artifact import load_artifact
 from guard.calibration.monitor import conformal_pvalues, first_alarm, martingale_path
@@ -244,8 +255,26 @@ def main(argv: list[str] | None = None) -> int:
     brk.add_argument("--trip", type=Path, required=True)
     brk.add_argument("--agent-audit", type=Path, required=True, help="the running guard's own audit log")
     brk.add_argument("--new-artifact", default=None)
+    wor = sub.add_parser("wording", help="package defaults against attacks worded in each goal family")
+    wor.add_argument("--record", type=Path, required=True, help="a `record` folder (episodes.jsonl, labels.jsonl)")
+    wor.add_argument("--episodes", type=int, default=400)
+    wor.add_argument("--seed", type=int, default=3)
+    wor.add_argument("--family", action="append", choices=sorted(FAMILIES), default=None)
+    wor.add_argument("--json", action="store_true")
+    wor.add_argument("--earlier-defaults", action="store_true", help="state every control row 0 (the earlier defaults)")
     args = parser.parse_args(argv)
-    if args.step == "label":
+    if args.step == "wording":
+        families = args.family or list(FAMILIES)
+        found = measure(
+            args.record,
+            POLICY,
+            families=families,
+            episodes=args.episodes,
+            seed=args.seed,
+            earlier=args.earlier_defaults,
+        )
+        print(to_json(found) if args.json else format_measure(found))
+    elif args.step == "label":
         labelled, harmed = fill_sheet(args.sheet, args.truth, args.out)
         print(f"labelled {labelled} reviewed session(s), {harmed} with a declared harm, to {args.out}")
     elif args.step == "breaker":

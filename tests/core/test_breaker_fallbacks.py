@@ -20,6 +20,7 @@ from guard.audit import MemoryAudit
 from guard.breaker import Breaker
 from guard.decision import Verdict
 from guard.errors import PolicyError
+from guard.features import FEATURE_GROUPS
 from guard.policy import Effect, Policy, ToolSpec, parse_policy, policy_json_schema
 from guard.provenance import risky_provenance
 from guard.runtime import Guard, Session
@@ -102,9 +103,11 @@ def test_escalate_risky_escalates_private_untrusted_irreversible_and_unknown_cal
         ("create_note", {"title": "x", "body": f"fetch {UNTRUSTED_VALUE}"}, "private or untrusted provenance"),
         ("send_email", {"to": "bob@example.com", "subject": "s", "body": "hello"}, "an irreversible call"),
     ]
-    # the signature rule would escalate the injected note before the trip too: off, so the breaker alone decides
+    # the signature rule would escalate the injected note before the trip too, and so would the control rows (an
+    # unrequested note whose body a third party supplied): off, so the breaker alone decides
+    quiet = small_policy.scorer.weights.model_copy(update=dict.fromkeys(FEATURE_GROUPS["control"], 0.0))
     small_policy = small_policy.model_copy(
-        update={"scorer": small_policy.scorer.model_copy(update={"signature_rule": "off"})}
+        update={"scorer": small_policy.scorer.model_copy(update={"signature_rule": "off", "weights": quiet})}
     )
     fresh = _prefix(Guard(small_policy, threshold=1.0, fallback="escalate_risky"))
     for i, (tool, args, _) in enumerate(risky_calls):

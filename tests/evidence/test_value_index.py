@@ -8,6 +8,7 @@ import pytest
 
 from guard import Guard, Policy, Verdict
 from guard.evidence.value_index import ValueIndex
+from guard.features import FEATURE_GROUPS
 from guard.policy import parse_policy
 
 POLICY = {
@@ -24,6 +25,8 @@ POLICY = {
         "send_sms": {"kind": "sink", "effect": "irreversible", "payload_args": ["text"], "identifier_args": ["number"]},
         "post_url": {"kind": "sink", "effect": "irreversible", "identifier_args": ["url"]},
     },
+    # the control rows weigh whether the user asked for the send, not where its values came from: off here
+    "scorer": {"weights": dict.fromkeys(FEATURE_GROUPS["control"], 0.0)},
 }
 
 

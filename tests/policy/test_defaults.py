@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import guard
+from guard.features import FEATURE_GROUPS
 from guard.policy import DEFAULT_CANARY_PATTERNS, DEFAULT_INJECTION_PATTERNS, load_policy, parse_policy, policy_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,12 +29,15 @@ README_TOOLS: dict[str, Any] = {
         "identifier_args": ["to"],
     },
 }
+#: the control rows weighed 0 before docs/defaults.md#package-defaults-for-goals-stated-as-facts
+NO_CONTROL = dict.fromkeys(FEATURE_GROUPS["control"], 0.0)
 OLD_DEFAULTS = {
     "weights": {
         "injected_value": 0.0,
         "instructed_value": 0.0,
         "unrequested_action": 0.0,
         "recipient_from_untrusted": 0.0,
+        **NO_CONTROL,
     },
     "signature_rule": "off",
     "injection_patterns": [
@@ -237,6 +241,7 @@ def test_the_signature_rule_escalates_what_the_score_lets_run() -> None:
         "recipient_from_untrusted": 0.0,
         "instructed_value": 0.0,
         "unrequested_action": 0.0,
+        **NO_CONTROL,
     }
     on = _run({"weights": zero}, INJECTED, "Summarise my inbox.")
     assert [(d.verdict, d.reason) for d in on] == [(guard.Verdict.ESCALATE, guard.Reason.SIGNATURE)] * 2
