@@ -38,8 +38,8 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Feature:
     """One row of the table.  ``group``: ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix),
-    ``roles`` or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (opt-in, control arguments
-    and conjunctions, :mod:`guard.evidence.control`).  ``evidence`` names, for the docs, the function that computes
+    ``roles`` or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (control arguments and
+    conjunctions, :mod:`guard.evidence.control`; some weighted by default).  ``evidence`` names, for the docs, the function that computes
     the feature (:mod:`guard.scoring.rows` binds the row's name to it, and refuses a table whose rows and functions
     differ).  ``dataflow``: a fully trusted call leaves the feature out of its score (:mod:`guard.evidence.trust`).
     ``needs``: the policy settings without which it never fires (``injection_patterns``, ``canary_patterns``,
@@ -310,7 +310,7 @@ def _conjunction(name: str, weight: float, *rows: Feature) -> Feature:
         "control",
         weight,
         f"Conjunction: {' and '.join(r.name for r in rows)} (one weight on the pair, not two light ones).",
-        "guard.scorer.WeightedScorer.features (conjunction of rows)",
+        "guard.scoring.rows.bind (conjunction of rows)",
         dataflow=any(r.dataflow for r in rows),
         needs=frozenset().union(*(r.needs for r in rows)),
         private=any(r.private for r in rows),
