@@ -31,9 +31,9 @@ def _plain(word: str) -> str:
 #: a noun (money, file, password) names what is acted on, and asking about it asks for no action.
 _ENGLISH: tuple[str, ...] = (
     "send transfer pay wire remit refund",
-    "email mail reply forward write notify tell inform",
-    "message dm tell text ping",
-    "post publish upload share",
+    "email mail reply forward write notify tell inform pass relay escalate",
+    "message dm tell text ping pass relay escalate",
+    "post publish upload share forward pass relay escalate",
     "delete remove erase trash purge discard clean clear drop",
     "update change modify edit set adjust correct reset rename replace fix",
     "invite add onboard welcome",
@@ -44,15 +44,18 @@ _ENGLISH: tuple[str, ...] = (
     "share give grant",
     "cancel abort revoke",
 )
+#: Relaying something on (a ticket to a team, a note to a channel) in Spanish, German and French.
+_RELAY = "reenvía escala escalar weitergeben eskaliere eskalieren transmets transmettre"
 #: The same families in Spanish, German and French, in the order of :data:`_ENGLISH`.
 _OTHER: tuple[str, ...] = (
     "envía enviar envíe manda mandar transfiere transferir transferencia paga pagar pague pago "
     "sende senden schicke schicken überweise überweisen überweisung zahle zahlen bezahle bezahlen zahlung "
     "envoie envoyer envoyez vire virer virement paie payer payez paiement règle régler",
     "correo escribe escribir responde responder reenvía reenviar "
-    "schreibe schreiben antworte antworten weiterleiten leite courriel écris écrire réponds répondre transfère",
-    "mensaje nachricht nachrichten",
-    "publica publicar sube subir veröffentliche veröffentlichen posten hochladen publie publier",
+    "schreibe schreiben antworte antworten weiterleiten leite courriel écris écrire réponds répondre transfère "
+    + _RELAY,
+    "mensaje nachricht nachrichten " + _RELAY,
+    "publica publicar sube subir veröffentliche veröffentlichen posten hochladen publie publier " + _RELAY,
     "borra borrar elimina eliminar lösche löschen entferne entfernen supprime supprimer efface effacer",
     "cambia cambiar actualiza actualizar modifica modificar ändere ändern aktualisiere aktualisieren "
     "changer modifie modifier",

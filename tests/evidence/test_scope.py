@@ -82,6 +82,34 @@ def test_requests_in_spanish_german_and_french(tool: str, turns: tuple[str, ...]
         assert requested(tool, [turn]), turn
 
 
+@pytest.mark.parametrize("tool", ["post_slack", "send_channel_message", "send_email", "send_direct_message"])
+@pytest.mark.parametrize(
+    "turn",
+    [
+        "Please pass my ticket to your team.",
+        "Could you escalate this to the on-call people?",
+        "Relay the note to the channel.",
+        "Escala mi caso al equipo, por favor.",
+        "Bitte eskaliere das an das Team.",
+        "Kannst du das ans Team weitergeben?",
+        "Transmets mon dossier à ton équipe.",
+    ],
+)
+def test_relaying_something_on_requests_a_post_or_a_message(tool: str, turn: str) -> None:
+    """Catches a scope reading without relaying verbs: a user who asks for their ticket to be passed on,
+    escalated or relayed (in English, Spanish, German or French) asks for the post or message that does it, so
+    the call is not unrequested; :func:`test_relaying_does_not_request_a_payment_or_a_deletion` is the control."""
+    assert requested(tool, [turn]), turn
+
+
+@pytest.mark.parametrize("tool", ["send_money", "delete_file", "update_password"])
+def test_relaying_does_not_request_a_payment_or_a_deletion(tool: str) -> None:
+    """Catches relaying verbs added to every family: passing a ticket on asks for no payment, deletion or
+    password change."""
+    for turn in ("Please pass my ticket to your team.", "Escala mi caso al equipo.", "Transmets mon dossier."):
+        assert not requested(tool, [turn]), turn
+
+
 @pytest.mark.parametrize(
     ("tool", "turns"),
     [
