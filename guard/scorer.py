@@ -54,8 +54,10 @@ class WeightedScorer:
         view = EvidenceView(evidence, bits_of(selected))
         for name, compute in self.rows.selection:
             values[name] = compute(view)
-        for name, parts in self.rows.conjunctions:
-            values[name] = all(values[part] for part in parts)
+        read = values.__getitem__
+        rows = self.rows  # a call that does not act: a conjunction with an acting part stays off, unread
+        for name, parts in rows.conjunctions if evidence.acts else rows.passive_conjunctions:
+            values[name] = all(map(read, parts))
         return values
 
     def evidence(self, graph: PrefixGraph, node: int) -> NodeEvidence:

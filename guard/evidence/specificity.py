@@ -21,6 +21,7 @@ identifiers, weak spans) are in :mod:`guard.evidence.boilerplate`.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from pathlib import Path
 
 from guard.evidence.kgrams import Key, gram_key, window_keys
@@ -108,11 +109,20 @@ def uncommon(
     or token of at least ``k`` characters each of whose k-gram keys is in ``boilerplate`` (a deployment's own
     signature phone or company number, common in its sessions: docs/evidence.md#the-background-table)."""
 
-    def common(piece: str) -> bool:
-        return common_piece(piece, boilerplate, k)
-
-    kept = tuple(v for v in values if not (v.key and common(text[v.start : v.end])))
-    return kept, frozenset(t for t in tokens if not common(t))
+    if not values and not tokens:
+        return values, tokens
+    firsts = _first_grams(boilerplate, k)  # common_piece, its first k-gram screened as text: no key to compute
+    common = [
+        v
+        for v in values
+        if v.key
+        and v.end - v.start >= k
+        and text[v.start : v.start + k] in firsts
+        and boilerplate.issuperset(window_keys(text[v.start : v.end], k))
+    ]
+    kept = tuple(v for v in values if v not in common) if common else values
+    dropped = {t for t in tokens if len(t) >= k and t[:k] in firsts and boilerplate.issuperset(window_keys(t, k))}
+    return kept, tokens - dropped if dropped else tokens
 
 
 def common_piece(piece: str, boilerplate: frozenset[Key], k: int) -> bool:
@@ -121,3 +131,21 @@ def common_piece(piece: str, boilerplate: frozenset[Key], k: int) -> bool:
     if len(piece) < k or gram_key(piece[:k], k) not in boilerplate:
         return False
     return boilerplate.issuperset(window_keys(piece, k))
+
+
+@lru_cache(maxsize=8)
+def _first_grams(boilerplate: frozenset[Key], k: int) -> frozenset[str]:
+    """The k-grams of ``k`` characters whose keys (:func:`~guard.evidence.kgrams.gram_key`) are in ``boilerplate``, as
+    text (one table serves every session: computed once): an ASCII k-gram's key is its bytes as an integer, any
+    other's the gram.  An integer of no ASCII ``k`` bytes is no k-gram's key and is left out; a text that is no
+    k-gram may stay: :func:`uncommon` only screens with these, every key is looked up after."""
+    out: set[str] = set()
+    for key in boilerplate:
+        if isinstance(key, str):
+            out.add(key)
+            continue
+        try:
+            out.add(key.to_bytes(k, "little").decode("ascii"))
+        except (OverflowError, UnicodeDecodeError):
+            continue
+    return frozenset(out)

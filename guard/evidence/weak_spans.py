@@ -195,7 +195,8 @@ def reuse_bits(index: _Index, args: Iterable[tuple[str, str]]) -> dict[str, int]
             weak_runs.setdefault(name, []).extend(runs)
         if exact_runs:
             zone_runs.setdefault(name, []).extend(exact_runs)
-    _join(reuse, weak_runs, index.free_bits, -1)
+    if weak_runs:  # no weak run: no node holds two
+        _join(reuse, weak_runs, index.free_bits, -1)
     if zone_runs:
         _join(
             reuse,

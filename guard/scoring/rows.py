@@ -56,13 +56,15 @@ class Selection:
 class Bound:
     """A table bound to its functions, in the table's order: ``names`` (every row), the prefix rows (``passive``:
     those that are not ``acting``, all a call that does not act reads), the selection rows, and the conjunctions
-    with the names of their parts."""
+    with the names of their parts (``passive_conjunctions``: those none of whose parts is an ``acting`` row or a
+    conjunction that joins one, the only ones a call that does not act can fire)."""
 
     names: tuple[str, ...]
     prefix: tuple[tuple[str, Callable[[NodeEvidence], bool]], ...]
     passive: tuple[tuple[str, Callable[[NodeEvidence], bool]], ...]
     selection: tuple[tuple[str, Callable[[EvidenceView], bool]], ...]
     conjunctions: tuple[tuple[str, tuple[str, ...]], ...]
+    passive_conjunctions: tuple[tuple[str, tuple[str, ...]], ...]
 
 
 def bind(rows: tuple[Feature, ...], functions: Mapping[str, Prefix | Selection]) -> Bound:
@@ -85,7 +87,12 @@ def bind(rows: tuple[Feature, ...], functions: Mapping[str, Prefix | Selection])
     passive = tuple((n, f.compute) for n in names if isinstance(f := functions.get(n), Prefix) and not f.acting)
     selection = tuple((n, f.compute) for n in names if isinstance(f := functions.get(n), Selection))
     conjunctions = tuple((row.name, row.all_of) for row in rows if row.all_of)
-    return Bound(names, prefix, passive, selection, conjunctions)
+    off = {n for n in names if isinstance(f := functions.get(n), Prefix) and f.acting}  # off when a call does not act
+    for name, parts in conjunctions:
+        if off.intersection(parts):
+            off.add(name)
+    still = tuple((name, parts) for name, parts in conjunctions if name not in off)
+    return Bound(names, prefix, passive, selection, conjunctions, still)
 
 
 # --------------------------------------------------------------------------- rows that read the selection

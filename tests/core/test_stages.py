@@ -1,15 +1,21 @@
-"""The decision's audit entry (guard/stages.py): argument hashes keyed by the sink's typed ``value_key``."""
+"""guard/stages.py: argument hashes keyed by the sink's typed ``value_key``; the decision's timed copy."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from guard.audit import AuditKey, KeyedSink, MemoryAudit
+from guard.decision import Decision, ProbeCall, Reason, Verdict
 from guard.policy import Policy
 from guard.runtime import Guard
+from guard.stages import with_latency
 
 KEY = b"k" * 16
 
@@ -47,3 +53,56 @@ def test_a_sink_without_a_bytes_value_key_hashes_arguments_unkeyed(small_policy:
     such a sink gets the unkeyed SHA-256 prefixes, exactly as an unkeyed MemoryAudit does."""
     assert _args(ListSink(**value_key), small_policy) == _args(MemoryAudit(), small_policy)
     assert _args(ListSink(**value_key), small_policy)["path"].startswith("sha256:")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    verdict=st.sampled_from(list(Verdict)),
+    reason=st.sampled_from(list(Reason)),
+    message=st.text(max_size=8),
+    score=st.one_of(st.none(), st.floats(allow_nan=False)),
+    threshold=st.one_of(st.none(), st.floats(allow_nan=False)),
+    selected=st.lists(st.integers(0, 50), max_size=3).map(tuple),
+    index=st.integers(-1, 50),
+    tool=st.text(max_size=6),
+    call_id=st.text(max_size=6),
+    latency=st.floats(allow_nan=False),
+    new_latency=st.floats(allow_nan=False),
+    args=st.one_of(st.none(), st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2)),
+)
+def test_with_latency_is_replace_of_the_latency(
+    verdict: Verdict,
+    reason: Reason,
+    message: str,
+    score: float | None,
+    threshold: float | None,
+    selected: tuple[int, ...],
+    index: int,
+    tool: str,
+    call_id: str,
+    latency: float,
+    new_latency: float,
+    args: dict[str, str] | None,
+) -> None:
+    """``with_latency`` (every field passed in order, read by two getters) = ``dataclasses.replace`` of
+    ``latency_us``: catches a field dropped, two fields swapped, or the latency put in the wrong place."""
+    decision = Decision(
+        verdict,
+        reason,
+        message,
+        score,
+        threshold,
+        MappingProxyType({"f": bool(index % 2)}),
+        selected,
+        index,
+        tool,
+        call_id,
+        latency,
+        (ProbeCall("p", {"a": 1}, "c", tool),),
+        {"k": message},
+        args,
+    )
+    timed = with_latency(decision, new_latency)
+    assert timed == dataclasses.replace(decision, latency_us=new_latency)
+    assert all(getattr(timed, f.name) is getattr(decision, f.name) for f in dataclasses.fields(Decision)[:10])
+    assert all(getattr(timed, f.name) is getattr(decision, f.name) for f in dataclasses.fields(Decision)[11:])

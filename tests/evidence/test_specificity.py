@@ -134,3 +134,43 @@ def test_a_common_piece_is_one_whose_every_key_is_boilerplate(piece: str, k: int
     table |= frozenset(window_keys(extra, k))
     assert common_piece(piece, table, k) is (bool(keys) and table.issuperset(keys))
     assert common_piece(piece, frozenset(keys), k) is bool(keys)  # not vacuous: the whole-table case fires
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    text=st.text(alphabet="ab+1é", min_size=1, max_size=24),
+    spans=st.lists(st.tuples(st.integers(0, 24), st.integers(0, 11), st.booleans()), max_size=5),
+    token_spans=st.lists(st.tuples(st.integers(0, 24), st.integers(1, 11)), max_size=4),
+    k=st.sampled_from([3, 4, 9]),
+    keep=st.lists(st.booleans(), max_size=24),
+    junk=st.lists(st.one_of(st.integers(-(2**70), 2**70), st.text(alphabet="ab+1é", max_size=10)), max_size=4),
+)
+def test_uncommon_screens_as_common_piece_defines(
+    text: str,
+    spans: list[tuple[int, int, bool]],
+    token_spans: list[tuple[int, int]],
+    k: int,
+    keep: list[bool],
+    junk: list[int | str],
+) -> None:
+    """``uncommon`` (each piece's first k-gram screened as text against the table's grams, keys decoded once)
+    = the definition, ``common_piece`` per keyed value and token, on tables that also hold keys of no k-gram
+    (negative, too wide, non-ASCII bytes, strings of another length).  Catches a screen that drops a common
+    piece (a first k-gram decoded wrong, ASCII or not, k > 8), keeps a value without a key or a piece shorter
+    than k out, or a key of no k-gram taken for one."""
+    from guard.evidence.specificity import uncommon
+    from guard.evidence.values import Value
+
+    fits = [(lo, n, on) for lo, n, on in spans if lo + n <= len(text)]
+    values = tuple(Value("raw", lo, lo + n, text[lo : lo + n] if on else "") for lo, n, on in fits)
+    tokens = frozenset(text[lo : lo + n] for lo, n in token_spans if lo + n <= len(text))
+    keys = window_keys(text, k)
+    table = frozenset([key for key, on in zip(keys, keep + [True] * len(keys), strict=False) if on] + junk)
+    kept, left = uncommon(text, values, tokens, table, k)
+    assert kept == tuple(v for v in values if not (v.key and common_piece(text[v.start : v.end], table, k)))
+    assert left == frozenset(t for t in tokens if not common_piece(t, table, k))
+    whole = frozenset(keys)  # not vacuous: with every key in the table, each piece of k or more characters goes
+    assert uncommon(text, values, tokens, whole, k) == (
+        tuple(v for v in values if not (v.key and v.end - v.start >= k)),
+        frozenset(t for t in tokens if len(t) < k),
+    )

@@ -108,6 +108,45 @@ def test_an_acting_row_is_off_for_a_call_that_does_not_act(small_policy: Policy)
     assert calls == [2]
 
 
+ALWAYS = Feature("test_local_always", "prefix", 0.0, "Always on (a test-local row).", "tests")
+ACTING = Feature("test_local_acting", "prefix", 0.0, "On for a call that acts (a test-local row).", "tests")
+QUIET = Feature("test_local_quiet", "control", 0.0, "ALWAYS and PICKED.", "tests", all_of=(ALWAYS.name, PICKED.name))
+LOUD = Feature("test_local_loud", "control", 0.0, "ACTING and PICKED.", "tests", all_of=(ACTING.name, PICKED.name))
+NESTED = Feature("test_local_nested", "control", 0.0, "LOUD and ALWAYS.", "tests", all_of=(LOUD.name, ALWAYS.name))
+
+
+@pytest.mark.parametrize("node", [1, 2], ids=["read", "sink"])
+@pytest.mark.parametrize("chosen", [frozenset(), frozenset({0})], ids=["empty", "picked"])
+def test_every_conjunction_is_all_of_its_parts(small_policy: Policy, node: int, chosen: frozenset[int]) -> None:
+    """Catches a scorer that skips, for a call that does not act, a conjunction a passive call can fire (one of
+    passive rows and a selection row), or that reads one with an acting part (directly or through a nested
+    conjunction) as anything but off: on a read and on a sink, with and without a selection, every conjunction
+    of a table with test-local passive, acting and nested conjunctions is the conjunction of its parts."""
+    rows = (*TABLE, ALWAYS, ACTING, PICKED, QUIET, LOUD, NESTED)
+    functions = {
+        **FUNCTIONS,
+        PICKED.name: Selection(lambda view: bool(view.chosen)),
+        ALWAYS.name: Prefix(lambda ev: True),
+        ACTING.name: Prefix(lambda ev: True, True),
+    }
+    bound = bind(rows, functions)
+    assert [name for name, _ in bound.passive_conjunctions] == [QUIET.name]
+    graph = build_graph(
+        small_policy,
+        (
+            user(0, "Read my inbox, then mail a@b.io."),
+            proposal(1, "read_inbox", {}, "c0"),
+            proposal(2, "send_email", {"to": "a@b.io", "body": "hello"}, "c1"),
+        ),
+    )
+    values = WeightedScorer(small_policy, bound).features(graph, node, chosen)
+    for row in rows:
+        if row.all_of:
+            assert values[row.name] is all(values[part] for part in row.all_of), row.name
+    assert values[QUIET.name] is bool(chosen)  # not vacuous: a passive conjunction fires on the read too
+    assert values[NESTED.name] is (node == 2 and bool(chosen))
+
+
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="htpsw.:/aX1 ", max_size=24))
 def test_the_url_screen_keeps_every_value_the_url_pattern_matches(value: str) -> None:
