@@ -39,13 +39,13 @@ __all__ = [
 class Feature:
     """One row of the table.  ``group``: ``default`` (on by default), ``prefix`` (opt-in, reads the whole prefix),
     ``roles`` or ``graded`` (opt-in, :mod:`guard.evidence.role_features`), ``control`` (control arguments and
-    conjunctions, :mod:`guard.evidence.control`; some weighted by default).  ``evidence`` names, for the docs, the function that computes
-    the feature (:mod:`guard.scoring.rows` binds the row's name to it, and refuses a table whose rows and functions
-    differ).  ``dataflow``: a fully trusted call leaves the feature out of its score (:mod:`guard.evidence.trust`).
-    ``needs``: the policy settings without which it never fires (``injection_patterns``, ``canary_patterns``,
-    ``untrusted_source``, ``payload_args``).  ``private``: evidence that private data is in the call (provenance
-    from a private source, a canary); a sink call whose every destination is internal (``trust.internal``) leaves
-    it out of its score.  ``all_of``: a conjunction, on when every row named there is on (computed from them)."""
+    conjunctions, :mod:`guard.evidence.control`, some weigh by default).  ``evidence`` names, the function that computes
+    it (:mod:`guard.scoring.rows` binds the row's name to it, and refuses a table whose rows and functions differ).
+    ``dataflow``: a fully trusted call leaves the feature out of its score (:mod:`guard.evidence.trust`). ``needs``: the
+    policy settings without which it never fires (``injection_patterns``, ``canary_patterns``, ``untrusted_source``,
+    ``payload_args``).  ``private``: evidence that private data is in the call (provenance from a private source, a
+    canary); a sink call whose every destination is internal (``trust.internal``) leaves it out of its score.
+    ``all_of``: a conjunction, on when every row named there is on (computed from them)."""
 
     name: str
     group: str
