@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -109,3 +111,26 @@ def threshold_words(tripped: bool, artifact_id: str | None) -> str:
     if tripped:
         return "the fallback artifact's calibrated threshold" if artifact_id else "the fallback threshold"
     return "the calibrated threshold" if artifact_id else "the threshold set by hand"
+
+
+def with_latency(decision: Decision, latency_us: float) -> Decision:
+    """The decision with its measured latency: ``dataclasses.replace(decision, latency_us=latency_us)``, every
+    field passed to the class in its order, read by two attribute getters (half the time of ``replace``, which
+    looks each field up by name; every decision takes this step)."""
+    make: Callable[..., Decision] = type(decision)
+    return make(*_BEFORE_LATENCY(decision), latency_us, *_AFTER_LATENCY(decision))
+
+
+def _field_getters() -> tuple[operator.attrgetter[Any], operator.attrgetter[Any]]:
+    """The getters of the fields of :class:`Decision` before and after ``latency_us`` (each a tuple of two or more:
+    a getter of one name returns the value, not a tuple), checked when this module is imported."""
+    fields = dataclasses.fields(Decision)
+    names = [f.name for f in fields]
+    at = names.index("latency_us")
+    before, after = names[:at], names[at + 1 :]
+    if not all(f.init for f in fields) or len(before) < 2 or len(after) < 2:
+        raise TypeError("with_latency passes every field of Decision in order: two or more on each side")
+    return operator.attrgetter(*before), operator.attrgetter(*after)
+
+
+_BEFORE_LATENCY, _AFTER_LATENCY = _field_getters()

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from guard import stages
 from guard.breaker import Breaker
 from guard.calls import CallBook, CallState, decided_call
-from guard.decision import Decision, Mode, Reason
+from guard.decision import Decision, Mode, Reason, with_latency
 from guard.episode_json import SOURCE_TRUST, TRUST_SOURCE
 from guard.errors import AuditError, BindingError, InputError
 from guard.evidence.trust import session_internal
@@ -263,7 +263,7 @@ class Session:
                 decision = stages.internal_error(tool, call_id, exc, self.guard.threshold)
                 entry_error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             latency = (time.perf_counter_ns() - start) / 1000.0
-            decision = stages.with_latency(decision, latency)
+            decision = with_latency(decision, latency)
         return self._entry(decision, tool, args, call_id, entry_error)
 
     def _entry(

@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import operator
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -285,29 +284,6 @@ def internal_error(tool: Any, call_id: Any, exc: BaseException, threshold: float
     return dataclasses.replace(
         _refusal(Verdict.ESCALATE, Reason.INTERNAL_ERROR, message, tool, call_id), threshold=threshold
     )
-
-
-def with_latency(decision: Decision, latency_us: float) -> Decision:
-    """The decision with its measured latency: ``dataclasses.replace(decision, latency_us=latency_us)``, every
-    field passed to the class in its order, read by two attribute getters (half the time of ``replace``, which
-    looks each field up by name; every decision takes this step)."""
-    make: Callable[..., Decision] = type(decision)
-    return make(*_BEFORE_LATENCY(decision), latency_us, *_AFTER_LATENCY(decision))
-
-
-def _field_getters() -> tuple[operator.attrgetter[Any], operator.attrgetter[Any]]:
-    """The getters of the fields of :class:`Decision` before and after ``latency_us`` (each a tuple of two or more:
-    a getter of one name returns the value, not a tuple), checked when this module is imported."""
-    fields = dataclasses.fields(Decision)
-    names = [f.name for f in fields]
-    at = names.index("latency_us")
-    before, after = names[:at], names[at + 1 :]
-    if not all(f.init for f in fields) or len(before) < 2 or len(after) < 2:
-        raise TypeError("with_latency passes every field of Decision in order: two or more on each side")
-    return operator.attrgetter(*before), operator.attrgetter(*after)
-
-
-_BEFORE_LATENCY, _AFTER_LATENCY = _field_getters()
 
 
 def audit_entry(session: Session, decision: Decision, args: Any, error: str | None) -> dict[str, Any]:

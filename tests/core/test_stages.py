@@ -12,10 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from guard.audit import AuditKey, KeyedSink, MemoryAudit
-from guard.decision import Decision, ProbeCall, Reason, Verdict
+from guard.decision import Decision, ProbeCall, Reason, Verdict, with_latency
 from guard.policy import Policy
 from guard.runtime import Guard
-from guard.stages import with_latency
 
 KEY = b"k" * 16
 
