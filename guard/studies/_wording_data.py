@@ -10,9 +10,13 @@ families and the seed; pass ``rescore`` to build it again.
 from __future__ import annotations
 
 import hashlib
+import json
 import pickle
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -83,3 +87,45 @@ def load(
         pickle.dump(families, handle, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(path)
     return families
+
+
+#: the cache folder both wording studies use (one cache for both).
+CACHE = Path.home() / ".cache" / "carbguard"
+
+
+def options(args: list[str]) -> dict[str, Any] | None:
+    """The flags of a wording study's ``main`` (no parser: every argument parser lives under guard/cli):
+    ``--json``, ``--rescore``, ``--cache DIR``, ``--workers N``; None when a flag is unknown or lacks its value."""
+    out: dict[str, Any] = {"json": False, "rescore": False, "cache": CACHE, "workers": 1}
+    rest = iter(args)
+    for flag in rest:
+        if flag in ("--json", "--rescore"):
+            out[flag[2:]] = True
+        elif flag in ("--cache", "--workers"):
+            value = next(rest, None)
+            if value is None or (flag == "--workers" and not value.isdigit()):
+                return None
+            out[flag[2:]] = Path(value) if flag == "--cache" else int(value)
+        else:
+            return None
+    return out
+
+
+def run_study(
+    module: str,
+    argv: Sequence[str] | None,
+    study: Callable[..., dict[str, Any]],
+    show: Callable[[dict[str, Any]], str],
+    seed: int,
+) -> int:
+    """A wording study's command: read the flags (usage on stderr and 2 when they are wrong), load the cached
+    corpora, run ``study`` and print it (``--json``: as JSON)."""
+    found = options(list(sys.argv[1:] if argv is None else argv))
+    if found is None:
+        sys.stderr.write(f"usage: python -m {module} [--json] [--rescore] [--cache DIR] [--workers N]\n")
+        return 2
+    quiet = found["json"]
+    families = load(found["cache"], seed, rescore=found["rescore"], progress=not quiet, workers=found["workers"])
+    out = study(families, seed, log=None if quiet else print)
+    print(json.dumps(out, indent=1) if quiet else show(out))
+    return 0

@@ -21,10 +21,7 @@ that supplied the value ("pay the bill in bill.txt"), and a package default must
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -162,43 +159,9 @@ def format_study(out: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-USAGE = "usage: python -m guard.studies.package_defaults [--json] [--rescore] [--cache DIR] [--workers N]\n"
-
-
-def _options(args: list[str]) -> dict[str, Any] | None:
-    """The flags of :func:`main` (no parser: every argument parser lives under guard/cli); None when unknown."""
-    out: dict[str, Any] = {"json": False, "rescore": False, "cache": data_cache(), "workers": 1}
-    rest = iter(args)
-    for flag in rest:
-        if flag in ("--json", "--rescore"):
-            out[flag[2:]] = True
-        elif flag in ("--cache", "--workers"):
-            value = next(rest, None)
-            if value is None or (flag == "--workers" and not value.isdigit()):
-                return None
-            out[flag[2:]] = Path(value) if flag == "--cache" else int(value)
-        else:
-            return None
-    return out
-
-
-def data_cache() -> Path:
-    """The cache folder the wording study uses (one cache for both)."""
-    return Path.home() / ".cache" / "carbguard"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and print it (``--json``: as JSON; ``--rescore``: replay the cached corpora again)."""
-    options = _options(list(sys.argv[1:] if argv is None else argv))
-    if options is None:
-        sys.stderr.write(USAGE)
-        return 2
-    families = data.load(
-        options["cache"], SEED, rescore=options["rescore"], progress=not options["json"], workers=options["workers"]
-    )
-    out = study(families, SEED, log=None if options["json"] else print)
-    print(json.dumps(out, indent=1) if options["json"] else format_study(out))
-    return 0
+    return data.run_study("guard.studies.package_defaults", argv, study, format_study, SEED)
 
 
 if __name__ == "__main__":

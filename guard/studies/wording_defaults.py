@@ -21,11 +21,8 @@ The chosen weights are reported with ``instructed_value`` off and on (at its pac
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,7 +47,6 @@ START: dict[str, float] = {k: v for k, v in DEFAULT_WEIGHTS.items() if k != tabl
 SEARCH_PERMUTATIONS = 20
 REPORT_PERMUTATIONS = 100
 SEED = 0
-CACHE = Path.home() / ".cache" / "carbguard"
 
 
 def _halves(rows: np.ndarray, permutations: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,38 +169,9 @@ def _row(name: str, cells: dict[str, Any]) -> str:
     return f"  {name[:44]:<45}" + " | ".join(parts)
 
 
-USAGE = "usage: python -m guard.studies.wording_defaults [--json] [--rescore] [--cache DIR] [--workers N]\n"
-
-
-def _options(args: list[str]) -> dict[str, Any] | None:
-    """The flags of :func:`main` (no parser: every argument parser lives under guard/cli); None when unknown."""
-    out: dict[str, Any] = {"json": False, "rescore": False, "cache": CACHE, "workers": 1}
-    rest = iter(args)
-    for flag in rest:
-        if flag in ("--json", "--rescore"):
-            out[flag[2:]] = True
-        elif flag in ("--cache", "--workers"):
-            value = next(rest, None)
-            if value is None or (flag == "--workers" and not value.isdigit()):
-                return None
-            out[flag[2:]] = Path(value) if flag == "--cache" else int(value)
-        else:
-            return None
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the study and print it (``--json``: as JSON; ``--rescore``: replay the cached corpora again)."""
-    options = _options(list(sys.argv[1:] if argv is None else argv))
-    if options is None:
-        sys.stderr.write(USAGE)
-        return 2
-    families = data.load(
-        options["cache"], SEED, rescore=options["rescore"], progress=not options["json"], workers=options["workers"]
-    )
-    out = study(families, SEED, log=None if options["json"] else print)
-    print(json.dumps(out, indent=1) if options["json"] else format_study(out))
-    return 0
+    return data.run_study("guard.studies.wording_defaults", argv, study, format_study, SEED)
 
 
 if __name__ == "__main__":

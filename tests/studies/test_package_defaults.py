@@ -107,7 +107,8 @@ def test_the_table_holds_the_weights_the_page_printed() -> None:
 def test_command_line_flags_are_read_and_unknown_ones_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """Catches the hand-read flags dropping a value (``--cache DIR`` read as a flag), taking a non-number for
     ``--workers``, or running on an unknown flag instead of printing usage."""
-    from guard.studies.package_defaults import _options, main
+    from guard.studies._wording_data import options as _options
+    from guard.studies.package_defaults import main
 
     got = _options(["--json", "--cache", "/tmp/c", "--workers", "2", "--rescore"])
     assert got == {"json": True, "rescore": True, "cache": Path("/tmp/c"), "workers": 2}
