@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -71,6 +72,15 @@ class Bench:
                 ratio = float(got["harm_free_success"].mean()) / ref if ref else float("nan")
                 out[name, alpha] = Metric(float(got["loss"].mean()), ratio)
         return out
+
+
+def metrics_json(metrics: Mapping[tuple[str, float], Metric], wordings: Sequence[str] | None = None) -> dict[str, Any]:
+    """``metrics`` as JSON, wording → α → loss and harm-free ratio (only ``wordings`` when given)."""
+    out: dict[str, Any] = {}
+    for (name, alpha), m in metrics.items():
+        if wordings is None or name in wordings:
+            out.setdefault(name, {})[f"{alpha:g}"] = {"loss": m.loss, "harm_free_ratio": m.harm_free_ratio}
+    return out
 
 
 def objective(metrics: Mapping[tuple[str, float], Metric], wordings: Sequence[str]) -> float:

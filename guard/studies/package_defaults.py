@@ -30,7 +30,7 @@ from guard import features as table
 from guard.calibration.evaluate import split_indices
 from guard.features import DEFAULT_WEIGHTS
 from guard.studies import _wording_data as data
-from guard.studies._wording_search import FLOORS, Bench, Metric, objective, vector
+from guard.studies._wording_search import FLOORS, Bench, Metric, metrics_json, objective, vector
 
 #: the rows the choice may weigh: the control readings and conjunctions that never fire on a call whose
 #: control value the user named, or whose source record the user named.
@@ -88,14 +88,6 @@ def descend(on: Bench, wordings: Sequence[str]) -> tuple[dict[str, float], float
     return {k: v for k, v in free.items() if v}, best
 
 
-def _cells(metrics: Mapping[tuple[str, float], Metric], wordings: Sequence[str] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for (name, alpha), m in metrics.items():
-        if wordings is None or name in wordings:
-            out.setdefault(name, {})[f"{alpha:g}"] = {"loss": m.loss, "harm_free_ratio": m.harm_free_ratio}
-    return out
-
-
 def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[str, Any]:
     """Every number of the section, as JSON."""
     say = log or (lambda _text: None)
@@ -117,12 +109,12 @@ def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[st
         "fixed": FIXED,
         "chosen": chosen,
         "objective": worst,
-        "development": {key: _cells(report.metrics(vector(w))) for key, w in rows.items()},
+        "development": {key: metrics_json(report.metrics(vector(w))) for key, w in rows.items()},
         "leave_one_family_out": {},
     }
     for held in (w for w in wordings if w.startswith(GOAL_PREFIX)):
         weights, _ = descend(search, [w for w in wordings if w != held])
-        cells = _cells(report.metrics(vector({**FIXED, **weights}), [held]), [held])[held]
+        cells = metrics_json(report.metrics(vector({**FIXED, **weights}), [held]), [held])[held]
         out["leave_one_family_out"][held] = {"weights": weights, **cells}
         say(f"leave out {held}: {weights}")
     return out

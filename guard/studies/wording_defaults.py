@@ -31,7 +31,7 @@ from guard import features as table
 from guard.calibration.evaluate import split_indices
 from guard.features import CONJUNCTIONS, CONTROL_FEATURES, DEFAULT_WEIGHTS
 from guard.studies import _wording_data as data
-from guard.studies._wording_search import FLOORS, Bench, Metric, choose, vector
+from guard.studies._wording_search import FLOORS, Bench, choose, metrics_json, vector
 
 #: the features the search may weigh: the default evidence without instructed_value, the control readings,
 #: their conjunctions, and the two they join that are not default (severity 3, an untrusted payload).
@@ -55,14 +55,6 @@ def _halves(rows: np.ndarray, permutations: int, seed: int) -> tuple[np.ndarray,
     return rows[calib], rows[test]
 
 
-def _json(metrics: dict[tuple[str, float], Metric], wordings: Sequence[str] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for (name, alpha), m in metrics.items():
-        if wordings is None or name in wordings:
-            out.setdefault(name, {})[f"{alpha:g}"] = {"loss": m.loss, "harm_free_ratio": m.harm_free_ratio}
-    return out
-
-
 def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[str, Any]:
     """Every number of the section, as JSON."""
     say = log or (lambda _text: None)
@@ -80,10 +72,10 @@ def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[st
         "l2": l2,
         "objective": worst,
         "development": {
-            "instructed_value_off": _json(report.metrics(vector(chosen))),
-            "instructed_value_on": _json(report.metrics(vector(on))),
-            "package_defaults": _json(report.metrics(vector(DEFAULT_WEIGHTS))),
-            "package_defaults_instructed_value_off": _json(report.metrics(vector(START))),
+            "instructed_value_off": metrics_json(report.metrics(vector(chosen))),
+            "instructed_value_on": metrics_json(report.metrics(vector(on))),
+            "package_defaults": metrics_json(report.metrics(vector(DEFAULT_WEIGHTS))),
+            "package_defaults_instructed_value_off": metrics_json(report.metrics(vector(START))),
         },
         "leave_one_wording_out": {},
         "leave_one_model_out": {},
@@ -91,7 +83,7 @@ def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[st
     }
     for held in wordings[1:]:
         weights, _, l2 = choose(bench, everyone, FREE, [w for w in wordings if w != held])
-        cells = _json(report.metrics(vector(weights), [held]), [held])[held]
+        cells = metrics_json(report.metrics(vector(weights), [held]), [held])[held]
         out["leave_one_wording_out"][held] = {"l2": l2, "weights": weights, **cells}
         say(f"leave out {held}: l2 {l2:g}, {cells}")
     for model in sorted(set(families.models.tolist())):
@@ -100,8 +92,12 @@ def study(families: data.Families, seed: int = SEED, log: Any = None) -> dict[st
         inner = Bench.of(families.scored, families.groups, *_halves(others, SEARCH_PERMUTATIONS, seed))
         weights, _, l2 = choose(inner, others, FREE, wordings)
         tested = Bench.of(families.scored, families.groups, others[None, :], own[None, :])
-        out["leave_one_model_out"][model] = {"l2": l2, "weights": weights, **_json(tested.metrics(vector(weights)))}
-        out["leave_one_model_out_package"][model] = _json(tested.metrics(vector(DEFAULT_WEIGHTS)))
+        out["leave_one_model_out"][model] = {
+            "l2": l2,
+            "weights": weights,
+            **metrics_json(tested.metrics(vector(weights))),
+        }
+        out["leave_one_model_out_package"][model] = metrics_json(tested.metrics(vector(DEFAULT_WEIGHTS)))
         say(f"leave out {model}: l2 {l2:g}")
     out["targets"] = targets(out)
     return out
